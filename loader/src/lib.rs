@@ -1,1 +1,16 @@
-//! placeholder
+//! flamehouse: load profiles into ClickHouse and query flame graphs.
+//!
+//! - [`engine`]: the embedded ClickHouse engine (chDB) with the flamehouse
+//!   functions registered;
+//! - [`demo`]: the generated demo profile and the flame-graph outputs of the
+//!   README's first command;
+//! - [`binpb`]: the MemHawk `.binpb` snapshot-stream decoder;
+//! - [`error`]: the crate's error type.
+
+pub mod binpb;
+pub mod demo;
+pub mod engine;
+pub mod error;
+
+pub use engine::{Engine, EngineOptions};
+pub use error::{Error, Result};

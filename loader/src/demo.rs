@@ -1,0 +1,229 @@
+//! A generated demo profile and the outputs of the README's first command:
+//! stack samples loaded into the engine, then the flame graph computed in
+//! SQL by the flamehouse functions and written as folded text and SVG.
+//!
+//! The generator is also the benchmark's data source: it makes `distinct`
+//! stacks of depth 10-40 that share prefixes like real call trees, and the
+//! sample rows are drawn in SQL with a skewed (cubic) distribution over them.
+
+use crate::engine::Engine;
+use crate::error::{file_err, Error, Result};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Shape of a synthetic profile.
+#[derive(Debug, Clone)]
+pub struct SyntheticProfile {
+    /// Number of sample rows. Default: 100,000.
+    pub samples: u64,
+    /// Number of distinct stacks. Default: 2,000.
+    pub distinct: usize,
+    /// Minimum stack depth. Default: 10.
+    pub min_depth: usize,
+    /// Maximum stack depth. Default: 40.
+    pub max_depth: usize,
+    /// Random seed; the same seed gives the same profile. Default: 42.
+    pub seed: u64,
+}
+
+impl Default for SyntheticProfile {
+    fn default() -> Self {
+        SyntheticProfile {
+            samples: 100_000,
+            distinct: 2_000,
+            min_depth: 10,
+            max_depth: 40,
+            seed: 42,
+        }
+    }
+}
+
+const MODULES: &[&str] = &[
+    "server", "http", "json", "db", "cache", "auth", "render", "alloc", "io", "sched",
+];
+const VERBS: &[&str] = &[
+    "handle", "parse", "read", "write", "lookup", "encode", "decode", "flush", "poll", "build",
+    "merge", "sort", "hash", "compress", "send",
+];
+
+/// Generates `p.distinct` distinct stacks, root first.
+pub fn synthetic_stacks(p: &SyntheticProfile) -> Vec<Vec<String>> {
+    let mut rng = StdRng::seed_from_u64(p.seed);
+    let mut seen = HashSet::new();
+    let mut out: Vec<Vec<String>> = Vec::with_capacity(p.distinct);
+    let frame = |rng: &mut StdRng| -> String {
+        let m = MODULES[rng.gen_range(0..MODULES.len())];
+        let v = VERBS[rng.gen_range(0..VERBS.len())];
+        format!("{m}::{v}_{}", rng.gen_range(0..40))
+    };
+    while out.len() < p.distinct {
+        let depth = rng.gen_range(p.min_depth..=p.max_depth);
+        // Share a prefix with an earlier stack most of the time, as calls
+        // from the same entry points do.
+        let mut s: Vec<String> = if !out.is_empty() && rng.gen_bool(0.9) {
+            let base = &out[rng.gen_range(0..out.len())];
+            let cut = rng.gen_range(1..=base.len().min(depth));
+            base[..cut].to_vec()
+        } else {
+            vec!["main".to_string()]
+        };
+        while s.len() < depth {
+            s.push(frame(&mut rng));
+        }
+        if seen.insert(s.clone()) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Quotes `s` as a ClickHouse string literal inside TabSeparated data.
+fn quoted(s: &str, out: &mut String) {
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            _ => out.push(c),
+        }
+    }
+    out.push('\'');
+}
+
+/// Creates `table (ts DateTime, stack Array(String), value Int64)` filled
+/// with `p.samples` rows drawn from [`synthetic_stacks`]; the distinct
+/// stacks are kept in `{table}_stacks (id UInt32, stack Array(String))`.
+pub fn load_synthetic(engine: &Engine, table: &str, p: &SyntheticProfile) -> Result<()> {
+    let stacks = synthetic_stacks(p);
+    engine.execute(&format!("DROP TABLE IF EXISTS {table}"))?;
+    engine.execute(&format!("DROP TABLE IF EXISTS {table}_stacks"))?;
+    engine.execute(&format!(
+        "CREATE TABLE {table}_stacks (id UInt32, stack Array(String)) ENGINE = MergeTree ORDER BY id"
+    ))?;
+    engine.execute(&format!(
+        "CREATE TABLE {table} (ts DateTime, stack Array(String), value Int64) \
+         ENGINE = MergeTree ORDER BY ts"
+    ))?;
+    for (chunk_no, chunk) in stacks.chunks(5_000).enumerate() {
+        let mut sql = format!("INSERT INTO {table}_stacks FORMAT TabSeparated\n");
+        for (i, s) in chunk.iter().enumerate() {
+            let _ = write!(sql, "{}\t[", chunk_no * 5_000 + i);
+            for (j, f) in s.iter().enumerate() {
+                if j > 0 {
+                    sql.push(',');
+                }
+                quoted(f, &mut sql);
+            }
+            sql.push_str("]\n");
+        }
+        engine.execute(&sql)?;
+    }
+    // Skewed ids: u^3 piles most samples on a few hot stacks.
+    engine.execute(&format!(
+        "INSERT INTO {table} SELECT toDateTime('2026-01-01 10:00:00') + intDiv(n.number * 3600, {samples}), \
+         s.stack, toInt64(1 + cityHash64(n.number, {seed}, 1) % 4096) \
+         FROM (SELECT number, toUInt32(floor(pow(cityHash64(number, {seed}) / 18446744073709551616.0, 3) * {distinct})) AS id \
+               FROM numbers({samples})) AS n \
+         INNER JOIN {table}_stacks AS s ON s.id = n.id \
+         SETTINGS max_threads = 2",
+        samples = p.samples,
+        seed = p.seed,
+        distinct = stacks.len(),
+    ))?;
+    Ok(())
+}
+
+/// The SQL that folds `table`'s samples through the flamehouse functions.
+/// Samples are summed per distinct stack in SQL first, so the UDF receives
+/// one row per distinct stack, not per sample.
+pub fn fold_sql(table: &str, filter: &str) -> String {
+    format!(
+        "SELECT line, v FROM (SELECT stackFold(groupArray((stack, v))) AS folded \
+         FROM (SELECT stack, sum(value) AS v FROM {table} {filter} GROUP BY stack)) \
+         ARRAY JOIN folded.1 AS line, folded.2 AS v"
+    )
+}
+
+/// Renders folded lines (`a;b;c N`) to an SVG flame graph with inferno.
+pub fn render_svg(lines: &[String], title: &str, path: &Path) -> Result<()> {
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    let f = std::fs::File::create(path).map_err(file_err(path))?;
+    let w = std::io::BufWriter::new(f);
+    inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), w)
+        .map_err(|e| Error::Render(e.to_string()))
+}
+
+/// What [`run_demo`] wrote.
+#[derive(Debug)]
+pub struct DemoOutput {
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// Total value of the flame graph's root.
+    pub total: i64,
+    /// Number of tree rows.
+    pub tree_rows: usize,
+}
+
+/// Loads the demo profile and writes its flame graph (folded + SVG), the
+/// Grafana tree frame (TSV) and the diff of the first and second half hour.
+pub fn run_demo(engine: &Engine, out_dir: &Path, p: &SyntheticProfile) -> Result<DemoOutput> {
+    std::fs::create_dir_all(out_dir).map_err(file_err(out_dir))?;
+    load_synthetic(engine, "demo_samples", p)?;
+    let mut files = Vec::new();
+
+    let folded = engine.query_tsv(&fold_sql("demo_samples", ""))?;
+    let lines: Vec<String> = folded
+        .lines()
+        .map(|l| l.replacen('\t', " ", 1))
+        .collect();
+    let folded_path = out_dir.join("demo.folded");
+    std::fs::write(&folded_path, lines.join("\n") + "\n").map_err(file_err(&folded_path))?;
+    files.push(folded_path);
+    let svg = out_dir.join("demo.svg");
+    render_svg(&lines, "flamehouse demo: stackFold() in ClickHouse", &svg)?;
+    files.push(svg);
+
+    let tree = engine.query_tsv(
+        "SELECT n.level, n.label, n.value, n.self FROM \
+         (SELECT stackTreeWith(groupArray((stack, v)), map('max_nodes', '2000')) AS t \
+          FROM (SELECT stack, sum(value) AS v FROM demo_samples GROUP BY stack)) \
+         ARRAY JOIN t AS n",
+    )?;
+    let tree_path = out_dir.join("demo-tree.tsv");
+    std::fs::write(&tree_path, format!("level\tlabel\tvalue\tself\n{tree}"))
+        .map_err(file_err(&tree_path))?;
+    files.push(tree_path);
+    let total = tree
+        .lines()
+        .next()
+        .and_then(|l| l.split('\t').nth(2))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+
+    let diff = engine.query_tsv(
+        "WITH toDateTime('2026-01-01 10:30:00') AS mid SELECT n.* FROM \
+         (SELECT stackDiffWith( \
+            groupArrayIf((stack, v), half = 0), groupArrayIf((stack, v), half = 1), \
+            map('max_nodes', '2000', 'normalize', '1')) AS t \
+          FROM (SELECT stack, ts >= mid AS half, sum(value) AS v FROM demo_samples GROUP BY stack, half)) \
+         ARRAY JOIN t AS n",
+    )?;
+    let diff_path = out_dir.join("demo-diff.tsv");
+    std::fs::write(
+        &diff_path,
+        format!("level\tlabel\tvalue\tself\tvalueRight\tselfRight\n{diff}"),
+    )
+    .map_err(file_err(&diff_path))?;
+    files.push(diff_path);
+    Ok(DemoOutput {
+        files,
+        total,
+        tree_rows: tree.lines().count(),
+    })
+}

@@ -1,0 +1,287 @@
+//! The embedded ClickHouse engine: `libchdb.so` (chDB, ClickHouse's
+//! in-process build) loaded at run time through its C API.
+//!
+//! Opening an engine prepares the data directory so the engine registers
+//! the flamehouse functions: `DIR/user_scripts/flamehouse-udf` links to the
+//! UDF executable, `DIR/udf/flamehouse_function.xml` is written from the
+//! catalog, and the SQL wrapper functions are (re)created. chDB allows one
+//! open database path per process, so an `Engine` is opened once and shared.
+
+use crate::error::{file_err, Error, Result};
+use flamehouse_udf::catalog;
+use libloading::Library;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The pinned chDB release; `scripts/setup-engine.sh` fetches the same.
+pub const CHDB_VERSION: &str = "26.5.3";
+
+/// Where and how to open the engine.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Database directory; tables persist there. Default:
+    /// [`default_data_dir`].
+    pub data_dir: Option<PathBuf>,
+    /// Path of `libchdb.so`. Default: `$FLAMEHOUSE_LIBCHDB`, else
+    /// [`default_library_path`].
+    pub library: Option<PathBuf>,
+    /// Path of the `flamehouse-udf` executable. Default: `$FLAMEHOUSE_UDF`,
+    /// else next to the running executable (or its parent directory, for
+    /// test binaries under `target/*/deps`).
+    pub udf_binary: Option<PathBuf>,
+}
+
+/// `$FLAMEHOUSE_CACHE`, else `$XDG_CACHE_HOME/flamehouse`, else
+/// `~/.cache/flamehouse`: where the setup scripts cache downloads.
+pub fn cache_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("FLAMEHOUSE_CACHE") {
+        return PathBuf::from(p);
+    }
+    dirs::cache_dir()
+        .unwrap_or_else(|| PathBuf::from(".cache"))
+        .join("flamehouse")
+}
+
+/// The library path `scripts/setup-engine.sh` installs to.
+pub fn default_library_path() -> PathBuf {
+    cache_dir()
+        .join("chdb")
+        .join(CHDB_VERSION)
+        .join("libchdb.so")
+}
+
+/// `$XDG_DATA_HOME/flamehouse` (usually `~/.local/share/flamehouse`).
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("flamehouse")
+}
+
+/// Finds the `flamehouse-udf` executable.
+pub fn find_udf_binary(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("FLAMEHOUSE_UDF") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::UdfBinary(e.to_string()))?;
+    let mut tried = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let cand = dir.join(catalog::BINARY);
+        if cand.is_file() {
+            return Ok(cand);
+        }
+        tried.push(cand.display().to_string());
+    }
+    Err(Error::UdfBinary(format!(
+        "tried {} (build it with `cargo build --release`, or set FLAMEHOUSE_UDF)",
+        tried.join(", ")
+    )))
+}
+
+type ConnectFn = unsafe extern "C" fn(c_int, *mut *mut c_char) -> *mut *mut c_void;
+type CloseFn = unsafe extern "C" fn(*mut *mut c_void);
+type QueryNFn =
+    unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> *mut c_void;
+type BufferFn = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type LengthFn = unsafe extern "C" fn(*mut c_void) -> usize;
+type ErrorFn = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type DestroyFn = unsafe extern "C" fn(*mut c_void);
+
+struct Api {
+    connect: ConnectFn,
+    close: CloseFn,
+    query_n: QueryNFn,
+    buffer: BufferFn,
+    length: LengthFn,
+    error: ErrorFn,
+    destroy: DestroyFn,
+}
+
+impl Api {
+    fn load(path: &Path) -> Result<Api> {
+        let lib_err = |reason: String| Error::Library {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if !path.is_file() {
+            return Err(lib_err(
+                "not found (run scripts/setup-engine.sh, or set FLAMEHOUSE_LIBCHDB)".into(),
+            ));
+        }
+        // SAFETY: loading chDB runs its static initialisers, which is what
+        // the library is built for. It is never unloaded (leaked below):
+        // unloading a ClickHouse build mid-process is not supported.
+        let lib = unsafe { Library::new(path) }.map_err(|e| lib_err(e.to_string()))?;
+        let lib: &'static Library = Box::leak(Box::new(lib));
+        // SAFETY: the symbol types match chdb.h of the pinned release.
+        unsafe {
+            let sym = |name: &[u8]| -> Result<*const c_void> {
+                lib.get::<*const c_void>(name)
+                    .map(|s| *s)
+                    .map_err(|e| lib_err(e.to_string()))
+            };
+            Ok(Api {
+                connect: std::mem::transmute::<*const c_void, ConnectFn>(sym(b"chdb_connect\0")?),
+                close: std::mem::transmute::<*const c_void, CloseFn>(sym(b"chdb_close_conn\0")?),
+                query_n: std::mem::transmute::<*const c_void, QueryNFn>(sym(b"chdb_query_n\0")?),
+                buffer: std::mem::transmute::<*const c_void, BufferFn>(sym(
+                    b"chdb_result_buffer\0",
+                )?),
+                length: std::mem::transmute::<*const c_void, LengthFn>(sym(
+                    b"chdb_result_length\0",
+                )?),
+                error: std::mem::transmute::<*const c_void, ErrorFn>(sym(b"chdb_result_error\0")?),
+                destroy: std::mem::transmute::<*const c_void, DestroyFn>(sym(
+                    b"chdb_destroy_query_result\0",
+                )?),
+            })
+        }
+    }
+}
+
+/// An open embedded engine on one data directory.
+pub struct Engine {
+    api: Api,
+    conn: Mutex<*mut *mut c_void>,
+    data_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
+// SAFETY: chDB documents its connection as thread-safe; we additionally
+// serialize every call through the mutex.
+unsafe impl Send for Engine {}
+// SAFETY: see above.
+unsafe impl Sync for Engine {}
+
+impl Engine {
+    /// Opens the engine on `opts.data_dir` with the flamehouse functions
+    /// registered.
+    pub fn open(opts: &EngineOptions) -> Result<Engine> {
+        let data_dir = opts.data_dir.clone().unwrap_or_else(default_data_dir);
+        let library = opts
+            .library
+            .clone()
+            .or_else(|| std::env::var_os("FLAMEHOUSE_LIBCHDB").map(PathBuf::from))
+            .unwrap_or_else(default_library_path);
+        let udf = find_udf_binary(opts.udf_binary.as_deref())?;
+        let udf = std::fs::canonicalize(&udf).map_err(file_err(&udf))?;
+
+        std::fs::create_dir_all(&data_dir).map_err(file_err(&data_dir))?;
+        let data_dir = std::fs::canonicalize(&data_dir).map_err(file_err(&data_dir))?;
+        let scripts = data_dir.join("user_scripts");
+        let configs = data_dir.join("udf");
+        for d in [&scripts, &configs] {
+            std::fs::create_dir_all(d).map_err(file_err(d))?;
+        }
+        let link = scripts.join(catalog::BINARY);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&udf, &link).map_err(file_err(&link))?;
+        let xml = configs.join("flamehouse_function.xml");
+        std::fs::write(&xml, catalog::functions_xml()).map_err(file_err(&xml))?;
+
+        let api = Api::load(&library)?;
+        let args = [
+            "clickhouse".to_string(),
+            format!("--path={}", data_dir.display()),
+            format!("--user_scripts_path={}", scripts.display()),
+            format!(
+                "--user_defined_executable_functions_config={}/*_function.xml",
+                configs.display()
+            ),
+        ];
+        let cargs: Vec<CString> = args
+            .iter()
+            .map(|a| CString::new(a.as_str()).expect("no NUL in paths"))
+            .collect();
+        let mut argv: Vec<*mut c_char> = cargs.iter().map(|a| a.as_ptr() as *mut c_char).collect();
+        // SAFETY: argv points at NUL-terminated strings that outlive the call.
+        let conn = unsafe { (api.connect)(argv.len() as c_int, argv.as_mut_ptr()) };
+        // SAFETY: a non-null result points at the connection handle.
+        if conn.is_null() || unsafe { (*conn).is_null() } {
+            return Err(Error::Connect {
+                path: data_dir,
+                reason: "chdb_connect failed (is another process using this directory?)".into(),
+            });
+        }
+        let engine = Engine {
+            api,
+            conn: Mutex::new(conn),
+            data_dir,
+        };
+        for stmt in catalog::statements(&catalog::functions_sql()) {
+            engine.execute(&stmt)?;
+        }
+        Ok(engine)
+    }
+
+    /// The database directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Runs one statement and returns its output in `format`.
+    pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the connection is open (closed only in Drop); the query and
+        // format buffers are valid for their lengths; the result is
+        // destroyed exactly once after its buffer is copied.
+        unsafe {
+            let res = (self.api.query_n)(
+                **conn,
+                sql.as_ptr() as *const c_char,
+                sql.len(),
+                format.as_ptr() as *const c_char,
+                format.len(),
+            );
+            if res.is_null() {
+                return Err(Error::Query {
+                    message: "the engine returned no result".into(),
+                });
+            }
+            let err = (self.api.error)(res);
+            let out = if !err.is_null() {
+                let msg = CStr::from_ptr(err).to_string_lossy().trim().to_string();
+                Err(Error::Query { message: msg })
+            } else {
+                let ptr = (self.api.buffer)(res);
+                let len = (self.api.length)(res);
+                Ok(if ptr.is_null() || len == 0 {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(ptr as *const u8, len).to_vec()
+                })
+            };
+            (self.api.destroy)(res);
+            out
+        }
+    }
+
+    /// Runs a statement, discarding output.
+    pub fn execute(&self, sql: &str) -> Result<()> {
+        self.query(sql, "TabSeparated").map(|_| ())
+    }
+
+    /// Runs a query and returns its TabSeparated output as text.
+    pub fn query_tsv(&self, sql: &str) -> Result<String> {
+        let out = self.query(sql, "TabSeparated")?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the connection was opened by chdb_connect and is closed once.
+        unsafe { (self.api.close)(*conn) };
+    }
+}

@@ -1,0 +1,56 @@
+//! The loader library's error type (the `binpb` decoder keeps its own, which
+//! converts into this one).
+
+use std::path::PathBuf;
+
+/// Errors of the engine layer, SQL package and commands.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `libchdb.so` is missing or could not be loaded.
+    #[error("embedded ClickHouse engine at {path}: {reason}")]
+    Library {
+        /// Where the library was looked for.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The engine refused to open the database directory.
+    #[error("cannot open the embedded engine on {path}: {reason}")]
+    Connect {
+        /// The data directory.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// ClickHouse returned an error for a query.
+    #[error("{message}")]
+    Query {
+        /// The engine's message (first line kept verbatim).
+        message: String,
+    },
+    /// The `flamehouse-udf` executable could not be found.
+    #[error("cannot find the flamehouse-udf executable: {0}")]
+    UdfBinary(String),
+    /// A file operation failed.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Anything from the stack functions' library.
+    #[error(transparent)]
+    Udf(#[from] flamehouse_udf::Error),
+    /// Rendering an SVG failed.
+    #[error("rendering the flame graph: {0}")]
+    Render(String),
+}
+
+/// Crate-wide result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.into();
+    move |source| Error::File { path, source }
+}

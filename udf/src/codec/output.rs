@@ -1,0 +1,217 @@
+//! Encoding results in TabSeparated or RowBinary.
+
+use super::Format;
+use crate::tree::{DiffRow, TreeRow};
+use std::io::{self, Write};
+
+/// An encoder over the process's output stream.
+#[derive(Debug)]
+pub struct Output<W> {
+    w: W,
+    format: Format,
+}
+
+impl<W: Write> Output<W> {
+    /// Wraps `w`, which carries `format`.
+    pub fn new(w: W, format: Format) -> Self {
+        Output { w, format }
+    }
+
+    /// Flushes the underlying writer (after each pool chunk).
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+
+    /// Unwraps the writer.
+    pub fn into_inner(self) -> W {
+        self.w
+    }
+
+    fn uleb(&mut self, mut v: u64) -> io::Result<()> {
+        let mut buf = [0u8; 10];
+        let mut i = 0;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                buf[i] = b;
+                i += 1;
+                break;
+            }
+            buf[i] = b | 0x80;
+            i += 1;
+        }
+        self.w.write_all(&buf[..i])
+    }
+
+    fn rb_str(&mut self, s: &[u8]) -> io::Result<()> {
+        self.uleb(s.len() as u64)?;
+        self.w.write_all(s)
+    }
+
+    fn int(&mut self, v: i64) -> io::Result<()> {
+        match self.format {
+            Format::RowBinary => self.w.write_all(&v.to_le_bytes()),
+            Format::TabSeparated => write!(self.w, "{v}"),
+        }
+    }
+
+    fn level(&mut self, v: u32) -> io::Result<()> {
+        match self.format {
+            Format::RowBinary => self.w.write_all(&v.to_le_bytes()),
+            Format::TabSeparated => write!(self.w, "{v}"),
+        }
+    }
+
+    /// A string inside a composite value: RowBinary, or TSV quoted form.
+    fn quoted(&mut self, s: &[u8]) -> io::Result<()> {
+        match self.format {
+            Format::RowBinary => self.rb_str(s),
+            Format::TabSeparated => {
+                self.w.write_all(b"'")?;
+                write_escaped(&mut self.w, s, true)?;
+                self.w.write_all(b"'")
+            }
+        }
+    }
+
+    /// A top-level String column.
+    fn column_str(&mut self, s: &[u8]) -> io::Result<()> {
+        match self.format {
+            Format::RowBinary => self.rb_str(s),
+            Format::TabSeparated => write_escaped(&mut self.w, s, false),
+        }
+    }
+
+    fn tsv(&mut self, b: &[u8]) -> io::Result<()> {
+        if self.format == Format::TabSeparated {
+            self.w.write_all(b)?;
+        }
+        Ok(())
+    }
+
+    fn array<T>(
+        &mut self,
+        items: &[T],
+        mut each: impl FnMut(&mut Self, &T) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self.format {
+            Format::RowBinary => self.uleb(items.len() as u64)?,
+            Format::TabSeparated => self.w.write_all(b"[")?,
+        }
+        for (i, it) in items.iter().enumerate() {
+            if i > 0 {
+                self.tsv(b",")?;
+            }
+            self.tsv(b"(")?;
+            each(self, it)?;
+            self.tsv(b")")?;
+        }
+        self.tsv(b"]")
+    }
+
+    /// One `Array(Tuple(UInt32, String, Int64, Int64))` value.
+    pub fn tree(&mut self, rows: &[TreeRow]) -> io::Result<()> {
+        self.array(rows, |o, r| {
+            o.level(r.level)?;
+            o.tsv(b",")?;
+            o.quoted(&r.label)?;
+            o.tsv(b",")?;
+            o.int(r.value)?;
+            o.tsv(b",")?;
+            o.int(r.self_)
+        })
+    }
+
+    /// One `Array(Tuple(UInt32, String, Int64, Int64, Int64, Int64))` value.
+    pub fn diff(&mut self, rows: &[DiffRow]) -> io::Result<()> {
+        self.array(rows, |o, r| {
+            o.level(r.level)?;
+            o.tsv(b",")?;
+            o.quoted(&r.label)?;
+            for v in [r.value, r.self_, r.value_right, r.self_right] {
+                o.tsv(b",")?;
+                o.int(v)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// One `Array(Tuple(String, Int64))` value.
+    pub fn fold(&mut self, rows: &[(Vec<u8>, i64)]) -> io::Result<()> {
+        self.array(rows, |o, (line, v)| {
+            o.quoted(line)?;
+            o.tsv(b",")?;
+            o.int(*v)
+        })
+    }
+
+    /// Ends a row (a newline in TabSeparated).
+    pub fn end_row(&mut self) -> io::Result<()> {
+        self.tsv(b"\n")
+    }
+
+    /// Table-function output: one `(level, label, value, self)` row per node.
+    pub fn tree_table(&mut self, rows: &[TreeRow]) -> io::Result<()> {
+        for r in rows {
+            self.level(r.level)?;
+            self.tsv(b"\t")?;
+            self.column_str(&r.label)?;
+            self.tsv(b"\t")?;
+            self.int(r.value)?;
+            self.tsv(b"\t")?;
+            self.int(r.self_)?;
+            self.end_row()?;
+        }
+        Ok(())
+    }
+
+    /// Table-function output: one diff row per node.
+    pub fn diff_table(&mut self, rows: &[DiffRow]) -> io::Result<()> {
+        for r in rows {
+            self.level(r.level)?;
+            self.tsv(b"\t")?;
+            self.column_str(&r.label)?;
+            for v in [r.value, r.self_, r.value_right, r.self_right] {
+                self.tsv(b"\t")?;
+                self.int(v)?;
+            }
+            self.end_row()?;
+        }
+        Ok(())
+    }
+
+    /// Table-function output: one `(stack, value)` row per folded line.
+    pub fn fold_table(&mut self, rows: &[(Vec<u8>, i64)]) -> io::Result<()> {
+        for (line, v) in rows {
+            self.column_str(line)?;
+            self.tsv(b"\t")?;
+            self.int(*v)?;
+            self.end_row()?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `s` with ClickHouse's backslash escapes; `quote` also escapes `'`
+/// (the quoted form used inside arrays and tuples).
+fn write_escaped<W: Write>(w: &mut W, s: &[u8], quote: bool) -> io::Result<()> {
+    let mut start = 0;
+    for (i, &b) in s.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\'' if quote => b"\\'",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0 => b"\\0",
+            _ => continue,
+        };
+        w.write_all(&s[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&s[start..])
+}

@@ -1,0 +1,135 @@
+//! The process side of ClickHouse's executable-UDF protocol.
+//!
+//! - `executable`: rows until end of input, one result row per input row.
+//! - `executable_pool` with `send_chunk_header=1`: stdin stays open; each
+//!   call is `N\n` and N rows, answered by exactly N rows and a flush. End of
+//!   input is a normal shutdown.
+//! - table commands (for the `executable()` table function): every input
+//!   row is one `(stack, value)` sample; the output is one row per node. A
+//!   diff reads the baseline on stdin and the comparison on another
+//!   descriptor (fd 3, ClickHouse's second input query).
+
+use crate::codec::{Format, Input, Limits, Output};
+use crate::fold::stack_fold;
+use crate::options::{FilterOptions, TreeOptions};
+use crate::samples::Samples;
+use crate::tree::{stack_diff, stack_tree};
+use crate::Result;
+use std::io::{Read, Write};
+
+/// Which stack function a process serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Function {
+    /// Flame-graph tree.
+    Tree,
+    /// Diff flame-graph tree.
+    Diff,
+    /// Folded stacks.
+    Fold,
+}
+
+impl Function {
+    /// Lower-case name used in commands and function names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Tree => "tree",
+            Function::Diff => "diff",
+            Function::Fold => "fold",
+        }
+    }
+}
+
+/// Serves UDF calls from `r` to `w` until the input ends.
+pub fn serve_udf<R: Read, W: Write>(
+    function: Function,
+    format: Format,
+    pool: bool,
+    limits: Limits,
+    r: R,
+    w: W,
+) -> Result<()> {
+    let mut input = Input::new(r, format, limits);
+    let mut out = Output::new(w, format);
+    let mut a = Samples::new();
+    let mut b = Samples::new();
+    if pool {
+        while let Some(n) = input.chunk_header()? {
+            for _ in 0..n {
+                one_row(function, &mut input, &mut out, &mut a, &mut b)?;
+            }
+            out.flush()?;
+        }
+    } else {
+        while !input.at_eof()? {
+            one_row(function, &mut input, &mut out, &mut a, &mut b)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn one_row<R: Read, W: Write>(
+    function: Function,
+    input: &mut Input<R>,
+    out: &mut Output<W>,
+    a: &mut Samples,
+    b: &mut Samples,
+) -> Result<()> {
+    input.begin_row();
+    a.clear();
+    input.samples(a)?;
+    input.column_sep()?;
+    if function == Function::Diff {
+        b.clear();
+        input.samples(b)?;
+        input.column_sep()?;
+    }
+    let opts = input.options()?;
+    input.end_row()?;
+    match function {
+        Function::Tree => out.tree(&stack_tree(a, &TreeOptions::from_pairs(&opts)?)?)?,
+        Function::Diff => out.diff(&stack_diff(a, b, &TreeOptions::from_pairs(&opts)?)?)?,
+        Function::Fold => out.fold(&stack_fold(a, &FilterOptions::from_pairs(&opts)?)?)?,
+    }
+    out.end_row()?;
+    Ok(())
+}
+
+/// Reads every `(stack, value)` row of `r`.
+pub fn read_stack_rows<R: Read>(r: R, format: Format, limits: Limits) -> Result<Samples> {
+    let mut input = Input::new(r, format, limits);
+    let mut s = Samples::new();
+    while !input.at_eof()? {
+        input.stack_row(&mut s)?;
+    }
+    Ok(s)
+}
+
+/// Runs a table command: samples from `r` (and the comparison from
+/// `comparison` for a diff), one output row per node or folded line.
+pub fn serve_table<R: Read, R2: Read, W: Write>(
+    function: Function,
+    format: Format,
+    opts: &TreeOptions,
+    limits: Limits,
+    r: R,
+    comparison: Option<R2>,
+    w: W,
+) -> Result<()> {
+    opts.validate()?;
+    let a = read_stack_rows(r, format, limits)?;
+    let mut out = Output::new(w, format);
+    match function {
+        Function::Tree => out.tree_table(&stack_tree(&a, opts)?)?,
+        Function::Fold => out.fold_table(&stack_fold(&a, &opts.filter)?)?,
+        Function::Diff => {
+            let b = match comparison {
+                Some(c) => read_stack_rows(c, format, limits)?,
+                None => Samples::new(),
+            };
+            out.diff_table(&stack_diff(&a, &b, opts)?)?
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
