@@ -13,7 +13,6 @@ import { createServer } from 'node:http';
 import { readFileSync, mkdirSync, existsSync, statSync } from 'node:fs';
 import { basename, dirname, extname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const DIST = join(HERE, 'dist');
@@ -110,17 +109,24 @@ function inspectFrame(frame) {
       issues.push(`row ${i}: level ${level[i]} after ${level[i - 1]} (not depth-first pre-order)`);
     }
   }
-  // value == self + sum(children value), per side: only a warning (pruned
-  // trees legitimately leave a remainder).
+  // Per side: children whose values add up to more than their parent's value
+  // are fatal (the panel draws them outside the parent; a breadth-first or
+  // otherwise mis-ordered frame shows up here). value != self + children is
+  // only a warning (a pruned tree leaves a remainder; some profilers' self is
+  // on another scale, e.g. Grafana's own Pyroscope test data).
   const checkSums = (v, s, side) => {
-    if (!v || !s) return;
+    if (!v) return;
     const stack = []; // [index, childSum]
-    let shown = 0;
+    let shownIssues = 0;
+    let shownWarnings = 0;
     const close = (entry) => {
       const [i, childSum] = entry;
-      if (v[i] < 0 || s[i] < 0) warnings.push(`row ${i}${side}: negative value/self`);
-      else if (v[i] !== s[i] + childSum && shown++ < 5) {
-        warnings.push(`row ${i}${side}: value ${v[i]} != self ${s[i]} + children ${childSum}`);
+      if (typeof v[i] !== 'number' || v[i] < 0 || (s && (typeof s[i] !== 'number' || s[i] < 0))) {
+        if (shownIssues++ < 5) issues.push(`row ${i}${side}: value/self must be non-negative numbers`);
+      } else if (childSum > v[i]) {
+        if (shownIssues++ < 5) issues.push(`row ${i}${side}: children add up to ${childSum} > value ${v[i]}`);
+      } else if (s && s[i] + childSum !== v[i]) {
+        if (shownWarnings++ < 5) warnings.push(`row ${i}${side}: value ${v[i]} != self ${s[i]} + children ${childSum}`);
       }
     };
     for (let i = 0; i < n; i++) {
@@ -298,7 +304,7 @@ async function renderOne(browser, baseUrl, file, opts) {
   page.setDefaultTimeout(opts.timeout);
   page.on('pageerror', (e) => result.pageErrors.push(`pageerror: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error') result.pageErrors.push(`console.error: ${m.text().slice(0, 2000)}`);
+    if (m.type() === 'error') result.pageErrors.push(`console.error: ${m.text().split('\n')[0].slice(0, 500)}`);
   });
   page.on('response', (r) => {
     if (r.status() >= 400) result.pageErrors.push(`HTTP ${r.status()}: ${r.url()}`);
@@ -320,6 +326,7 @@ async function renderOne(browser, baseUrl, file, opts) {
     await page
       .waitForFunction(
         () => {
+          if (window.__FLAME_STATUS__ === 'error' || document.querySelector('[data-testid="renderError"]')) return true;
           const c = document.querySelector('[data-testid="panelView"] canvas[data-testid="flameGraph"]');
           if (!c || !c.width || !c.height) return false;
           const d = c.getContext('2d').getImageData(0, 0, c.width, Math.min(c.height, 30)).data;
@@ -376,9 +383,32 @@ async function renderOne(browser, baseUrl, file, opts) {
       }
     }
     if (opts.table) {
-      // Let the top table lay out before the screenshot.
-      await page.waitForSelector('[data-testid="topTable"]', { timeout: 3000 }).catch(() => {});
-      await page.waitForTimeout(200);
+      // Informational: the root's row in the top table (values formatted with
+      // the unit, so not exact). Rows are virtualised and sorted by Self, so
+      // sort by Total (descending) when the root row is not in view.
+      result.topTableRoot = null;
+      const lf = field(frame, 'label');
+      const enumText = lf?.config?.type?.enum?.text;
+      const rootLabel = enumText ? enumText[lf.values[0]] : (lf?.values || [])[0];
+      const rows = () =>
+        page.evaluate(() =>
+          [...document.querySelectorAll('[data-testid="fullView"] [data-testid="topTable"] [role="row"]')].map((r) =>
+            [...r.querySelectorAll('[role="cell"]')].map((c) => c.textContent.trim()),
+          ),
+        );
+      await page.waitForSelector('[data-testid="fullView"] [data-testid="topTable"] [role="cell"]', { timeout: 5000 }).catch(() => {});
+      for (let clicks = 0; clicks <= 2 && rootLabel != null; clicks++) {
+        const row = (await rows()).find((r) => r[1] === String(rootLabel));
+        if (row) {
+          result.topTableRoot = row.slice(1);
+          break;
+        }
+        const sortBtn = page.locator('[data-testid="fullView"] [data-testid="topTable"] button[aria-label^="Sort by column Total"]');
+        if (!(await sortBtn.count())) break;
+        await sortBtn.first().click({ force: true, timeout: 3000 }).catch(() => {});
+        await page.waitForTimeout(200);
+      }
+      await page.waitForTimeout(100);
     }
     mkdirSync(opts.out, { recursive: true });
     await page.screenshot({ path: png, fullPage: true });
@@ -427,6 +457,12 @@ async function main() {
     usage(`${DIST} is not built: run scripts/setup-grafana.sh`);
   }
   if (!existsSync(CHROMIUM)) usage(`${CHROMIUM} not found: run scripts/setup-grafana.sh`);
+  let chromium;
+  try {
+    ({ chromium } = await import('playwright-core'));
+  } catch (e) {
+    usage(`cannot load playwright-core (${e.message.split('\n')[0]}): run scripts/setup-grafana.sh`);
+  }
   mkdirSync(opts.out, { recursive: true });
 
   const server = await serveDist();

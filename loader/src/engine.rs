@@ -250,8 +250,10 @@ impl Engine {
             }
             let err = (self.api.error)(res);
             let out = if !err.is_null() {
-                let msg = CStr::from_ptr(err).to_string_lossy().trim().to_string();
-                Err(Error::Query { message: msg })
+                let msg = CStr::from_ptr(err).to_string_lossy();
+                Err(Error::Query {
+                    message: clean_error(&msg),
+                })
             } else {
                 let ptr = (self.api.buffer)(res);
                 let len = (self.api.length)(res);
@@ -283,5 +285,15 @@ impl Drop for Engine {
         let conn = self.conn.get_mut().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the connection was opened by chdb_connect and is closed once.
         unsafe { (self.api.close)(*conn) };
+    }
+}
+
+/// Drops the engine's stack-trace block from an error message: users need
+/// the reason and the scope, not 30 raw addresses.
+pub fn clean_error(msg: &str) -> String {
+    let one_line = msg.trim().replace('\n', " ");
+    match (one_line.find(", Stack trace"), one_line.find(" (version ")) {
+        (Some(a), Some(b)) if a < b => format!("{}{}", &one_line[..a], &one_line[b..]),
+        _ => one_line,
     }
 }

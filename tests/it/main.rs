@@ -1,1 +1,10 @@
+//! End-to-end tests: every function runs inside the real embedded ClickHouse
+//! engine, which executes the real `flamehouse-udf` binary through its
+//! executable-UDF mechanism.
 
+mod errors;
+mod freshness;
+mod functions;
+mod oracle;
+mod scale;
+mod table;

@@ -80,9 +80,12 @@ function App({ frame, table }: { frame: DataFrame; table: boolean }) {
       </Section>
       {table && (
         <Section title="full container (header + top table)" testid="fullView">
-          <Boundary name="FlameGraph(full)">
-            <FlameGraph data={frame} getTheme={getTheme} disableCollapsing showAnalyzeWithAssistant={false} />
-          </Boundary>
+          {/* a dashboard panel gives the container a fixed height */}
+          <div style={{ height: 420, display: 'flex', flexDirection: 'column' }}>
+            <Boundary name="FlameGraph(full)">
+              <FlameGraph data={frame} getTheme={getTheme} disableCollapsing showAnalyzeWithAssistant={false} />
+            </Boundary>
+          </div>
         </Section>
       )}
     </>

@@ -153,6 +153,7 @@ pub struct BinpbReader<R> {
     dictionaries: Dictionaries,
     snapshots: u64,
     state: State,
+    inflater: Inflater,
 }
 
 impl<R> fmt::Debug for BinpbReader<R> {
@@ -184,7 +185,10 @@ impl BinpbReader<BufReader<File>> {
     ///
     /// # Errors
     /// [`Error::Open`] if the file cannot be opened.
-    pub fn open_with_options(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self, Error> {
+    pub fn open_with_options(
+        path: impl AsRef<Path>,
+        options: ReaderOptions,
+    ) -> Result<Self, Error> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|cause| Error::Open {
             path: path.to_owned(),
@@ -213,6 +217,7 @@ impl<R: Read> BinpbReader<R> {
             dictionaries: Dictionaries::new(),
             snapshots: 0,
             state: State::Reading,
+            inflater: Inflater::default(),
         }
     }
 
@@ -285,7 +290,7 @@ impl<R: Read> BinpbReader<R> {
             return self.check_torn(offset, len, &payload);
         }
 
-        let bytes = match inflate(&payload, self.options.max_decompressed_len, true) {
+        let bytes = match self.inflater.inflate(&payload, self.options.max_decompressed_len, true) {
             Ok(Inflated::Complete { data, consumed }) if consumed == payload.len() => data,
             Ok(Inflated::Complete { consumed, .. }) => {
                 return Err(self.framing(
@@ -331,8 +336,13 @@ impl<R: Read> BinpbReader<R> {
 
     /// The input ended inside the payload: a torn tail, unless the bytes
     /// present show that the length prefix is wrong.
-    fn check_torn(&mut self, offset: u64, len: u64, payload: &[u8]) -> Result<Option<Record>, Error> {
-        match inflate(payload, self.options.max_decompressed_len, false) {
+    fn check_torn(
+        &mut self,
+        offset: u64,
+        len: u64,
+        payload: &[u8],
+    ) -> Result<Option<Record>, Error> {
+        match self.inflater.inflate(payload, self.options.max_decompressed_len, false) {
             Ok(Inflated::Incomplete) => {
                 self.state = State::Ended(Tail::Torn {
                     offset,
@@ -365,7 +375,9 @@ impl<R: Read> BinpbReader<R> {
                     Err(Error::OldVariant {
                         path: self.path.clone(),
                         offset,
-                        reason: format!("the first record is a Snapshot, not a ProcessInfo header ({reason})"),
+                        reason: format!(
+                            "the first record is a Snapshot, not a ProcessInfo header ({reason})"
+                        ),
                     })
                 } else {
                     Err(Error::BadHeader {
@@ -476,9 +488,9 @@ impl<R: Seek> BinpbReader<R> {
     /// [`Error::Io`] if seeking fails; the reader is then failed.
     pub fn rewind_to_committed(&mut self) -> Result<(), Error> {
         if let State::Ended(Tail::Torn { offset, .. }) = self.state {
-            let back = self.pos - offset;
-            let back = i64::try_from(back).expect("a record is at most max_record_len + 8 bytes");
-            if let Err(cause) = self.inner.seek(SeekFrom::Current(-back)) {
+            let back = i64::try_from(self.pos - offset)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seek distance overflow"));
+            if let Err(cause) = back.and_then(|back| self.inner.seek(SeekFrom::Current(-back))) {
                 self.state = State::Failed;
                 return Err(Error::Io {
                     path: self.path.clone(),
@@ -529,43 +541,66 @@ enum InflateError {
     TooLarge,
 }
 
-/// Decompresses the single zstd frame at the start of `input`, refusing more
-/// than `max` bytes of output; keeps the output only if `keep`.
-fn inflate(input: &[u8], max: u64, keep: bool) -> Result<Inflated, InflateError> {
-    let mut decoder = Decoder::new().map_err(InflateError::Zstd)?;
-    let mut scratch = vec![0u8; SCRATCH_LEN];
-    let mut data = Vec::new();
-    let mut pos = 0;
-    let mut total: u64 = 0;
-    loop {
-        let mut src = InBuffer::around(&input[pos..]);
-        let mut dst = OutBuffer::around(&mut scratch[..]);
-        let hint = decoder.run(&mut src, &mut dst).map_err(InflateError::Zstd)?;
-        let (read, written) = (src.pos(), dst.pos());
-        pos += read;
-        total += written as u64;
-        if total > max {
-            return Err(InflateError::TooLarge);
+/// A zstd decoder and scratch buffer, created on first use and reused for
+/// every record.
+#[derive(Default)]
+struct Inflater {
+    decoder: Option<Decoder<'static>>,
+    scratch: Vec<u8>,
+}
+
+impl Inflater {
+    /// Decompresses the single zstd frame at the start of `input`, refusing
+    /// more than `max` bytes of output; keeps the output only if `keep`.
+    fn inflate(&mut self, input: &[u8], max: u64, keep: bool) -> Result<Inflated, InflateError> {
+        let decoder = match &mut self.decoder {
+            Some(decoder) => {
+                // Drop whatever an earlier, failed or unfinished frame left.
+                decoder.reinit().map_err(InflateError::Zstd)?;
+                decoder
+            }
+            None => self
+                .decoder
+                .insert(Decoder::new().map_err(InflateError::Zstd)?),
+        };
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; SCRATCH_LEN];
         }
-        if keep {
-            data.extend_from_slice(&scratch[..written]);
-        }
-        if hint == 0 {
-            return Ok(Inflated::Complete {
-                data,
-                consumed: pos,
-            });
-        }
-        // With all input consumed and room left in the output, zstd has
-        // flushed everything it can: the frame continues past the input.
-        if pos == input.len() && written < scratch.len() {
-            return Ok(Inflated::Incomplete);
-        }
-        if read == 0 && written == 0 {
-            return Err(InflateError::Zstd(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "zstd decoder made no progress",
-            )));
+        let mut data = Vec::new();
+        let mut pos = 0;
+        let mut total: u64 = 0;
+        loop {
+            let mut src = InBuffer::around(&input[pos..]);
+            let mut dst = OutBuffer::around(&mut self.scratch[..]);
+            let hint = decoder
+                .run(&mut src, &mut dst)
+                .map_err(InflateError::Zstd)?;
+            let (read, written) = (src.pos(), dst.pos());
+            pos += read;
+            total += written as u64;
+            if total > max {
+                return Err(InflateError::TooLarge);
+            }
+            if keep {
+                data.extend_from_slice(&self.scratch[..written]);
+            }
+            if hint == 0 {
+                return Ok(Inflated::Complete {
+                    data,
+                    consumed: pos,
+                });
+            }
+            // With all input consumed and room left in the output, zstd has
+            // flushed everything it can: the frame continues past the input.
+            if pos == input.len() && written < self.scratch.len() {
+                return Ok(Inflated::Incomplete);
+            }
+            if read == 0 && written == 0 {
+                return Err(InflateError::Zstd(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "zstd decoder made no progress",
+                )));
+            }
         }
     }
 }

@@ -36,7 +36,9 @@ fn summary(size: i64, active: i64, total_count: u64, total_bytes: u64) -> AllocS
 fn generate(seed: u64, snapshots: usize) -> Vec<Snapshot> {
     const PROFILER: u32 = PROFILER_TRACE_BIT;
     let mut rng = StdRng::seed_from_u64(seed);
-    let frame_pool: Vec<u64> = (0..40u64).map(|i| 0x40_0000 + i * 0x1_0000 + 0x123).collect();
+    let frame_pool: Vec<u64> = (0..40u64)
+        .map(|i| 0x40_0000 + i * 0x1_0000 + 0x123)
+        .collect();
     let stacks: Vec<Vec<u32>> = (0..12)
         .map(|_| {
             let depth = rng.gen_range(1..8);
@@ -71,7 +73,10 @@ fn generate(seed: u64, snapshots: usize) -> Vec<Snapshot> {
                     filename: "/lib/x86_64-linux-gnu/libc.so.6".into(),
                     addr: 0x7f00_0000_0000,
                     segments: vec![
-                        Segment { addr: 0, size: 0x2_8000 },
+                        Segment {
+                            addr: 0,
+                            size: 0x2_8000,
+                        },
                         Segment {
                             addr: 0x2_8000,
                             size: 0x19_0000,
@@ -348,12 +353,28 @@ fn torn_header_is_not_an_error() {
 fn live_follower_resumes_after_torn_tail() {
     let snaps = generate(4, 8);
     let (bytes, offsets) = write(&header(), &snaps);
-    let path = std::env::temp_dir().join(format!("flamehouse-binpb-live-{}.binpb", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "flamehouse-binpb-live-{}.binpb",
+        std::process::id()
+    ));
+    let clean = offsets[3] as usize;
     let split = offsets[5] as usize + 7;
-    std::fs::write(&path, &bytes[..split]).unwrap();
+    std::fs::write(&path, &bytes[..clean]).unwrap();
 
     let mut reader = BinpbReader::open(&path).unwrap();
     let mut got = Vec::new();
+    while let Some(r) = reader.next_record().unwrap() {
+        got.push(r);
+    }
+    assert_eq!(got.len(), 3);
+    assert_eq!(reader.tail(), Some(Tail::Clean { offset: offsets[3] }));
+    // After a clean end the reader reads on once the file has grown.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    file.write_all(&bytes[clean..split]).unwrap();
+    drop(file);
     while let Some(r) = reader.next_record().unwrap() {
         got.push(r);
     }
@@ -368,7 +389,10 @@ fn live_follower_resumes_after_torn_tail() {
     // Still torn until rewound.
     assert!(reader.next_record().unwrap().is_none());
 
-    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
     file.write_all(&bytes[split..]).unwrap();
     drop(file);
     reader.rewind_to_committed().unwrap();
@@ -435,7 +459,11 @@ fn corrupt_middle_record_payload() {
             None => assert_eq!(out.records, expected, "flip at {i}"),
         }
     }
-    assert!(errors > (end - start) * 3 / 4, "{errors} of {}", end - start);
+    assert!(
+        errors > (end - start) * 3 / 4,
+        "{errors} of {}",
+        end - start
+    );
 }
 
 #[test]
@@ -448,7 +476,16 @@ fn bad_protobuf_in_valid_zstd() {
     damaged.extend(raw_record(&[0x0a, 0x7f, 0x01]));
     damaged.extend_from_slice(&bytes[offsets[3] as usize..]);
     let err = assert_fails_at(&damaged, &offsets, 2, &expected);
-    assert!(matches!(err, Error::Protobuf { message: "Snapshot", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Protobuf {
+                message: "Snapshot",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -475,7 +512,12 @@ fn bad_length_prefix_in_middle_record() {
     assert!(matches!(err, Error::Framing { .. }), "{err}");
     // Running past the end of the file looks torn, but the frame ends early:
     // that is corruption, not a live tail.
-    let err = assert_fails_at(&with_len(len + bytes.len() as u64), &offsets, mid, &expected);
+    let err = assert_fails_at(
+        &with_len(len + bytes.len() as u64),
+        &offsets,
+        mid,
+        &expected,
+    );
     assert!(matches!(err, Error::Framing { .. }), "{err}");
 
     // A smaller limit turns a normal record into an error, not a truncation.
@@ -628,7 +670,11 @@ fn old_variant_is_refused() {
         }],
         ..OldSnapshot::default()
     };
-    for first in [old_snapshot(1_700_000_000_000_000_000), old_snapshot(0), only_changed] {
+    for first in [
+        old_snapshot(1_700_000_000_000_000_000),
+        old_snapshot(0),
+        only_changed,
+    ] {
         let mut bytes = encode_record(&first, 3).unwrap();
         bytes.extend(encode_record(&old_snapshot(1_700_000_001_000_000_000), 3).unwrap());
         let out = read_all(&bytes);
@@ -636,7 +682,10 @@ fn old_variant_is_refused() {
         assert!(matches!(err, Error::OldVariant { offset: 0, .. }), "{err}");
         assert!(out.records.is_empty());
         let msg = err.to_string();
-        assert!(msg.contains("older MemHawk format") && msg.contains(PATH), "{msg}");
+        assert!(
+            msg.contains("older MemHawk format") && msg.contains(PATH),
+            "{msg}"
+        );
     }
 }
 
@@ -662,9 +711,17 @@ fn header_check_accepts_partial_headers_and_refuses_garbage() {
     assert!(matches!(err, Error::BadHeader { .. }), "{err}");
 
     // Header-shaped but with invalid UTF-8 in the name.
-    let err = read_all(&raw_record(&[0x0a, 0x02, 0xff, 0xfe, 0x18, 0x07])).error.unwrap();
+    let err = read_all(&raw_record(&[0x0a, 0x02, 0xff, 0xfe, 0x18, 0x07]))
+        .error
+        .unwrap();
     assert!(
-        matches!(err, Error::Protobuf { message: "ProcessInfo", .. }),
+        matches!(
+            err,
+            Error::Protobuf {
+                message: "ProcessInfo",
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -684,7 +741,9 @@ fn error_display_is_one_line_with_path_and_offset() {
 
     let err = BinpbReader::open("/nonexistent/flamehouse.binpb").unwrap_err();
     assert!(matches!(err, Error::Open { .. }));
-    assert!(err.to_string().starts_with("/nonexistent/flamehouse.binpb: cannot open"));
+    assert!(err
+        .to_string()
+        .starts_with("/nonexistent/flamehouse.binpb: cannot open"));
 }
 
 /// Replaying the latest absolute value of every trace reproduces `total` at

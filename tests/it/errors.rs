@@ -1,0 +1,101 @@
+//! Malformed input: a non-zero exit with one line on stderr, which
+//! ClickHouse shows the user.
+
+use flamehouse_tests::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn run_udf(args: &[&str], input: &[u8]) -> (i32, String, Vec<u8>) {
+    let mut child = Command::new(udf_binary())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.stdout,
+    )
+}
+
+fn assert_one_line_error(args: &[&str], input: &[u8], needle: &str) {
+    let (code, err, _) = run_udf(args, input);
+    assert_ne!(code, 0, "{args:?} accepted {input:?}");
+    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
+    assert!(err.starts_with("flamehouse-udf: "), "{err}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+}
+
+/// RowBinary of one tree row: samples [(['ab'], 5)] and an empty map.
+fn rb_row() -> Vec<u8> {
+    let mut v = vec![1, 1, 2, b'a', b'b'];
+    v.extend_from_slice(&5i64.to_le_bytes());
+    v.push(0);
+    v
+}
+
+#[test]
+fn truncated_rowbinary_is_rejected_at_every_cut() {
+    let row = rb_row();
+    let (code, _, out) = run_udf(&["tree", "--format", "RowBinary"], &row);
+    assert_eq!(code, 0);
+    assert!(!out.is_empty());
+    for cut in 1..row.len() {
+        assert_one_line_error(&["tree", "--format", "RowBinary"], &row[..cut], "truncated");
+    }
+    // Pool mode: a chunk announcing two rows that carries one.
+    let mut pooled = b"2\n".to_vec();
+    pooled.extend_from_slice(&row);
+    assert_one_line_error(&["tree", "--format", "RowBinary", "--pool"], &pooled, "row 2");
+}
+
+#[test]
+fn hostile_lengths_do_not_allocate_or_hang() {
+    // A string claiming 2^62 bytes, and an array claiming 2^62 elements.
+    let huge = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40];
+    let mut s = vec![1, 1];
+    s.extend_from_slice(&huge);
+    assert_one_line_error(&["tree", "--format", "RowBinary"], &s, "max_row_bytes");
+    let mut a = huge.to_vec();
+    a.extend_from_slice(&[0; 3]);
+    assert_one_line_error(&["fold", "--format", "RowBinary"], &a, "truncated");
+    assert_one_line_error(
+        &["tree", "--format", "RowBinary", "--max-row-bytes", "8"],
+        &rb_row(),
+        "max_row_bytes",
+    );
+}
+
+#[test]
+fn broken_tsv_is_rejected_with_row_and_offset() {
+    let tsv = ["tree", "--format", "TabSeparated"];
+    assert_one_line_error(&tsv, b"[(['a\\x4'],1)]\t{}\n", "bad \\x escape");
+    assert_one_line_error(&tsv, b"[(['a'],1)]\t{}\n[(['a],1)]\t{}\n", "row 2");
+    assert_one_line_error(&tsv, b"[(['a'],x)]\t{}\n", "expected an integer");
+    assert_one_line_error(&tsv, b"[(['a'],1)]{}\n", "a tab between columns");
+    assert_one_line_error(&tsv, b"[(['a'],1)]\t{}", "end of input");
+    assert_one_line_error(&tsv, b"[(['a'],99999999999999999999)]\t{}\n", "Int64");
+    assert_one_line_error(&["tree", "--format", "tsv", "--pool"], b"x\n", "chunk header");
+}
+
+#[test]
+fn engine_shows_the_udf_error_to_the_user() {
+    // Calling the raw RowBinary function without the wrapper's cast sends
+    // UInt8 where Int64 is declared: the process must fail loudly.
+    let e = q_err(
+        "SELECT flamehouse_tree_rowbinary([(['a'], toUInt8(1))], CAST(map() AS Map(String, String)))",
+    );
+    assert!(e.contains("flamehouse-udf: RowBinary input, row 1"), "{e}");
+    let e = q_err("SELECT stackTreeWith([(['a'], 1)], map('max_nodez', '10'))");
+    assert!(e.contains("option max_nodez: unknown option"), "{e}");
+    let e = q_err("SELECT stackFoldWith([(['a'], 1)], map('focus', '('))");
+    assert!(e.contains("option focus"), "{e}");
+    // The pool recovers: the next call works.
+    assert_eq!(q("SELECT stackFold([(['a'], 1)])"), "[('a',1)]\n");
+}
