@@ -7,17 +7,52 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The process-wide engine on a fresh temporary data directory.
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+extern "C" {
+    fn on_exit(
+        cb: extern "C" fn(std::ffi::c_int, *mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int;
+    fn _exit(status: std::ffi::c_int) -> !;
+}
+
+/// Runs at exit before the engine's own static destructors (registered
+/// earlier, so run later): close the engine, remove the data directory and
+/// leave with the test harness's status without running those destructors,
+/// which crash once queries have run on other threads.
+extern "C" fn close_engine(status: std::ffi::c_int, _: *mut std::ffi::c_void) {
+    if let Some(e) = ENGINE.get() {
+        e.close();
+    }
+    if let Some(dir) = data_dir() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: ends the process immediately with the status exit() was given.
+    unsafe { _exit(status) }
+}
+
+fn data_dir() -> Option<PathBuf> {
+    Some(std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id())))
+}
+
+/// The process-wide engine on a fresh temporary data directory. It is
+/// closed at exit: the engine's own teardown crashes on an open connection.
 pub fn engine() -> &'static Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id()));
+        let dir = data_dir().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        Engine::open(&EngineOptions {
+        let e = Engine::open(&EngineOptions {
             data_dir: Some(dir),
             ..Default::default()
         })
-        .unwrap_or_else(|e| panic!("opening the embedded engine: {e}"))
+        .unwrap_or_else(|e| panic!("opening the embedded engine: {e}"));
+        // SAFETY: registering a plain function with the C runtime.
+        unsafe { on_exit(close_engine, std::ptr::null_mut()) };
+        e
     })
 }
 
@@ -163,10 +198,10 @@ pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
     let close = |open: &mut Vec<(usize, Vec<i64>)>, last_child: &mut Vec<Option<usize>>| {
         let (idx, sums) = open.pop().unwrap();
         last_child.pop();
-        for s in 0..sides {
+        for (s, sum) in sums.iter().enumerate() {
             assert_eq!(
                 rows[idx].vals[s * 2],
-                rows[idx].vals[s * 2 + 1] + sums[s],
+                rows[idx].vals[s * 2 + 1] + sum,
                 "value != self + children at row {idx} ({:?})",
                 rows[idx]
             );
@@ -188,13 +223,14 @@ pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
             path.pop();
         }
         if let Some((_, sums)) = open.last_mut() {
-            for s in 0..sides {
-                sums[s] += r.vals[s * 2];
+            for (s, sum) in sums.iter_mut().enumerate() {
+                *sum += r.vals[s * 2];
             }
             if let Some(prev) = last_child.last().copied().flatten() {
                 let (a, b) = (&rows[prev], r);
                 assert!(
-                    key(a) > key(b) || (key(a) == key(b) && a.label.as_bytes() <= b.label.as_bytes()),
+                    key(a) > key(b)
+                        || (key(a) == key(b) && a.label.as_bytes() <= b.label.as_bytes()),
                     "siblings out of order at row {i}: {a:?} before {b:?}"
                 );
             }
@@ -215,11 +251,18 @@ pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
 }
 
 /// Random samples over a small vocabulary (so prefixes are shared).
-pub fn random_samples(rng: &mut impl rand::Rng, n: usize, vocab: usize, max_depth: usize) -> Vec<Sample> {
+pub fn random_samples(
+    rng: &mut impl rand::Rng,
+    n: usize,
+    vocab: usize,
+    max_depth: usize,
+) -> Vec<Sample> {
     (0..n)
         .map(|_| {
             let d = rng.gen_range(0..=max_depth);
-            let st = (0..d).map(|_| format!("f{}", rng.gen_range(0..vocab))).collect();
+            let st = (0..d)
+                .map(|_| format!("f{}", rng.gen_range(0..vocab)))
+                .collect();
             (st, rng.gen_range(-5..100))
         })
         .collect()

@@ -178,10 +178,7 @@ pub fn run_demo(engine: &Engine, out_dir: &Path, p: &SyntheticProfile) -> Result
     let mut files = Vec::new();
 
     let folded = engine.query_tsv(&fold_sql("demo_samples", ""))?;
-    let lines: Vec<String> = folded
-        .lines()
-        .map(|l| l.replacen('\t', " ", 1))
-        .collect();
+    let lines: Vec<String> = folded.lines().map(|l| l.replacen('\t', " ", 1)).collect();
     let folded_path = out_dir.join("demo.folded");
     std::fs::write(&folded_path, lines.join("\n") + "\n").map_err(file_err(&folded_path))?;
     files.push(folded_path);

@@ -229,9 +229,28 @@ impl Engine {
         &self.data_dir
     }
 
+    /// Closes the connection (and, as it is the process's last, shuts the
+    /// engine down). Later queries fail. Idempotent; `Drop` calls it. A
+    /// process that keeps an engine in a static must call this before exit,
+    /// because the engine's own teardown at exit crashes otherwise.
+    pub fn close(&self) {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if !conn.is_null() {
+            // SAFETY: the connection was opened by chdb_connect and is
+            // closed once: the pointer is nulled under the lock.
+            unsafe { (self.api.close)(*conn) };
+            *conn = std::ptr::null_mut();
+        }
+    }
+
     /// Runs one statement and returns its output in `format`.
     pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if conn.is_null() {
+            return Err(Error::Query {
+                message: "the engine is closed".into(),
+            });
+        }
         // SAFETY: the connection is open (closed only in Drop); the query and
         // format buffers are valid for their lengths; the result is
         // destroyed exactly once after its buffer is copied.
@@ -282,9 +301,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        let conn = self.conn.get_mut().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: the connection was opened by chdb_connect and is closed once.
-        unsafe { (self.api.close)(*conn) };
+        self.close();
     }
 }
 

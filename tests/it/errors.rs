@@ -52,7 +52,11 @@ fn truncated_rowbinary_is_rejected_at_every_cut() {
     // Pool mode: a chunk announcing two rows that carries one.
     let mut pooled = b"2\n".to_vec();
     pooled.extend_from_slice(&row);
-    assert_one_line_error(&["tree", "--format", "RowBinary", "--pool"], &pooled, "row 2");
+    assert_one_line_error(
+        &["tree", "--format", "RowBinary", "--pool"],
+        &pooled,
+        "row 2",
+    );
 }
 
 #[test]
@@ -81,7 +85,11 @@ fn broken_tsv_is_rejected_with_row_and_offset() {
     assert_one_line_error(&tsv, b"[(['a'],1)]{}\n", "a tab between columns");
     assert_one_line_error(&tsv, b"[(['a'],1)]\t{}", "end of input");
     assert_one_line_error(&tsv, b"[(['a'],99999999999999999999)]\t{}\n", "Int64");
-    assert_one_line_error(&["tree", "--format", "tsv", "--pool"], b"x\n", "chunk header");
+    assert_one_line_error(
+        &["tree", "--format", "tsv", "--pool"],
+        b"x\n",
+        "chunk header",
+    );
 }
 
 #[test]

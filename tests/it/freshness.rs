@@ -3,14 +3,20 @@
 use std::path::PathBuf;
 
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 #[test]
 fn udf_configs_and_wrappers_are_fresh() {
     let dir = repo().join("sql/udf");
     for (name, want) in [
-        ("flamehouse_function.xml", flamehouse_udf::catalog::functions_xml()),
+        (
+            "flamehouse_function.xml",
+            flamehouse_udf::catalog::functions_xml(),
+        ),
         ("functions.sql", flamehouse_udf::catalog::functions_sql()),
     ] {
         let got = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
@@ -25,5 +31,8 @@ fn udf_configs_and_wrappers_are_fresh() {
 fn setup_script_pins_the_engine_version_the_code_expects() {
     let script = std::fs::read_to_string(repo().join("scripts/setup-engine.sh")).unwrap();
     let want = format!("CHDB_VERSION=\"{}\"", flamehouse::engine::CHDB_VERSION);
-    assert!(script.contains(&want), "scripts/setup-engine.sh does not pin {want}");
+    assert!(
+        script.contains(&want),
+        "scripts/setup-engine.sh does not pin {want}"
+    );
 }

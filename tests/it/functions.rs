@@ -15,13 +15,15 @@ fn tree_rows(expr: &str) -> Vec<Row> {
 }
 
 fn fold_map(expr: &str) -> BTreeMap<String, i64> {
-    q(&format!("SELECT n.1, n.2 FROM (SELECT {expr} AS t) ARRAY JOIN t AS n"))
-        .lines()
-        .map(|l| {
-            let (a, b) = l.split_once('\t').unwrap();
-            (unescape_tsv(a), b.parse().unwrap())
-        })
-        .collect()
+    q(&format!(
+        "SELECT n.1, n.2 FROM (SELECT {expr} AS t) ARRAY JOIN t AS n"
+    ))
+    .lines()
+    .map(|l| {
+        let (a, b) = l.split_once('\t').unwrap();
+        (unescape_tsv(a), b.parse().unwrap())
+    })
+    .collect()
 }
 
 fn reference_fold(samples: &[Sample]) -> BTreeMap<String, i64> {
@@ -71,9 +73,21 @@ fn wrappers_cast_any_numeric_type() {
     assert_eq!(
         rows,
         vec![
-            Row { level: 0, label: "total".into(), vals: vec![7, 0] },
-            Row { level: 1, label: "a".into(), vals: vec![7, 2] },
-            Row { level: 2, label: "b".into(), vals: vec![5, 5] },
+            Row {
+                level: 0,
+                label: "total".into(),
+                vals: vec![7, 0]
+            },
+            Row {
+                level: 1,
+                label: "a".into(),
+                vals: vec![7, 2]
+            },
+            Row {
+                level: 2,
+                label: "b".into(),
+                vals: vec![5, 5]
+            },
         ]
     );
 }
@@ -81,7 +95,10 @@ fn wrappers_cast_any_numeric_type() {
 #[test]
 fn empty_arrays() {
     let empty = "[]::Array(Tuple(Array(String), Int64))";
-    assert_eq!(q(&format!("SELECT stackTree({empty})")), "[(0,'total',0,0)]\n");
+    assert_eq!(
+        q(&format!("SELECT stackTree({empty})")),
+        "[(0,'total',0,0)]\n"
+    );
     assert_eq!(q(&format!("SELECT stackFold({empty})")), "[]\n");
     assert_eq!(
         q(&format!("SELECT stackDiff({empty}, {empty})")),
@@ -99,15 +116,31 @@ fn constant_and_column_arguments_give_one_answer_per_row() {
         "SELECT stackFoldWith([([toString(number % 3)], toInt64(number + 1))], map('exclude', '^1$')) \
          FROM numbers(6) ORDER BY number",
     );
-    let want = ["[('0',1)]", "[]", "[('2',3)]", "[('0',4)]", "[]", "[('2',6)]"];
+    let want = [
+        "[('0',1)]",
+        "[]",
+        "[('2',3)]",
+        "[('0',4)]",
+        "[]",
+        "[('2',6)]",
+    ];
     assert_eq!(out.lines().collect::<Vec<_>>(), want);
 }
 
 #[test]
 fn hostile_labels_round_trip_in_both_formats() {
     let labels = [
-        "tab\there", "new\nline", "quote'd", "back\\slash", "semi;colon", "ünïcødé ✓ 火",
-        "cr\rlf", "nul\0byte", "{'map':'like'}", "[(0,'tuple',1,1)]", "",
+        "tab\there",
+        "new\nline",
+        "quote'd",
+        "back\\slash",
+        "semi;colon",
+        "ünïcødé ✓ 火",
+        "cr\rlf",
+        "nul\0byte",
+        "{'map':'like'}",
+        "[(0,'tuple',1,1)]",
+        "",
     ];
     let samples: Vec<Sample> = labels
         .iter()
@@ -174,7 +207,9 @@ fn tree_options_prune_without_losing_value() {
             assert!(r[0] * 20 >= total, "{path:?} kept below min_share");
         }
     }
-    let e = q_err(&format!("SELECT stackTreeWith({lits}, map('max_nodes', '1'))"));
+    let e = q_err(&format!(
+        "SELECT stackTreeWith({lits}, map('max_nodes', '1'))"
+    ));
     assert!(e.contains("max_nodes"), "{e}");
 }
 
@@ -196,10 +231,15 @@ fn diff_normalize_scales_baseline_to_comparison_total() {
 #[test]
 fn fold_options() {
     let s = "[(['main','f','f','f','g+0x1a'], 2), (['main','0x7f00aa','h'], 3), (['main','x','y','z','w'], 5)]";
-    let m = fold_map(&format!("stackFoldWith({s}, map('collapse_recursion', '1'))"));
+    let m = fold_map(&format!(
+        "stackFoldWith({s}, map('collapse_recursion', '1'))"
+    ));
     assert!(m.contains_key("main;f;g+0x1a"), "{m:?}");
     let m = fold_map(&format!("stackFoldWith({s}, map('strip_hex', '1'))"));
-    assert!(m.contains_key("main;f;f;f;g") && m.contains_key("main;[unknown];h"), "{m:?}");
+    assert!(
+        m.contains_key("main;f;f;f;g") && m.contains_key("main;[unknown];h"),
+        "{m:?}"
+    );
     let m = fold_map(&format!("stackFoldWith({s}, map('max_depth', '3'))"));
     assert_eq!(m["main;x;[truncated]"], 5, "{m:?}");
     assert_eq!(m["main;f;[truncated]"], 2, "{m:?}");
@@ -211,9 +251,7 @@ fn fold_options() {
 
 #[test]
 fn deep_stack_of_ten_thousand_frames() {
-    let rows = tree_rows(
-        "stackTree([(arrayMap(i -> concat('f', toString(i)), range(10000)), 7)])",
-    );
+    let rows = tree_rows("stackTree([(arrayMap(i -> concat('f', toString(i)), range(10000)), 7)])");
     assert_eq!(rows.len(), 10_001);
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r.level as usize, i);

@@ -25,14 +25,19 @@ fn fold_agrees_with_builtin_flamegraph() {
         ..Default::default()
     };
     load_synthetic(engine(), "oracle_samples", &p).unwrap();
-    let builtin = q("SELECT arrayJoin(flameGraph(stack, value)) FROM oracle_samples \
-                     SETTINGS allow_introspection_functions = 1");
+    let builtin = q(
+        "SELECT arrayJoin(flameGraph(stack, value)) FROM oracle_samples \
+                     SETTINGS allow_introspection_functions = 1, max_threads = 1",
+    );
     let ours = q(&flamehouse::demo::fold_sql("oracle_samples", ""));
     let builtin = lines_to_map(&builtin, ' ');
     let ours = lines_to_map(&ours, '\t');
     assert!(ours.len() > 1_000, "{} lines", ours.len());
     assert_eq!(ours, builtin);
-    let total: i64 = q("SELECT sum(value) FROM oracle_samples").trim().parse().unwrap();
+    let total: i64 = q("SELECT sum(value) FROM oracle_samples")
+        .trim()
+        .parse()
+        .unwrap();
     assert_eq!(ours.values().sum::<i64>(), total);
 }
 

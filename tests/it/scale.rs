@@ -23,7 +23,7 @@ fn million_samples_through_group_by() {
     assert_eq!(tree[&Vec::new()][0], total);
     // Leaves' self values, read back as folded stacks, equal flameGraph()'s.
     let builtin: BTreeMap<String, i64> = q(
-        "SELECT arrayJoin(flameGraph(stack, value)) FROM million SETTINGS allow_introspection_functions = 1",
+        "SELECT arrayJoin(flameGraph(stack, value)) FROM million SETTINGS allow_introspection_functions = 1, max_threads = 1",
     )
     .lines()
     .map(|l| {

@@ -52,7 +52,9 @@ fn tree_diff_and_fold_tables_match_the_reference() {
             .sum();
         let want: i64 = a.iter().map(|s| s.1).sum();
         assert_eq!(sum, want, "{fmt} fold total");
-        assert!(folded.lines().all(|l| l.split('\t').next().unwrap().split(';').count() <= 3));
+        assert!(folded
+            .lines()
+            .all(|l| l.split('\t').next().unwrap().split(';').count() <= 3));
     }
     let rows = parse_rows(&q(&format!(
         "SELECT * FROM executable('flamehouse-udf tree-table --format RowBinary --max-nodes 5', RowBinary, \
@@ -60,5 +62,8 @@ fn tree_diff_and_fold_tables_match_the_reference() {
         values_sql(&a)
     )));
     assert!(rows.len() <= 5);
-    assert_eq!(check_tree(&rows)[&Vec::new()][0], a.iter().map(|s| s.1).sum::<i64>());
+    assert_eq!(
+        check_tree(&rows)[&Vec::new()][0],
+        a.iter().map(|s| s.1).sum::<i64>()
+    );
 }

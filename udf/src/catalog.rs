@@ -114,7 +114,10 @@ impl Udf {
                 "        <argument><type>{ty}</type><name>{name}</name></argument>\n"
             ));
         }
-        s.push_str(&format!("        <format>{}</format>\n", self.format.name()));
+        s.push_str(&format!(
+            "        <format>{}</format>\n",
+            self.format.name()
+        ));
         s.push_str(&format!("        <command>{}</command>\n", self.command()));
         s.push_str("        <execute_direct>1</execute_direct>\n");
         s.push_str(&format!(

@@ -151,7 +151,12 @@ impl Tree {
     }
 
     /// Adds every sample of `samples` to `side` after the filter in `opts`.
-    pub fn add_samples(&mut self, samples: &Samples, side: usize, opts: &TreeOptions) -> Result<()> {
+    pub fn add_samples(
+        &mut self,
+        samples: &Samples,
+        side: usize,
+        opts: &TreeOptions,
+    ) -> Result<()> {
         let identity = opts.filter.is_identity();
         let mut buf: Vec<Cow<'_, [u8]>> = Vec::new();
         for (stack, v) in samples.iter() {
@@ -377,7 +382,11 @@ pub fn stack_tree(samples: &Samples, opts: &TreeOptions) -> Result<Vec<TreeRow>>
 }
 
 /// Builds the diff flame graph of `baseline` against `comparison`.
-pub fn stack_diff(baseline: &Samples, comparison: &Samples, opts: &TreeOptions) -> Result<Vec<DiffRow>> {
+pub fn stack_diff(
+    baseline: &Samples,
+    comparison: &Samples,
+    opts: &TreeOptions,
+) -> Result<Vec<DiffRow>> {
     let mut t = Tree::new();
     t.add_samples(baseline, 0, opts)?;
     t.add_samples(comparison, 1, opts)?;

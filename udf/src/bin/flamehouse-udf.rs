@@ -12,7 +12,10 @@ use std::io::{self, BufWriter};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Fold, diff and tree-build stack samples for ClickHouse")]
+#[command(
+    version,
+    about = "Fold, diff and tree-build stack samples for ClickHouse"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

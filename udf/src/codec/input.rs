@@ -359,7 +359,12 @@ impl<R: Read> Input<R> {
     }
 
     /// Reads `[elem, elem, ...]`, calling `elem` for each element.
-    fn tsv_list(&mut self, open: u8, close: u8, mut elem: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+    fn tsv_list(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut elem: impl FnMut(&mut Self) -> Result<()>,
+    ) -> Result<()> {
         self.skip_spaces()?;
         self.expect(open, if open == b'[' { "'['" } else { "'{'" })?;
         self.skip_spaces()?;

@@ -1,0 +1,153 @@
+//! Benchmark: the flame graph of a 1,000,000-sample table through flamehouse
+//! against ClickHouse's built-in `flameGraph()`, in one run of the same
+//! embedded engine, plus the UDF's raw throughput and peak memory.
+//!
+//! Run: `cargo bench -p flamehouse-tests --bench flamegraph`
+//! (env: BENCH_SAMPLES, BENCH_DISTINCT, BENCH_RUNS).
+
+use flamehouse::demo::{load_synthetic, SyntheticProfile};
+use flamehouse_tests::{engine, udf_binary};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_or<T: std::str::FromStr>(k: &str, d: T) -> T {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
+fn median_time(runs: usize, sql: &str) -> (Duration, String) {
+    let mut times = Vec::new();
+    let mut out = String::new();
+    for _ in 0..runs {
+        let t = Instant::now();
+        out = engine()
+            .query_tsv(sql)
+            .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+        times.push(t.elapsed());
+    }
+    times.sort();
+    (times[times.len() / 2], out)
+}
+
+fn main() {
+    let samples: u64 = env_or("BENCH_SAMPLES", 1_000_000);
+    let distinct: usize = env_or("BENCH_DISTINCT", 20_000);
+    let runs: usize = env_or("BENCH_RUNS", 5);
+    let p = SyntheticProfile {
+        samples,
+        distinct,
+        seed: 1,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    load_synthetic(engine(), "bench", &p).unwrap();
+    println!(
+        "data: {} samples, {} distinct stacks, depth {}-{}, cubic skew (loaded in {:.1?})",
+        samples,
+        distinct,
+        p.min_depth,
+        p.max_depth,
+        t.elapsed()
+    );
+    let frames: String = engine()
+        .query_tsv("SELECT sum(length(stack)), uniqExact(stack) FROM bench")
+        .unwrap();
+    println!(
+        "frames in table: {}",
+        frames.trim().replace('\t', ", distinct stacks: ")
+    );
+
+    let grouped = "(SELECT stack, sum(value) AS v FROM bench GROUP BY stack)";
+    let cases = [
+        (
+            "builtin flameGraph()",
+            "SELECT length(flameGraph(stack, value)) FROM bench SETTINGS allow_introspection_functions = 1".to_string(),
+        ),
+        (
+            "builtin flameGraph(), max_threads=1 (exact)",
+            "SELECT length(flameGraph(stack, value)) FROM bench SETTINGS allow_introspection_functions = 1, max_threads = 1".to_string(),
+        ),
+        (
+            "flamehouse stackTree()",
+            format!("SELECT length(stackTree(groupArray((stack, v)))) FROM {grouped}"),
+        ),
+        (
+            "flamehouse stackFold()",
+            format!("SELECT length(stackFold(groupArray((stack, v)))) FROM {grouped}"),
+        ),
+        (
+            "flamehouse stackTree(max_nodes=8192)",
+            format!("SELECT length(stackTreeWith(groupArray((stack, v)), map('max_nodes', '8192'))) FROM {grouped}"),
+        ),
+    ];
+    let mut results = Vec::new();
+    for (name, sql) in &cases {
+        let _ = engine().query_tsv(sql); // warm-up (starts the UDF pool)
+        let (d, out) = median_time(runs, sql);
+        println!(
+            "{name:<45} median {:>8.1} ms over {runs} runs -> {} rows",
+            d.as_secs_f64() * 1e3,
+            out.trim()
+        );
+        results.push(d);
+    }
+    let base = results[0].as_secs_f64();
+    println!();
+    println!(
+        "RATIO flameGraph() / stackTree()  = {:.2}x",
+        base / results[2].as_secs_f64()
+    );
+    println!(
+        "RATIO flameGraph() / stackFold()  = {:.2}x",
+        base / results[3].as_secs_f64()
+    );
+    println!(
+        "RATIO flameGraph(max_threads=1) / stackTree() = {:.2}x",
+        results[1].as_secs_f64() / results[2].as_secs_f64()
+    );
+
+    // Raw UDF throughput: the exact RowBinary the engine sends, piped into
+    // the executable outside the engine.
+    let input = engine()
+        .query(
+            &format!(
+                "SELECT CAST(groupArray((stack, v)) AS Array(Tuple(Array(String), Int64))), \
+                 CAST(map() AS Map(String, String)) FROM {grouped}"
+            ),
+            "RowBinary",
+        )
+        .unwrap();
+    let mut best = Duration::MAX;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let mut child = Command::new(udf_binary())
+            .args(["tree", "--format", "RowBinary"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&input).unwrap();
+        assert!(child.wait().unwrap().success());
+        best = best.min(t.elapsed());
+    }
+    // SAFETY: getrusage fills the struct we pass.
+    let peak_kib = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru.ru_maxrss
+    };
+    let mb = input.len() as f64 / 1e6;
+    println!();
+    println!(
+        "UDF raw: {:.1} MB RowBinary input, {} stacks in {:.1} ms = {:.0} MB/s, {:.0} stacks/s; peak RSS {:.1} MiB",
+        mb,
+        distinct,
+        best.as_secs_f64() * 1e3,
+        mb / best.as_secs_f64(),
+        distinct as f64 / best.as_secs_f64(),
+        peak_kib as f64 / 1024.0
+    );
+}
