@@ -18,13 +18,11 @@ extern "C" {
 }
 
 /// Runs at exit before the engine's own static destructors (registered
-/// earlier, so run later): close the engine, remove the data directory and
-/// leave with the test harness's status without running those destructors,
-/// which crash once queries have run on other threads.
+/// earlier, so run later): remove the data directory and leave with the
+/// harness's status without running those destructors, which crash once
+/// queries have run on other threads (closing the connection first does not
+/// prevent it).
 extern "C" fn close_engine(status: std::ffi::c_int, _: *mut std::ffi::c_void) {
-    if let Some(e) = ENGINE.get() {
-        e.close();
-    }
     if let Some(dir) = data_dir() {
         let _ = std::fs::remove_dir_all(dir);
     }

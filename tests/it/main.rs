@@ -5,6 +5,7 @@
 mod errors;
 mod freshness;
 mod functions;
+mod grafana;
 mod oracle;
 mod scale;
 mod table;

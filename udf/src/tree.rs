@@ -16,8 +16,9 @@ use crate::filter;
 use crate::options::{TreeOptions, OTHER_LABEL};
 use crate::samples::Samples;
 use crate::{Error, Result};
+use rustc_hash::FxHashMap as HashMap;
 use std::borrow::Cow;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// One row of a single flame graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,8 +61,14 @@ struct Node {
     self_: [i64; 2],
     value: [i64; 2],
     magnitude: u64,
-    children: Vec<u32>,
+    /// First child and next sibling: an intrusive list, because one small
+    /// Vec per node made allocation the tree's main cost.
+    first_child: u32,
+    next_sibling: u32,
+    child_count: u32,
 }
+
+const NONE: u32 = u32::MAX;
 
 /// A prefix tree of stacks with two value sides (0 = baseline or single,
 /// 1 = comparison).
@@ -71,6 +78,34 @@ pub struct Tree {
     label_ids: HashMap<Box<[u8]>, u32>,
     nodes: Vec<Node>,
     child_ids: HashMap<(u32, u32), u32>,
+}
+
+impl Node {
+    fn new(parent: u32, label: u32) -> Node {
+        Node {
+            parent,
+            label,
+            self_: [0; 2],
+            value: [0; 2],
+            magnitude: 0,
+            first_child: NONE,
+            next_sibling: NONE,
+            child_count: 0,
+        }
+    }
+}
+
+/// Iterates the children of node `n`.
+fn children(nodes: &[Node], n: u32) -> impl Iterator<Item = u32> + '_ {
+    let mut c = nodes[n as usize].first_child;
+    std::iter::from_fn(move || {
+        if c == NONE {
+            return None;
+        }
+        let cur = c;
+        c = nodes[c as usize].next_sibling;
+        Some(cur)
+    })
 }
 
 impl Default for Tree {
@@ -84,16 +119,9 @@ impl Tree {
     pub fn new() -> Self {
         Tree {
             labels: Vec::new(),
-            label_ids: HashMap::new(),
-            nodes: vec![Node {
-                parent: ROOT,
-                label: NO_LABEL,
-                self_: [0; 2],
-                value: [0; 2],
-                magnitude: 0,
-                children: Vec::new(),
-            }],
-            child_ids: HashMap::new(),
+            label_ids: HashMap::default(),
+            nodes: vec![Node::new(ROOT, NO_LABEL)],
+            child_ids: HashMap::default(),
         }
     }
 
@@ -128,15 +156,12 @@ impl Tree {
                 Some(&n) => n,
                 None => {
                     let n = self.nodes.len() as u32;
-                    self.nodes.push(Node {
-                        parent: cur,
-                        label,
-                        self_: [0; 2],
-                        value: [0; 2],
-                        magnitude: 0,
-                        children: Vec::new(),
-                    });
-                    self.nodes[cur as usize].children.push(n);
+                    let mut node = Node::new(cur, label);
+                    let parent = &mut self.nodes[cur as usize];
+                    node.next_sibling = parent.first_child;
+                    parent.first_child = n;
+                    parent.child_count += 1;
+                    self.nodes.push(node);
                     self.child_ids.insert((cur, label), n);
                     n
                 }
@@ -238,7 +263,7 @@ impl Tree {
         // rows included) can be chosen afterwards.
         let mut heap = BinaryHeap::new();
         let push_children = |heap: &mut BinaryHeap<(u64, std::cmp::Reverse<u32>)>, p: u32| {
-            for &c in &self.nodes[p as usize].children {
+            for c in children(&self.nodes, p) {
                 let m = self.nodes[c as usize].magnitude;
                 if m >= threshold {
                     heap.push((m, std::cmp::Reverse(c)));
@@ -248,7 +273,7 @@ impl Tree {
         push_children(&mut heap, ROOT);
         let mut order: Vec<u32> = Vec::new();
         let mut selected_children = vec![0u32; n];
-        let mut rows: usize = 1 + usize::from(!self.nodes[0].children.is_empty());
+        let mut rows: usize = 1 + usize::from(self.nodes[0].child_count > 0);
         let mut best = 0usize;
         let limit = if opts.max_nodes == 0 {
             usize::MAX
@@ -259,10 +284,10 @@ impl Tree {
             let node = &self.nodes[c as usize];
             let p = node.parent as usize;
             selected_children[p] += 1;
-            if selected_children[p] as usize == self.nodes[p].children.len() {
+            if selected_children[p] == self.nodes[p].child_count {
                 rows -= 1; // the parent no longer needs an `other` row
             }
-            rows += 1 + usize::from(!node.children.is_empty());
+            rows += 1 + usize::from(node.child_count > 0);
             order.push(c);
             if rows <= limit {
                 best = order.len();
@@ -317,7 +342,7 @@ impl Tree {
                     kids.clear();
                     let mut other = [0i64; 2];
                     let mut dropped = false;
-                    for &c in &node.children {
+                    for c in children(&self.nodes, id) {
                         let cn = &self.nodes[c as usize];
                         if keep[c as usize] {
                             kids.push((Item::Node(c), cn.value));

@@ -1,0 +1,414 @@
+//! Shared strategies, independent reference implementations and checks.
+
+use flamehouse_udf::options::{FilterOptions, TreeOptions};
+use flamehouse_udf::samples::Samples;
+use flamehouse_udf::tree::{DiffRow, TreeRow};
+use proptest::prelude::*;
+use regex::bytes::Regex;
+use std::collections::HashMap;
+
+/// Frames of the property tests: few enough that prefixes are shared, with
+/// hex offsets for `strip_hex`, and `;`/`:`/line breaks for fold's mapping.
+/// No label is `other`, so an `other` row is always a pruning aggregate.
+pub const VOCAB: &[&[u8]] = &[
+    b"a", b"b", b"c", b"b+0x1a", b"b+0x2f", b"0xdead", b"d;e", b"d:e", b"n\nl", b"n l", b"r\rx",
+];
+
+/// Literal patterns for focus/exclude (escaped before use as regexes).
+const PATTERNS: &[&str] = &["a", "b", "d", "0x", "unknown", "zzz"];
+
+pub type Stack = Vec<Vec<u8>>;
+pub type RawSamples = Vec<(Stack, i64)>;
+
+pub fn to_samples(raw: &RawSamples) -> Samples {
+    let mut s = Samples::new();
+    for (stack, v) in raw {
+        s.push(stack, *v);
+    }
+    s
+}
+
+pub fn value() -> impl Strategy<Value = i64> {
+    prop_oneof![3 => -5i64..=5, 1 => -1000i64..=1000, 1 => Just(0i64)]
+}
+
+pub fn vocab_stack() -> impl Strategy<Value = Stack> {
+    prop::collection::vec(prop::sample::select(VOCAB).prop_map(<[u8]>::to_vec), 0..6)
+}
+
+pub fn vocab_samples() -> impl Strategy<Value = RawSamples> {
+    prop::collection::vec((vocab_stack(), value()), 0..30)
+}
+
+/// Filter options in a form the reference can interpret without regexes.
+#[derive(Debug, Clone, Default)]
+pub struct FilterSpec {
+    pub collapse_recursion: bool,
+    pub strip_hex: bool,
+    pub max_depth: usize,
+    pub focus: Option<&'static str>,
+    pub exclude: Option<&'static str>,
+}
+
+pub fn filter_spec() -> impl Strategy<Value = FilterSpec> {
+    let pat = || prop::option::weighted(0.25, prop::sample::select(PATTERNS));
+    (
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![2 => Just(0usize), 1 => 1usize..5],
+        pat(),
+        pat(),
+    )
+        .prop_map(
+            |(collapse_recursion, strip_hex, max_depth, focus, exclude)| FilterSpec {
+                collapse_recursion,
+                strip_hex,
+                max_depth,
+                focus,
+                exclude,
+            },
+        )
+}
+
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `strip_hex` on the vocabulary, by table.
+fn ref_strip_hex(f: &[u8]) -> Vec<u8> {
+    match f {
+        b"b+0x1a" | b"b+0x2f" => b"b".to_vec(),
+        b"0xdead" => b"[unknown]".to_vec(),
+        _ => {
+            assert!(
+                !contains(f, b"0x"),
+                "frame {f:?} missing from the strip table"
+            );
+            f.to_vec()
+        }
+    }
+}
+
+impl FilterSpec {
+    pub fn options(&self) -> FilterOptions {
+        let re = |p: &str| Regex::new(&regex::escape(p)).unwrap();
+        FilterOptions {
+            collapse_recursion: self.collapse_recursion,
+            strip_hex: self.strip_hex,
+            max_depth: self.max_depth,
+            focus: self.focus.map(re),
+            exclude: self.exclude.map(re),
+        }
+    }
+
+    /// The documented transform: strip hex, collapse recursion,
+    /// focus/exclude, then the depth limit. `None` when dropped.
+    pub fn apply(&self, stack: &[Vec<u8>]) -> Option<Stack> {
+        let mut out: Stack = Vec::new();
+        for f in stack {
+            let f = if self.strip_hex {
+                ref_strip_hex(f)
+            } else {
+                f.clone()
+            };
+            if self.collapse_recursion && out.last() == Some(&f) {
+                continue;
+            }
+            out.push(f);
+        }
+        if let Some(p) = self.focus {
+            if !out.iter().any(|f| contains(f, p.as_bytes())) {
+                return None;
+            }
+        }
+        if let Some(p) = self.exclude {
+            if out.iter().any(|f| contains(f, p.as_bytes())) {
+                return None;
+            }
+        }
+        if self.max_depth > 0 && out.len() > self.max_depth {
+            out.truncate(self.max_depth - 1);
+            out.push(b"[truncated]".to_vec());
+        }
+        Some(out)
+    }
+
+    /// Sum of the values of the samples that pass the filter.
+    pub fn total(&self, raw: &RawSamples) -> i64 {
+        raw.iter()
+            .filter(|(s, _)| self.apply(s).is_some())
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TreeSpec {
+    pub max_nodes: usize,
+    pub min_share: f64,
+    pub normalize: bool,
+    pub root: &'static str,
+    pub filter: FilterSpec,
+}
+
+pub fn tree_spec() -> impl Strategy<Value = TreeSpec> {
+    (
+        prop_oneof![1 => Just(0usize), 2 => 2usize..50],
+        prop_oneof![1 => Just(0.0f64), 1 => 0.0f64..0.3],
+        any::<bool>(),
+        prop::sample::select(&["total", "root"][..]),
+        filter_spec(),
+    )
+        .prop_map(|(max_nodes, min_share, normalize, root, filter)| TreeSpec {
+            max_nodes,
+            min_share,
+            normalize,
+            root,
+            filter,
+        })
+}
+
+impl TreeSpec {
+    pub fn options(&self) -> TreeOptions {
+        let o = TreeOptions {
+            max_nodes: self.max_nodes,
+            min_share: self.min_share,
+            root: self.root.to_string(),
+            normalize: self.normalize,
+            filter: self.filter.options(),
+        };
+        o.validate().unwrap();
+        o
+    }
+
+    /// The same options without pruning.
+    pub fn unpruned(&self) -> TreeOptions {
+        TreeOptions {
+            max_nodes: 0,
+            min_share: 0.0,
+            ..self.options()
+        }
+    }
+
+    pub fn prunes(&self) -> bool {
+        self.max_nodes > 0 || self.min_share > 0.0
+    }
+}
+
+/// A tree or diff row with both sides (side 1 is 0 for a single tree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub level: u32,
+    pub label: Vec<u8>,
+    pub value: [i64; 2],
+    pub self_: [i64; 2],
+}
+
+impl From<&TreeRow> for Row {
+    fn from(r: &TreeRow) -> Row {
+        Row {
+            level: r.level,
+            label: r.label.clone(),
+            value: [r.value, 0],
+            self_: [r.self_, 0],
+        }
+    }
+}
+
+impl From<&DiffRow> for Row {
+    fn from(r: &DiffRow) -> Row {
+        Row {
+            level: r.level,
+            label: r.label.clone(),
+            value: [r.value, r.value_right],
+            self_: [r.self_, r.self_right],
+        }
+    }
+}
+
+pub fn rows<T>(rows: &[T]) -> Vec<Row>
+where
+    for<'a> &'a T: Into<Row>,
+{
+    rows.iter().map(Into::into).collect()
+}
+
+/// Children of every row, from the levels of a pre-order listing.
+fn children(rows: &[Row]) -> Result<Vec<Vec<usize>>, TestCaseError> {
+    let mut kids = vec![Vec::new(); rows.len()];
+    let mut open: Vec<usize> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        prop_assert!(
+            r.level as usize <= open.len(),
+            "row {} jumps to level {}",
+            i,
+            r.level
+        );
+        open.truncate(r.level as usize);
+        if let Some(&p) = open.last() {
+            kids[p].push(i);
+        }
+        open.push(i);
+    }
+    Ok(kids)
+}
+
+/// The frame invariants: one level-0 root first, pre-order levels,
+/// `value = self + sum(children)` on both sides, siblings by descending
+/// key (value, or value + valueRight for a diff), ties by label bytes.
+pub fn check_valid(rows: &[Row], diff: bool) -> Result<(), TestCaseError> {
+    prop_assert!(!rows.is_empty(), "no rows");
+    prop_assert_eq!(rows[0].level, 0);
+    for (i, w) in rows.windows(2).enumerate() {
+        prop_assert!(w[1].level >= 1, "second level-0 row at {}", i + 1);
+        prop_assert!(w[1].level <= w[0].level + 1, "level jump at {}", i + 1);
+    }
+    let kids = children(rows)?;
+    let key = |r: &Row| -> i128 {
+        if diff {
+            i128::from(r.value[0]) + i128::from(r.value[1])
+        } else {
+            i128::from(r.value[0])
+        }
+    };
+    for (i, r) in rows.iter().enumerate() {
+        for side in 0..2 {
+            let sum: i128 = kids[i]
+                .iter()
+                .map(|&c| i128::from(rows[c].value[side]))
+                .sum();
+            prop_assert_eq!(
+                i128::from(r.value[side]),
+                i128::from(r.self_[side]) + sum,
+                "value != self + children at row {} side {}",
+                i,
+                side
+            );
+        }
+        for w in kids[i].windows(2) {
+            let (a, b) = (&rows[w[0]], &rows[w[1]]);
+            prop_assert!(
+                key(a) > key(b) || (key(a) == key(b) && a.label <= b.label),
+                "siblings out of order: {:?} before {:?}",
+                a,
+                b
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Every row with its path (labels below the root).
+pub fn with_paths(rows: &[Row]) -> Vec<(Stack, &Row)> {
+    let mut path: Stack = Vec::new();
+    let mut out = Vec::new();
+    for r in rows {
+        if r.level == 0 {
+            path.clear();
+        } else {
+            path.truncate(r.level as usize - 1);
+            path.push(r.label.clone());
+        }
+        out.push((path.clone(), r));
+    }
+    out
+}
+
+/// Reference node: values and magnitude of one stack prefix.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefNode {
+    pub value: [i64; 2],
+    pub self_: [i64; 2],
+    pub magnitude: u64,
+}
+
+/// The tree computed without a tree: every prefix of every filtered stack.
+pub fn reference_tree(sides: &[&RawSamples], filter: &FilterSpec) -> HashMap<Stack, RefNode> {
+    let mut m: HashMap<Stack, RefNode> = HashMap::new();
+    m.insert(Vec::new(), RefNode::default());
+    for (side, raw) in sides.iter().enumerate() {
+        for (stack, v) in raw.iter() {
+            let Some(stack) = filter.apply(stack) else {
+                continue;
+            };
+            for k in 0..=stack.len() {
+                let n = m.entry(stack[..k].to_vec()).or_default();
+                n.value[side] += v;
+                n.magnitude += v.unsigned_abs();
+            }
+            m.get_mut(&stack).unwrap().self_[side] += v;
+        }
+    }
+    m
+}
+
+/// `path -> (value, self)` of an output, failing on a duplicate path.
+pub fn path_map(rows: &[Row]) -> Result<HashMap<Stack, ([i64; 2], [i64; 2])>, TestCaseError> {
+    let mut m = HashMap::new();
+    for (path, r) in with_paths(rows) {
+        let dup = m.insert(path.clone(), (r.value, r.self_));
+        prop_assert!(dup.is_none(), "duplicate path {:?}", path);
+    }
+    Ok(m)
+}
+
+pub fn ref_values(reference: &HashMap<Stack, RefNode>) -> HashMap<Stack, ([i64; 2], [i64; 2])> {
+    reference
+        .iter()
+        .map(|(k, n)| (k.clone(), (n.value, n.self_)))
+        .collect()
+}
+
+/// Pruning keeps value: at most `max_nodes` rows, the same root, every
+/// kept node exactly as in the unpruned tree, `other` rows are leaves;
+/// with `min_share` only, the kept nodes are exactly those at or above the
+/// magnitude threshold.
+pub fn check_pruned(
+    pruned: &[Row],
+    full: &[Row],
+    spec: &TreeSpec,
+    reference: &HashMap<Stack, RefNode>,
+) -> Result<(), TestCaseError> {
+    if !spec.prunes() {
+        prop_assert_eq!(pruned, full);
+        return Ok(());
+    }
+    if spec.max_nodes > 0 {
+        prop_assert!(
+            pruned.len() <= spec.max_nodes,
+            "{} rows > max_nodes {}",
+            pruned.len(),
+            spec.max_nodes
+        );
+        if spec.min_share == 0.0 && full.len() <= spec.max_nodes {
+            prop_assert_eq!(pruned, full);
+        }
+    }
+    prop_assert_eq!(&pruned[0], &full[0]);
+    let full_map = path_map(full)?;
+    let kids = children(pruned)?;
+    let mut kept = Vec::new();
+    for (i, (path, r)) in with_paths(pruned).into_iter().enumerate() {
+        if r.level > 0 && r.label == b"other" {
+            prop_assert!(kids[i].is_empty(), "`other` row {} has children", i);
+            prop_assert_eq!(r.value, r.self_);
+            continue;
+        }
+        let want = full_map.get(&path);
+        prop_assert_eq!(want, Some(&(r.value, r.self_)), "path {:?}", path);
+        kept.push(path);
+    }
+    if spec.max_nodes == 0 {
+        let root_mag = reference[&Vec::new()].magnitude;
+        let threshold = (spec.min_share * root_mag as f64).ceil() as u64;
+        let mut want: Vec<Stack> = reference
+            .iter()
+            .filter(|(p, n)| p.is_empty() || n.magnitude >= threshold)
+            .map(|(p, _)| p.clone())
+            .collect();
+        want.sort();
+        kept.sort();
+        prop_assert_eq!(kept, want);
+    }
+    Ok(())
+}

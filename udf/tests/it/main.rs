@@ -1,0 +1,10 @@
+//! The udf crate's own integration tests: properties of the library against
+//! independent references computed here, wire round trips through
+//! `serve::serve_udf` / `serve::serve_table` with an encoder written here,
+//! decoder robustness on arbitrary bytes, and insta snapshots pinning the
+//! exact wire output.
+
+mod common;
+mod golden;
+mod props;
+mod wire;

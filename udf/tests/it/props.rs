@@ -1,0 +1,118 @@
+//! Properties of `stack_tree`, `stack_diff` and `stack_fold` against the
+//! references in `common`.
+
+use crate::common::*;
+use flamehouse_udf::fold::stack_fold;
+use flamehouse_udf::tree::{stack_diff, stack_tree};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// The folded line of a filtered stack: `;` in a frame becomes `:`, line
+/// breaks become spaces, frames are joined by `;`.
+fn fold_line(stack: &[Vec<u8>]) -> Vec<u8> {
+    let frames: Vec<Vec<u8>> = stack
+        .iter()
+        .map(|f| {
+            f.iter()
+                .map(|&b| match b {
+                    b';' => b':',
+                    b'\n' | b'\r' => b' ',
+                    b => b,
+                })
+                .collect()
+        })
+        .collect();
+    frames.join(&b';')
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn tree_invariants_reference_and_pruning(raw in vocab_samples(), spec in tree_spec()) {
+        let samples = to_samples(&raw);
+        let pruned = rows(&stack_tree(&samples, &spec.options()).unwrap());
+        let full = rows(&stack_tree(&samples, &spec.unpruned()).unwrap());
+        check_valid(&full, false)?;
+        check_valid(&pruned, false)?;
+
+        // Total conserved, root labelled as asked.
+        prop_assert_eq!(full[0].value[0], spec.filter.total(&raw));
+        prop_assert_eq!(&full[0].label, spec.root.as_bytes());
+
+        // The unpruned tree is the prefix enumeration.
+        let reference = reference_tree(&[&raw], &spec.filter);
+        prop_assert_eq!(path_map(&full)?, ref_values(&reference));
+
+        check_pruned(&pruned, &full, &spec, &reference)?;
+    }
+
+    #[test]
+    fn diff_invariants_reference_normalize_and_pruning(
+        a in vocab_samples(),
+        b in vocab_samples(),
+        spec in tree_spec(),
+    ) {
+        let (sa, sb) = (to_samples(&a), to_samples(&b));
+        let pruned = rows(&stack_diff(&sa, &sb, &spec.options()).unwrap());
+        let full = rows(&stack_diff(&sa, &sb, &spec.unpruned()).unwrap());
+        let raw_opts = flamehouse_udf::options::TreeOptions {
+            normalize: false,
+            ..spec.unpruned()
+        };
+        let raw_full = rows(&stack_diff(&sa, &sb, &raw_opts).unwrap());
+        check_valid(&raw_full, true)?;
+        check_valid(&full, true)?;
+        check_valid(&pruned, true)?;
+
+        let (t0, t1) = (spec.filter.total(&a), spec.filter.total(&b));
+        prop_assert_eq!(raw_full[0].value, [t0, t1]);
+        let reference = reference_tree(&[&a, &b], &spec.filter);
+        prop_assert_eq!(path_map(&raw_full)?, ref_values(&reference));
+
+        if spec.normalize {
+            // The comparison side is untouched; the baseline total becomes
+            // the comparison's (unless it is 0); every baseline self is its
+            // exact scaled value rounded down or up.
+            prop_assert_eq!(full[0].value, [if t0 != 0 { t1 } else { 0 }, t1]);
+            let norm = path_map(&full)?;
+            let orig = path_map(&raw_full)?;
+            prop_assert_eq!(norm.len(), orig.len());
+            for (path, (_, s)) in &orig {
+                let n = norm.get(path);
+                prop_assert!(n.is_some(), "path {:?} lost by normalize", path);
+                let (nv, ns) = n.unwrap();
+                prop_assert_eq!(nv[1], orig[path].0[1]);
+                prop_assert_eq!(ns[1], s[1]);
+                if t0 != 0 {
+                    let x = i128::from(s[0]) * i128::from(t1);
+                    let (num, den) = if t0 < 0 { (-x, -i128::from(t0)) } else { (x, i128::from(t0)) };
+                    let lo = num.div_euclid(den);
+                    let hi = lo + i128::from(num.rem_euclid(den) != 0);
+                    let got = i128::from(ns[0]);
+                    prop_assert!(lo <= got && got <= hi, "path {:?}: {} not in [{}, {}]", path, got, lo, hi);
+                } else {
+                    prop_assert_eq!(ns[0], s[0]);
+                }
+            }
+        } else {
+            prop_assert_eq!(&full, &raw_full);
+        }
+
+        check_pruned(&pruned, &full, &spec, &reference)?;
+    }
+
+    #[test]
+    fn fold_matches_grouping_reference(raw in vocab_samples(), spec in filter_spec()) {
+        let got = stack_fold(&to_samples(&raw), &spec.options()).unwrap();
+        let mut merged: HashMap<Vec<u8>, i64> = HashMap::new();
+        for (stack, v) in &raw {
+            if let Some(stack) = spec.apply(stack) {
+                *merged.entry(fold_line(&stack)).or_default() += v;
+            }
+        }
+        let mut want: Vec<(Vec<u8>, i64)> = merged.into_iter().filter(|(_, v)| *v != 0).collect();
+        want.sort();
+        prop_assert_eq!(got, want);
+    }
+}
