@@ -5,12 +5,17 @@
 //! - [`demo`]: the generated demo profile and the flame-graph outputs of the
 //!   README's first command;
 //! - [`binpb`]: the MemHawk `.binpb` snapshot-stream decoder;
+//! - [`symbolize`]: module map and DWARF/ELF symbolizer for stack addresses;
+//! - [`fixture`]: generator of realistic `.binpb` fixtures from a compiled
+//!   workload binary;
 //! - [`error`]: the crate's error type.
 
 pub mod binpb;
 pub mod demo;
 pub mod engine;
 pub mod error;
+pub mod fixture;
+pub mod symbolize;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};

@@ -1,0 +1,165 @@
+//! The module map of a profile: which loaded module an absolute address
+//! belongs to, and the module-relative address to look up in that module's
+//! ELF file.
+
+use std::path::{Path, PathBuf};
+
+use crate::binpb::ElfInfo;
+
+/// The name MemHawk gives the main program when it does not write an empty
+/// one.
+pub const PROC_SELF_EXE: &str = "/proc/self/exe";
+
+/// One loaded module of a profile (one `ElfInfo` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    /// The module name exactly as the profile gives it (may be empty or
+    /// `/proc/self/exe` for the main program).
+    pub filename: String,
+    /// The path of the module's file on the profiled machine: `filename`, or
+    /// the caller-supplied main program path for the main program. `None` for
+    /// the main program when no path was supplied.
+    pub path: Option<PathBuf>,
+    /// Whether this entry is the main program (empty name or `/proc/self/exe`).
+    pub is_main: bool,
+    /// The load bias (`dlpi_addr`).
+    pub bias: u64,
+    /// The module's segments as half-open absolute ranges
+    /// `bias + p_vaddr .. bias + p_vaddr + p_memsz` (empty segments dropped,
+    /// ranges clamped at `u64::MAX`).
+    pub ranges: Vec<(u64, u64)>,
+}
+
+impl Module {
+    /// Whether an absolute address lies in one of the module's segments.
+    #[must_use]
+    pub fn contains(&self, addr: u64) -> bool {
+        self.ranges
+            .iter()
+            .any(|&(start, end)| start <= addr && addr < end)
+    }
+
+    /// The short name used in fallback labels (`libc.so.6+0x1234`): the file
+    /// name of [`Module::path`], or `[main]` for a main program without a
+    /// path, or the raw filename when it has no file-name component.
+    #[must_use]
+    pub fn basename(&self) -> String {
+        match &self.path {
+            Some(path) => path.file_name().map_or_else(
+                || path.display().to_string(),
+                |name| name.to_string_lossy().into_owned(),
+            ),
+            None => "[main]".to_owned(),
+        }
+    }
+}
+
+/// The modules of a profile, indexed for address lookup.
+///
+/// Lookup rule (shared/reference/binpb-format.md, "Semantics that matter"):
+/// among the modules whose load bias is not above the address and one of
+/// whose segments (`bias + p_vaddr .. + p_memsz`) contains it, take the one
+/// with the largest bias; the module-relative address is `addr - bias`.
+/// Modules with equal biases are tried in profile order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleMap {
+    modules: Vec<Module>,
+    /// Indexes into `modules`, sorted by bias (stable, so profile order
+    /// within one bias).
+    by_bias: Vec<usize>,
+}
+
+/// Whether a profile's module name means the main program.
+#[must_use]
+pub fn is_main_program(filename: &str) -> bool {
+    filename.is_empty() || filename == PROC_SELF_EXE
+}
+
+impl ModuleMap {
+    /// Builds the map from a snapshot's `loaded_so`. `main_program` is the
+    /// main program's path (the header's `processFullPath`); it replaces an
+    /// empty module name or `/proc/self/exe`.
+    #[must_use]
+    pub fn new(loaded_so: &[ElfInfo], main_program: Option<&Path>) -> Self {
+        let modules = loaded_so
+            .iter()
+            .map(|elf| {
+                let is_main = is_main_program(&elf.filename);
+                let path = if is_main {
+                    main_program
+                        .filter(|p| !p.as_os_str().is_empty())
+                        .map(Path::to_path_buf)
+                } else {
+                    Some(PathBuf::from(&elf.filename))
+                };
+                let ranges = elf
+                    .segments
+                    .iter()
+                    .filter(|seg| seg.size > 0)
+                    .filter_map(|seg| {
+                        let start = elf.addr.checked_add(seg.addr)?;
+                        Some((start, start.saturating_add(seg.size)))
+                    })
+                    .collect();
+                Module {
+                    filename: elf.filename.clone(),
+                    path,
+                    is_main,
+                    bias: elf.addr,
+                    ranges,
+                }
+            })
+            .collect::<Vec<_>>();
+        let mut by_bias: Vec<usize> = (0..modules.len()).collect();
+        by_bias.sort_by_key(|&i| modules[i].bias);
+        Self { modules, by_bias }
+    }
+
+    /// The module containing `addr` and the module-relative address
+    /// (`addr - bias`), or `None` when no module's segments contain it.
+    #[must_use]
+    pub fn lookup(&self, addr: u64) -> Option<(usize, u64)> {
+        let end = self
+            .by_bias
+            .partition_point(|&i| self.modules[i].bias <= addr);
+        let candidates = &self.by_bias[..end];
+        // Largest bias first; within one bias, profile order.
+        let mut rest = candidates;
+        while let Some(&last) = rest.last() {
+            let bias = self.modules[last].bias;
+            let group_start = rest.partition_point(|&i| self.modules[i].bias < bias);
+            for &i in &rest[group_start..] {
+                if self.modules[i].contains(addr) {
+                    return Some((i, addr - bias));
+                }
+            }
+            rest = &rest[..group_start];
+        }
+        None
+    }
+
+    /// The module at `index` (as returned by [`ModuleMap::lookup`], the
+    /// position in `loaded_so`).
+    #[must_use]
+    pub fn module(&self, index: usize) -> Option<&Module> {
+        self.modules.get(index)
+    }
+
+    /// All modules, in profile order.
+    #[must_use]
+    pub fn modules(&self) -> &[Module] {
+        &self.modules
+    }
+
+    /// Number of modules.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.modules.len()
+    }
+
+    /// Whether the map has no modules.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.modules.is_empty()
+    }
+}
