@@ -47,8 +47,9 @@ pub struct FilterOptions {
 #[derive(Debug, Clone, clap::Args)]
 pub struct TreeOptions {
     /// Maximum number of output rows, `other` rows included (0 = no limit).
-    /// The heaviest nodes are kept; each parent's dropped children are
-    /// folded into one `other` child so no value is lost. Default: 0.
+    /// Nodes are taken heaviest first while they fit; each parent's dropped
+    /// children are folded into one `other` child so no value is lost.
+    /// Default: 0.
     #[arg(long, default_value_t = 0)]
     pub max_nodes: usize,
     /// Minimum share of the root's magnitude (0..1) a node needs to be kept;

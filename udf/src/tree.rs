@@ -258,9 +258,16 @@ impl Tree {
         }
         let mut keep = vec![false; n];
         keep[0] = true;
-        // Greedy: always take the heaviest node whose parent is kept. Record
-        // the order so the longest prefix that fits `max_nodes` rows (other
-        // rows included) can be chosen afterwards.
+        // Greedy: always consider the heaviest node whose parent is kept;
+        // take it when the rows it costs (itself, plus an `other` row for
+        // its own children, minus its parent's `other` row when it is the
+        // parent's last child) still fit. A node that does not fit stays in
+        // its parent's `other` row with its whole subtree.
+        let limit = if opts.max_nodes == 0 {
+            usize::MAX
+        } else {
+            opts.max_nodes
+        };
         let mut heap = BinaryHeap::new();
         let push_children = |heap: &mut BinaryHeap<(u64, std::cmp::Reverse<u32>)>, p: u32| {
             for c in children(&self.nodes, p) {
@@ -271,31 +278,21 @@ impl Tree {
             }
         };
         push_children(&mut heap, ROOT);
-        let mut order: Vec<u32> = Vec::new();
         let mut selected_children = vec![0u32; n];
         let mut rows: usize = 1 + usize::from(self.nodes[0].child_count > 0);
-        let mut best = 0usize;
-        let limit = if opts.max_nodes == 0 {
-            usize::MAX
-        } else {
-            opts.max_nodes
-        };
         while let Some((_, std::cmp::Reverse(c))) = heap.pop() {
             let node = &self.nodes[c as usize];
             let p = node.parent as usize;
+            let completes = selected_children[p] + 1 == self.nodes[p].child_count;
+            let cost = 1 + usize::from(node.child_count > 0);
+            let new_rows = rows + cost - usize::from(completes);
+            if new_rows > limit {
+                continue;
+            }
+            rows = new_rows;
             selected_children[p] += 1;
-            if selected_children[p] == self.nodes[p].child_count {
-                rows -= 1; // the parent no longer needs an `other` row
-            }
-            rows += 1 + usize::from(node.child_count > 0);
-            order.push(c);
-            if rows <= limit {
-                best = order.len();
-            }
-            push_children(&mut heap, c);
-        }
-        for &c in &order[..best] {
             keep[c as usize] = true;
+            push_children(&mut heap, c);
         }
         keep
     }

@@ -331,10 +331,10 @@ impl<R: Read> Input<R> {
                         b'v' => 0x0b,
                         b'x' => {
                             let h = [self.byte()?, self.byte()?];
-                            let s = std::str::from_utf8(&h).ok();
-                            match s.and_then(|s| u8::from_str_radix(s, 16).ok()) {
-                                Some(v) => v,
-                                None => {
+                            let hex = |b: u8| (b as char).to_digit(16);
+                            match (hex(h[0]), hex(h[1])) {
+                                (Some(a), Some(b)) => (a * 16 + b) as u8,
+                                _ => {
                                     return Err(Error::Malformed {
                                         format: self.format.name(),
                                         row: self.row,

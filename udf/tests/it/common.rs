@@ -19,6 +19,8 @@ const PATTERNS: &[&str] = &["a", "b", "d", "0x", "unknown", "zzz"];
 
 pub type Stack = Vec<Vec<u8>>;
 pub type RawSamples = Vec<(Stack, i64)>;
+/// `path -> (value, self)`, both sides.
+pub type PathValues = HashMap<Stack, ([i64; 2], [i64; 2])>;
 
 pub fn to_samples(raw: &RawSamples) -> Samples {
     let mut s = Samples::new();
@@ -343,7 +345,7 @@ pub fn reference_tree(sides: &[&RawSamples], filter: &FilterSpec) -> HashMap<Sta
 }
 
 /// `path -> (value, self)` of an output, failing on a duplicate path.
-pub fn path_map(rows: &[Row]) -> Result<HashMap<Stack, ([i64; 2], [i64; 2])>, TestCaseError> {
+pub fn path_map(rows: &[Row]) -> Result<PathValues, TestCaseError> {
     let mut m = HashMap::new();
     for (path, r) in with_paths(rows) {
         let dup = m.insert(path.clone(), (r.value, r.self_));
