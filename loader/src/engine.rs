@@ -193,6 +193,9 @@ impl Engine {
         let args = [
             "clickhouse".to_string(),
             format!("--path={}", data_dir.display()),
+            // Loader batches carry their rows inline after `FORMAT RowBinary`,
+            // which counts against the query size.
+            "--max_query_size=4294967296".to_string(),
             format!("--user_scripts_path={}", scripts.display()),
             format!(
                 "--user_defined_executable_functions_config={}/*_function.xml",
@@ -245,6 +248,12 @@ impl Engine {
 
     /// Runs one statement and returns its output in `format`.
     pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
+        self.query_bytes(sql.as_bytes(), format)
+    }
+
+    /// Like [`Engine::query`] for a statement that carries binary data
+    /// inline (`INSERT ... FORMAT RowBinary\n<bytes>`).
+    pub fn query_bytes(&self, sql: &[u8], format: &str) -> Result<Vec<u8>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         if conn.is_null() {
             return Err(Error::Query {

@@ -42,6 +42,10 @@ pub enum Error {
     /// Anything from the stack functions' library.
     #[error(transparent)]
     Udf(#[from] flamehouse_udf::Error),
+    /// A profile could not be decoded (the message names the file and
+    /// byte offset).
+    #[error("{0}")]
+    Decode(String),
     /// Rendering an SVG failed.
     #[error("rendering the flame graph: {0}")]
     Render(String),

@@ -10,11 +10,16 @@
 //!   workload binary;
 //! - [`error`]: the crate's error type.
 
+pub mod backend;
 pub mod binpb;
 pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod fixture;
+pub mod flame;
+pub mod load;
+pub mod rows;
+pub mod schema;
 pub mod symbolize;
 
 pub use engine::{Engine, EngineOptions};

@@ -4,8 +4,13 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use flamehouse::demo::{self, SyntheticProfile};
 use flamehouse::engine::{Engine, EngineOptions};
-use std::io::Write;
+use flamehouse::flame::{self, FlameView};
+use flamehouse::load::{self, LoadOptions, LoadSummary};
+use flamehouse::schema::{self, SchemaOptions};
+use flamehouse::symbolize::{Granularity, SymbolizerOptions};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(version, about = "Flame graphs computed inside ClickHouse")]
@@ -29,6 +34,74 @@ enum Command {
         /// The query.
         query: String,
     },
+    /// Create or upgrade the schema (idempotent: re-running is a no-op).
+    Init {
+        #[command(flatten)]
+        schema: SchemaArgs,
+    },
+    /// Load MemHawk .binpb files (the schema is created if missing).
+    Load {
+        /// Files to load.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        schema: SchemaArgs,
+        /// Follow the files as they grow (resumes where the last load stopped).
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: exit after the file has not grown for this many seconds.
+        #[arg(long)]
+        idle_exit: Option<u64>,
+        /// Root directory where the profiled machine's files are found.
+        #[arg(long)]
+        sysroot: Option<PathBuf>,
+        /// Frame labels: `function` (default) or `line` (function + file:line).
+        #[arg(long, default_value = "function")]
+        granularity: String,
+        /// Path of the profiled program's binary (default: the profile's path).
+        #[arg(long)]
+        binary: Option<PathBuf>,
+    },
+    /// Write fixture profiles (two processes) from a compiled C workload.
+    Fixtures {
+        /// Output directory.
+        #[arg(long, default_value = "out/fixtures")]
+        out: PathBuf,
+        /// Snapshots per process (1 s apart).
+        #[arg(long, default_value_t = 120)]
+        snapshots: usize,
+        /// Distinct stack traces per process.
+        #[arg(long, default_value_t = 3000)]
+        stacks: usize,
+    },
+    /// Render a flame-graph view to folded text or SVG.
+    Flame {
+        /// `peak`, `at`, `added`, `removed` or `cumulative`.
+        view: String,
+        /// Process id or name.
+        #[arg(long)]
+        process: String,
+        /// Instant for `at` and `cumulative` (UTC, `YYYY-MM-DD hh:mm:ss`).
+        #[arg(long)]
+        t: Option<String>,
+        /// Interval start for `added` / `removed`.
+        #[arg(long)]
+        t1: Option<String>,
+        /// Interval end for `added` / `removed`.
+        #[arg(long)]
+        t2: Option<String>,
+        /// `bytes` (default) or `count` (`cumulative`: allocated bytes or allocations).
+        #[arg(long, default_value = "bytes")]
+        metric: String,
+        /// Prune to at most this many nodes (0 = no limit).
+        #[arg(long, default_value_t = 0)]
+        max_nodes: u32,
+        /// Output file: `.svg` renders with inferno, anything else is folded text.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        schema: SchemaArgs,
+    },
     /// Load a generated demo profile and write its flame graphs.
     Demo {
         /// Output directory.
@@ -41,6 +114,74 @@ enum Command {
         #[arg(long, default_value_t = SyntheticProfile::default().distinct)]
         distinct: usize,
     },
+}
+
+#[derive(clap::Args, Debug)]
+struct SchemaArgs {
+    /// Database holding the flamehouse schema.
+    #[arg(long, default_value = schema::DEFAULT_DATABASE)]
+    database: String,
+    /// Cluster for ON CLUSTER / Replicated engines (servers only).
+    #[arg(long)]
+    cluster: Option<String>,
+}
+
+impl SchemaArgs {
+    fn options(&self) -> SchemaOptions {
+        SchemaOptions {
+            database: self.database.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
+}
+
+fn print_summary(s: &LoadSummary) {
+    let span = s
+        .span_ms
+        .map(|(a, b)| format!("{:.1} s", (b - a) as f64 / 1000.0))
+        .unwrap_or_else(|| "-".into());
+    let peak = s
+        .peak
+        .map(|(v, t)| format!("{v} bytes at {}", fmt_ms(t)))
+        .unwrap_or_else(|| "-".into());
+    println!(
+        "{}: process {} | {} snapshots ({} new) | {} stacks | {} frames | {} sample rows | symbolized {:.1}% | span {span} | peak {peak}{}",
+        s.source,
+        s.process_id,
+        s.snapshots,
+        s.snapshots_stored,
+        s.stacks,
+        s.frames,
+        s.sample_rows,
+        s.symbolized_percent,
+        if s.torn_tail { " | file ends in a partial record (still being written?)" } else { "" }
+    );
+    for m in &s.missing_modules {
+        println!("  no symbols: {m}");
+    }
+}
+
+fn fmt_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (d, r) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = d + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        r / 3600,
+        r / 60 % 60,
+        r % 60,
+        ms.rem_euclid(1000)
+    )
 }
 
 fn main() {
@@ -65,6 +206,150 @@ fn run() -> anyhow::Result<()> {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 r => r.context("writing stdout"),
             }
+        }
+        Command::Init { schema } => {
+            let engine = Engine::open(&opts)?;
+            let applied = schema::migrate(&engine, &schema.options())?;
+            if applied.is_empty() {
+                println!("schema {} is up to date", schema.database);
+            } else {
+                println!("schema {}: applied migrations {applied:?}", schema.database);
+            }
+            Ok(())
+        }
+        Command::Load {
+            files,
+            schema,
+            watch,
+            idle_exit,
+            sysroot,
+            granularity,
+            binary,
+        } => {
+            let engine = Engine::open(&opts)?;
+            schema::migrate(&engine, &schema.options())?;
+            let granularity = match granularity.as_str() {
+                "function" => Granularity::Function,
+                "line" => Granularity::FunctionFileLine,
+                g => anyhow::bail!("--granularity must be `function` or `line`, not {g:?}"),
+            };
+            let lo = LoadOptions {
+                database: schema.database.clone(),
+                symbolizer: SymbolizerOptions {
+                    sysroot,
+                    granularity,
+                    ..Default::default()
+                },
+                main_binary: binary,
+                watch,
+                idle_exit: idle_exit.map(Duration::from_secs),
+                ..Default::default()
+            };
+            for f in files {
+                let bar = if std::io::stderr().is_terminal() {
+                    let b = indicatif::ProgressBar::new(0);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                        )
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                    );
+                    b.set_message(f.display().to_string());
+                    Some(b)
+                } else {
+                    None
+                };
+                let started = std::time::Instant::now();
+                let r = load::load_file(&engine, &f, &lo, &mut |p| {
+                    if let Some(b) = &bar {
+                        b.set_length(p.total_bytes.max(p.bytes));
+                        b.set_position(p.bytes);
+                        let rate = p.snapshots as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                        b.set_message(format!(
+                            "{} {} snapshots ({rate:.0}/s)",
+                            f.display(),
+                            p.snapshots
+                        ));
+                    }
+                });
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+                print_summary(&r.with_context(|| format!("loading {}", f.display()))?);
+            }
+            Ok(())
+        }
+        Command::Fixtures {
+            out,
+            snapshots,
+            stacks,
+        } => {
+            std::fs::create_dir_all(&out)?;
+            let binary = flamehouse::fixture::compile_workload(&out)?;
+            for (pid, name, seed) in [(4242u32, "workload", 1u64), (4343, "workload-b", 2)] {
+                let mut fo = flamehouse::fixture::FixtureOptions::new(
+                    &binary,
+                    out.join(format!("memhawk_{name}_{pid}_protobuf.binpb")),
+                );
+                fo.snapshots = snapshots;
+                fo.stacks = stacks;
+                fo.pid = pid;
+                fo.name = name.to_string();
+                fo.seed = seed;
+                fo.start_timestamp_ns += u64::from(pid - 4242) * 30_000_000_000;
+                let g = flamehouse::fixture::generate(&fo)?;
+                println!(
+                    "wrote {} ({} snapshots, {} stacks, {} bytes)",
+                    g.output.display(),
+                    g.snapshots,
+                    g.stacks,
+                    g.bytes
+                );
+            }
+            println!("binary {}", binary.display());
+            Ok(())
+        }
+        Command::Flame {
+            view,
+            process,
+            t,
+            t1,
+            t2,
+            metric,
+            max_nodes,
+            out,
+            schema,
+        } => {
+            let engine = Engine::open(&opts)?;
+            let db = &schema.database;
+            let pid = flame::resolve_process(&engine, db, &process)?;
+            let need = |v: Option<String>, name: &str| {
+                v.ok_or_else(|| anyhow::anyhow!("view {view} needs --{name}"))
+            };
+            let fv = match view.as_str() {
+                "peak" => FlameView::Peak,
+                "at" => FlameView::At { t: need(t, "t")? },
+                "cumulative" => FlameView::Cumulative { t: need(t, "t")? },
+                "added" => FlameView::Added {
+                    t1: need(t1, "t1")?,
+                    t2: need(t2, "t2")?,
+                },
+                "removed" => FlameView::Removed {
+                    t1: need(t1, "t1")?,
+                    t2: need(t2, "t2")?,
+                },
+                v => anyhow::bail!("unknown view {v:?} (peak, at, added, removed, cumulative)"),
+            };
+            let rows = engine.query_tsv(&flame::view_sql(db, pid, &metric, max_nodes, &fv))?;
+            let lines = flame::rows_to_folded(&rows)?;
+            if out.extension().is_some_and(|e| e == "svg") {
+                demo::render_svg(&lines, &format!("flamehouse {view} ({metric})"), &out)?;
+            } else {
+                std::fs::write(&out, lines.join("\n") + "\n")?;
+            }
+            println!("wrote {} ({} stacks)", out.display(), lines.len());
+            Ok(())
         }
         Command::Demo {
             out,

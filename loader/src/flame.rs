@@ -1,0 +1,111 @@
+//! `flamehouse flame`: render any flame-graph view to folded text or SVG, for
+//! people without Grafana.
+
+use crate::backend::{sql_string, Backend};
+use crate::error::{Error, Result};
+
+/// Which view to render, with its parameters.
+#[derive(Debug, Clone)]
+pub enum FlameView {
+    /// Live bytes/count at an instant (`flame_at`).
+    At {
+        /// Instant, `YYYY-MM-DD hh:mm:ss[.fff]` UTC.
+        t: String,
+    },
+    /// At the memory peak (`flame_peak`).
+    Peak,
+    /// Added over [t1, t2] (`flame_change`, direction `added`).
+    Added {
+        /// Start.
+        t1: String,
+        /// End.
+        t2: String,
+    },
+    /// Removed over [t1, t2] (`flame_change`, direction `removed`).
+    Removed {
+        /// Start.
+        t1: String,
+        /// End.
+        t2: String,
+    },
+    /// Cumulative allocations up to t (`flame_cumulative`).
+    Cumulative {
+        /// Instant.
+        t: String,
+    },
+}
+
+/// The SQL that selects the view's `(level, label, value, self)` rows.
+pub fn view_sql(
+    db: &str,
+    process_id: u64,
+    metric: &str,
+    max_nodes: u32,
+    view: &FlameView,
+) -> String {
+    let common = format!(
+        "process_id = {process_id}, metric = {}, max_nodes = {max_nodes}",
+        sql_string(metric)
+    );
+    let call = match view {
+        FlameView::At { t } => format!("flame_at({common}, t = {})", sql_string(t)),
+        FlameView::Peak => format!("flame_peak({common})"),
+        FlameView::Added { t1, t2 } => format!(
+            "flame_change({common}, t1 = {}, t2 = {}, direction = 'added')",
+            sql_string(t1),
+            sql_string(t2)
+        ),
+        FlameView::Removed { t1, t2 } => format!(
+            "flame_change({common}, t1 = {}, t2 = {}, direction = 'removed')",
+            sql_string(t1),
+            sql_string(t2)
+        ),
+        FlameView::Cumulative { t } => format!("flame_cumulative({common}, t = {})", sql_string(t)),
+    };
+    format!("SELECT level, label, value, self FROM {db}.{call} ORDER BY i")
+}
+
+/// Turns pre-order `(level, label, value, self)` rows into folded lines
+/// (`a;b;c self`), one per node with a non-zero self; the root is left out.
+pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
+    let mut path: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for (n, line) in tsv.lines().enumerate() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let bad = || Error::Query {
+            message: format!("unexpected flame-graph row {}: {line:?}", n + 1),
+        };
+        if f.len() < 4 {
+            return Err(bad());
+        }
+        let level: usize = f[0].parse().map_err(|_| bad())?;
+        let self_: i64 = f[3].parse().map_err(|_| bad())?;
+        if level == 0 {
+            path.clear();
+            continue;
+        }
+        path.truncate(level - 1);
+        // TSV escapes stay escaped: a folded line must not contain a raw
+        // tab or newline anyway; `;` inside a frame becomes `:`.
+        path.push(f[1].replace(';', ":"));
+        if self_ != 0 {
+            out.push(format!("{} {self_}", path.join(";")));
+        }
+    }
+    Ok(out)
+}
+
+/// Resolves a process given as an id or a name (the latest process of that
+/// name).
+pub fn resolve_process(backend: &dyn Backend, db: &str, process: &str) -> Result<u64> {
+    if let Ok(id) = process.parse::<u64>() {
+        return Ok(id);
+    }
+    let out = backend.query_tsv(&format!(
+        "SELECT process_id FROM {db}.processes FINAL WHERE name = {} ORDER BY start_time DESC LIMIT 1",
+        sql_string(process)
+    ))?;
+    out.trim().parse().map_err(|_| Error::Query {
+        message: format!("no process named {process:?} (see `flamehouse sql \"SELECT * FROM {db}.process_list\"`)"),
+    })
+}

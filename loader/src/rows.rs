@@ -1,0 +1,259 @@
+//! The rows the loader writes, and their RowBinary encoding (the embedded
+//! sink sends it inline; the server sink sends the same rows through the
+//! `clickhouse` crate).
+
+/// Appends a ULEB128 length.
+fn uleb(buf: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf.push(b);
+            return;
+        }
+        buf.push(b | 0x80);
+    }
+}
+
+fn string(buf: &mut Vec<u8>, s: &str) {
+    uleb(buf, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+/// A table row with a RowBinary encoding in declared column order.
+pub trait RowBinary {
+    /// The table (without database).
+    const TABLE: &'static str;
+    /// `name Type, ...` in encoding order (the `file()` structure).
+    const STRUCTURE: &'static str;
+    /// Appends this row.
+    fn encode(&self, buf: &mut Vec<u8>);
+}
+
+/// `processes`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProcessRow {
+    /// Stable id.
+    pub process_id: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Short name.
+    pub name: String,
+    /// Executable path.
+    pub full_path: String,
+    /// Start, ns since the epoch (DateTime64(9)).
+    pub start_time: i64,
+    /// Source file.
+    pub source: String,
+}
+
+impl RowBinary for ProcessRow {
+    const TABLE: &'static str = "processes";
+    const STRUCTURE: &'static str = "process_id UInt64, pid UInt32, name String, full_path String, start_time DateTime64(9, 'UTC'), source String";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.pid.to_le_bytes());
+        string(b, &self.name);
+        string(b, &self.full_path);
+        b.extend_from_slice(&self.start_time.to_le_bytes());
+        string(b, &self.source);
+    }
+}
+
+/// `frames`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FrameRow {
+    /// Stable hash of the label.
+    pub frame_id: u64,
+    /// The label shown in flame graphs.
+    pub label: String,
+    /// Function name.
+    pub function: String,
+    /// Source file, if known.
+    pub file: String,
+    /// Line, 0 if unknown.
+    pub line: u32,
+    /// Module basename.
+    pub module: String,
+}
+
+impl RowBinary for FrameRow {
+    const TABLE: &'static str = "frames";
+    const STRUCTURE: &'static str =
+        "frame_id UInt64, label String, function String, file String, line UInt32, module String";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.frame_id.to_le_bytes());
+        string(b, &self.label);
+        string(b, &self.function);
+        string(b, &self.file);
+        b.extend_from_slice(&self.line.to_le_bytes());
+        string(b, &self.module);
+    }
+}
+
+/// `stacks`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StackRow {
+    /// Stable hash of the labels.
+    pub stack_id: u64,
+    /// Frame ids, root first.
+    pub frame_ids: Vec<u64>,
+    /// Labels, root first.
+    pub labels: Vec<String>,
+}
+
+impl RowBinary for StackRow {
+    const TABLE: &'static str = "stacks";
+    const STRUCTURE: &'static str =
+        "stack_id UInt64, frame_ids Array(UInt64), labels Array(String)";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        uleb(b, self.frame_ids.len() as u64);
+        for f in &self.frame_ids {
+            b.extend_from_slice(&f.to_le_bytes());
+        }
+        uleb(b, self.labels.len() as u64);
+        for l in &self.labels {
+            string(b, l);
+        }
+    }
+}
+
+/// `samples`: a stack's absolute values at `ts` and the change since its
+/// previous row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SampleRow {
+    /// Process.
+    pub process_id: u64,
+    /// Milliseconds since the epoch (DateTime64(3)).
+    pub ts: i64,
+    /// Stack.
+    pub stack_id: u64,
+    /// Live bytes.
+    pub size: i64,
+    /// Live allocations.
+    pub active: i64,
+    /// Live overhead bytes.
+    pub overhead: i64,
+    /// Allocations since start.
+    pub total_count: u64,
+    /// Bytes allocated since start.
+    pub total_bytes: u64,
+    /// Change of `size`.
+    pub size_delta: i64,
+    /// Change of `active`.
+    pub active_delta: i64,
+    /// Change of `total_count`.
+    pub count_delta: i64,
+    /// Change of `total_bytes`.
+    pub bytes_delta: i64,
+}
+
+impl RowBinary for SampleRow {
+    const TABLE: &'static str = "samples";
+    const STRUCTURE: &'static str = "process_id UInt64, ts DateTime64(3, 'UTC'), stack_id UInt64, size Int64, active Int64, overhead Int64, total_count UInt64, total_bytes UInt64, size_delta Int64, active_delta Int64, count_delta Int64, bytes_delta Int64";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.ts.to_le_bytes());
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        for v in [self.size, self.active, self.overhead] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.total_count.to_le_bytes());
+        b.extend_from_slice(&self.total_bytes.to_le_bytes());
+        for v in [
+            self.size_delta,
+            self.active_delta,
+            self.count_delta,
+            self.bytes_delta,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// `totals`: the whole process at one snapshot.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TotalRow {
+    /// Process.
+    pub process_id: u64,
+    /// Milliseconds since the epoch.
+    pub ts: i64,
+    /// Live bytes.
+    pub size: i64,
+    /// Live allocations.
+    pub active: i64,
+    /// Live overhead bytes.
+    pub overhead: i64,
+    /// Allocations since start.
+    pub total_count: u64,
+    /// Bytes allocated since start.
+    pub total_bytes: u64,
+}
+
+impl RowBinary for TotalRow {
+    const TABLE: &'static str = "totals";
+    const STRUCTURE: &'static str = "process_id UInt64, ts DateTime64(3, 'UTC'), size Int64, active Int64, overhead Int64, total_count UInt64, total_bytes UInt64";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.ts.to_le_bytes());
+        for v in [self.size, self.active, self.overhead] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.total_count.to_le_bytes());
+        b.extend_from_slice(&self.total_bytes.to_le_bytes());
+    }
+}
+
+/// `load_progress`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProgressRow {
+    /// Source file (absolute path).
+    pub source: String,
+    /// Process.
+    pub process_id: u64,
+    /// End of the last stored record.
+    pub offset: u64,
+    /// Snapshots stored so far.
+    pub snapshots: u64,
+    /// Time of the last stored snapshot, ms.
+    pub last_ts: i64,
+}
+
+impl RowBinary for ProgressRow {
+    const TABLE: &'static str = "load_progress";
+    const STRUCTURE: &'static str = "source String, process_id UInt64, offset UInt64, snapshots UInt64, last_ts DateTime64(3, 'UTC')";
+    fn encode(&self, b: &mut Vec<u8>) {
+        string(b, &self.source);
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.offset.to_le_bytes());
+        b.extend_from_slice(&self.snapshots.to_le_bytes());
+        b.extend_from_slice(&self.last_ts.to_le_bytes());
+    }
+}
+
+/// Encodes `rows` as one RowBinary block.
+pub fn encode_all<R: RowBinary>(rows: &[R]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for r in rows {
+        r.encode(&mut buf);
+    }
+    buf
+}
+
+/// FNV-1a 64: a stable id hash (the same on every machine and version).
+pub fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            // A separator no label contains keeps ["ab"] and ["a","b"] apart.
+            h ^= 0xff;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        for &b in p.iter() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}

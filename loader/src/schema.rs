@@ -1,0 +1,90 @@
+//! The schema package in `sql/schema/`: versioned, idempotent migrations
+//! applied by `flamehouse init` (and before every load), for a single node or
+//! a cluster.
+
+use crate::backend::Backend;
+use crate::error::Result;
+use flamehouse_udf::catalog;
+
+/// Default database name.
+pub const DEFAULT_DATABASE: &str = "flamehouse";
+
+/// The migrations, in order: (version, name, SQL template).
+pub const MIGRATIONS: &[(u32, &str, &str)] = &[
+    (1, "tables", include_str!("../../sql/schema/001_tables.sql")),
+    (2, "views", include_str!("../../sql/schema/002_views.sql")),
+];
+
+/// Where the schema goes.
+#[derive(Debug, Clone)]
+pub struct SchemaOptions {
+    /// Database name. Default: `flamehouse`.
+    pub database: String,
+    /// Cluster name for `ON CLUSTER` and Replicated engines. Default: none
+    /// (single node).
+    pub cluster: Option<String>,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            database: DEFAULT_DATABASE.to_string(),
+            cluster: None,
+        }
+    }
+}
+
+impl SchemaOptions {
+    /// Fills the placeholders of a migration template.
+    pub fn render(&self, sql: &str) -> String {
+        let (on_cluster, replicated) = match &self.cluster {
+            Some(c) => (format!("ON CLUSTER {c}"), "Replicated"),
+            None => (String::new(), ""),
+        };
+        sql.replace("{db}", &self.database)
+            .replace(
+                " {on_cluster}",
+                &format!(" {on_cluster}").trim_end().to_string(),
+            )
+            .replace("{replicated}", replicated)
+    }
+}
+
+/// Applies every migration not yet recorded in `schema_migrations`, after
+/// (re)creating the SQL wrapper functions. Returns the versions applied;
+/// re-running applies nothing.
+pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> {
+    for stmt in catalog::statements(&catalog::functions_sql()) {
+        backend.execute(&stmt)?;
+    }
+    let first = opts.render(MIGRATIONS[0].2);
+    let stmts = catalog::statements(&first);
+    // Bootstrap: the database and the migrations table itself.
+    backend.execute(&stmts[0])?;
+    if let Some(t) = stmts.iter().find(|s| s.contains(".schema_migrations")) {
+        backend.execute(t)?;
+    }
+    let applied = backend.query_tsv(&format!(
+        "SELECT DISTINCT version FROM {}.schema_migrations",
+        opts.database
+    ))?;
+    let applied: Vec<u32> = applied
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    let mut done = Vec::new();
+    for (version, name, sql) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        for stmt in catalog::statements(&opts.render(sql)) {
+            backend.execute(&stmt)?;
+        }
+        backend.execute(&format!(
+            "INSERT INTO {}.schema_migrations (version, name) VALUES ({version}, '{name}')",
+            opts.database
+        ))?;
+        done.push(*version);
+    }
+    Ok(done)
+}
