@@ -42,10 +42,7 @@ impl SchemaOptions {
             None => (String::new(), ""),
         };
         sql.replace("{db}", &self.database)
-            .replace(
-                " {on_cluster}",
-                &format!(" {on_cluster}").trim_end().to_string(),
-            )
+            .replace(" {on_cluster}", format!(" {on_cluster}").trim_end())
             .replace("{replicated}", replicated)
     }
 }
