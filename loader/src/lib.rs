@@ -8,6 +8,7 @@
 //! - [`symbolize`]: module map and DWARF/ELF symbolizer for stack addresses;
 //! - [`fixture`]: generator of realistic `.binpb` fixtures from a compiled
 //!   workload binary;
+//! - [`server`]: the backend for a ClickHouse server over HTTP;
 //! - [`error`]: the crate's error type.
 
 pub mod backend;
@@ -17,9 +18,11 @@ pub mod engine;
 pub mod error;
 pub mod fixture;
 pub mod flame;
+pub mod grafana;
 pub mod load;
 pub mod rows;
 pub mod schema;
+pub mod server;
 pub mod symbolize;
 
 pub use engine::{Engine, EngineOptions};

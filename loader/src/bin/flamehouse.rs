@@ -2,11 +2,13 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use flamehouse::backend::Backend;
 use flamehouse::demo::{self, SyntheticProfile};
 use flamehouse::engine::{Engine, EngineOptions};
 use flamehouse::flame::{self, FlameView};
 use flamehouse::load::{self, LoadOptions, LoadSummary};
 use flamehouse::schema::{self, SchemaOptions};
+use flamehouse::server::{ServerBackend, ServerOptions};
 use flamehouse::symbolize::{Granularity, SymbolizerOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -19,14 +21,64 @@ struct Cli {
     /// ~/.local/share/flamehouse).
     #[arg(long, global = true, env = "FLAMEHOUSE_DATA")]
     data: Option<PathBuf>,
+    #[command(flatten)]
+    server: ServerArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// A ClickHouse server to use instead of the embedded engine (`init`,
+/// `load`, `flame` and `sql`).
+#[derive(clap::Args, Debug)]
+struct ServerArgs {
+    /// URL of a ClickHouse server's HTTP interface (e.g.
+    /// http://localhost:8123): `init`, `load`, `flame` and `sql` then run
+    /// there instead of on the embedded engine.
+    #[arg(long, global = true, env = "CLICKHOUSE_URL")]
+    url: Option<String>,
+    /// Server user.
+    #[arg(long, global = true, env = "CLICKHOUSE_USER", default_value = flamehouse::server::DEFAULT_USER)]
+    user: String,
+    /// Server password (default: none).
+    #[arg(
+        long,
+        global = true,
+        env = "CLICKHOUSE_PASSWORD",
+        hide_env_values = true,
+        default_value = ""
+    )]
+    password: String,
+    /// The server session's default database, for names `sql` does not
+    /// qualify (the flamehouse tables are in --database).
+    #[arg(long, global = true, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::server::DEFAULT_DATABASE)]
+    server_database: String,
+}
+
+impl ServerArgs {
+    /// The server's options, when --url (or CLICKHOUSE_URL) is set.
+    fn options(&self) -> Option<ServerOptions> {
+        self.url.as_ref().map(|url| ServerOptions {
+            url: url.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+            database: self.server_database.clone(),
+        })
+    }
+}
+
+/// Where a command's SQL runs: the server given by --url, or the embedded
+/// engine.
+fn backend(server: &ServerArgs, opts: &EngineOptions) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(match server.options() {
+        Some(o) => Box::new(ServerBackend::new(&o)?),
+        None => Box::new(Engine::open(opts)?),
+    })
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run SQL on the embedded engine with the flamehouse functions
-    /// registered, printing the result.
+    /// registered (or on the --url server), printing the result.
     Sql {
         /// Output format: any ClickHouse output format.
         #[arg(long, default_value = "TabSeparated")]
@@ -101,6 +153,12 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         schema: SchemaArgs,
+    },
+    /// Write the Grafana pack (provisioning and dashboards) into a directory.
+    Grafana {
+        /// Output directory (the repository keeps it in `grafana/`).
+        #[arg(long, default_value = "grafana")]
+        out: PathBuf,
     },
     /// Load a generated demo profile and write its flame graphs.
     Demo {
@@ -199,8 +257,10 @@ fn run() -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Sql { format, query } => {
-            let engine = Engine::open(&opts)?;
-            let out = engine.query(&query, &format)?;
+            let out = match cli.server.options() {
+                Some(o) => ServerBackend::new(&o)?.query(&query, &format)?,
+                None => Engine::open(&opts)?.query(&query, &format)?,
+            };
             let mut stdout = std::io::stdout().lock();
             match stdout.write_all(&out).and_then(|_| stdout.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -208,8 +268,8 @@ fn run() -> anyhow::Result<()> {
             }
         }
         Command::Init { schema } => {
-            let engine = Engine::open(&opts)?;
-            let applied = schema::migrate(&engine, &schema.options())?;
+            let engine = backend(&cli.server, &opts)?;
+            let applied = schema::migrate(&*engine, &schema.options())?;
             if applied.is_empty() {
                 println!("schema {} is up to date", schema.database);
             } else {
@@ -226,8 +286,8 @@ fn run() -> anyhow::Result<()> {
             granularity,
             binary,
         } => {
-            let engine = Engine::open(&opts)?;
-            schema::migrate(&engine, &schema.options())?;
+            let engine = backend(&cli.server, &opts)?;
+            schema::migrate(&*engine, &schema.options())?;
             let granularity = match granularity.as_str() {
                 "function" => Granularity::Function,
                 "line" => Granularity::FunctionFileLine,
@@ -261,7 +321,7 @@ fn run() -> anyhow::Result<()> {
                     None
                 };
                 let started = std::time::Instant::now();
-                let r = load::load_file(&engine, &f, &lo, &mut |p| {
+                let r = load::load_file(&*engine, &f, &lo, &mut |p| {
                     if let Some(b) = &bar {
                         b.set_length(p.total_bytes.max(p.bytes));
                         b.set_position(p.bytes);
@@ -321,9 +381,9 @@ fn run() -> anyhow::Result<()> {
             out,
             schema,
         } => {
-            let engine = Engine::open(&opts)?;
+            let engine = backend(&cli.server, &opts)?;
             let db = &schema.database;
-            let pid = flame::resolve_process(&engine, db, &process)?;
+            let pid = flame::resolve_process(&*engine, db, &process)?;
             let need = |v: Option<String>, name: &str| {
                 v.ok_or_else(|| anyhow::anyhow!("view {view} needs --{name}"))
             };
@@ -349,6 +409,17 @@ fn run() -> anyhow::Result<()> {
                 std::fs::write(&out, lines.join("\n") + "\n")?;
             }
             println!("wrote {} ({} stacks)", out.display(), lines.len());
+            Ok(())
+        }
+        Command::Grafana { out } => {
+            for (rel, text) in flamehouse::grafana::files() {
+                let p = out.join(rel);
+                if let Some(d) = p.parent() {
+                    std::fs::create_dir_all(d)?;
+                }
+                std::fs::write(&p, text)?;
+                println!("wrote {}", p.display());
+            }
             Ok(())
         }
         Command::Demo {

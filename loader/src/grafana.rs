@@ -1,0 +1,412 @@
+//! The Grafana pack, built from code: provisioning for the ClickHouse data
+//! source and the dashboards, and the memory dashboard itself. `flamehouse
+//! grafana --out grafana` writes the files; a test checks the committed copies
+//! are fresh and runs every panel's SQL on the engine.
+//!
+//! Variables never reach SQL raw: every one is written as
+//! `decodeURLComponent('${var:percentencode}')`. Grafana's percent-encoding
+//! leaves only `[A-Za-z0-9-_.~%]`, so no value (quotes, backslashes, `--`,
+//! `;`) can end the string literal; the process variable's value is the
+//! numeric process id (its name is only the display text) and the function
+//! variable's values are hex-encoded names, so a multi-value selection joined
+//! as `{a,b}` splits unambiguously.
+
+use serde_json::{json, Value};
+
+/// The provisioned data source's uid.
+pub const DATASOURCE_UID: &str = "flamehouse-clickhouse";
+/// The data source plugin.
+pub const DATASOURCE_TYPE: &str = "grafana-clickhouse-datasource";
+/// The memory dashboard's uid.
+pub const MEMORY_UID: &str = "flamehouse-memory";
+
+fn ds() -> Value {
+    json!({ "type": DATASOURCE_TYPE, "uid": DATASOURCE_UID })
+}
+
+/// A variable as SQL text, safe for any value.
+pub fn var(name: &str) -> String {
+    format!("decodeURLComponent('${{{name}:percentencode}}')")
+}
+
+fn process() -> String {
+    format!("toUInt64OrZero({})", var("process"))
+}
+
+fn metric_expr(fixed: Option<&str>) -> String {
+    match fixed {
+        Some(m) => format!("'{m}'"),
+        None => var("metric"),
+    }
+}
+
+fn max_nodes() -> String {
+    format!("toUInt32OrZero({})", var("max_nodes"))
+}
+
+/// The selected functions (hex-encoded values) as `Array(String)`.
+fn functions() -> String {
+    format!(
+        "arrayMap(x -> unhex(x), arrayFilter(x -> x != '', splitByChar(',', trimBoth(replaceRegexpAll({}, '[{{}}]', '')))))",
+        var("function")
+    )
+}
+
+fn target(sql: String, format: u8) -> Value {
+    json!({
+        "datasource": ds(),
+        "refId": "A",
+        "editorType": "sql",
+        "queryType": if format == 0 { "timeseries" } else { "table" },
+        "format": format,
+        "rawSql": sql,
+    })
+}
+
+struct Layout {
+    next_id: u64,
+}
+
+impl Layout {
+    fn panel(
+        &mut self,
+        kind: &str,
+        title: &str,
+        desc: &str,
+        grid: [u32; 4],
+        sql: String,
+        format: u8,
+    ) -> Value {
+        self.next_id += 1;
+        let mut p = json!({
+            "id": self.next_id,
+            "type": kind,
+            "title": title,
+            "description": desc,
+            "datasource": ds(),
+            "gridPos": {"x": grid[0], "y": grid[1], "w": grid[2], "h": grid[3]},
+            "targets": [target(sql, format)],
+        });
+        if kind == "flamegraph" {
+            p["fieldConfig"] = json!({"defaults": {"unit": "short"}, "overrides": []});
+        }
+        p
+    }
+}
+
+fn flame_sql(view: &str, args: &str) -> String {
+    format!(
+        "SELECT level, label, value, self FROM flamehouse.{view}(process_id = {}, max_nodes = {}, {args}) ORDER BY i",
+        process(),
+        max_nodes()
+    )
+}
+
+fn range() -> &'static str {
+    "t1 = $__fromTime_ms, t2 = $__toTime_ms"
+}
+
+/// The memory dashboard.
+pub fn memory_dashboard() -> Value {
+    let mut l = Layout { next_id: 0 };
+    let m = metric_expr(None);
+    let mut panels = Vec::new();
+    panels.push({
+        let mut p = l.panel(
+            "table",
+            "Processes",
+            "Every loaded process. Click a name to select it and set the time range to its lifetime.",
+            [0, 0, 16, 6],
+            "SELECT name, pid, process_id, start_time, end_time, peak_bytes, peak_time, \
+             toUnixTimestamp64Milli(first_ts) AS from_ms, toUnixTimestamp64Milli(end_time) + 1000 AS to_ms, source \
+             FROM flamehouse.process_list ORDER BY start_time DESC"
+                .to_string(),
+            1,
+        );
+        p["fieldConfig"] = json!({
+            "defaults": {},
+            "overrides": [
+                {"matcher": {"id": "byName", "options": "name"}, "properties": [{"id": "links", "value": [{
+                    "title": "Show this process's lifetime",
+                    "url": format!("/d/{MEMORY_UID}/flamehouse-memory?var-process=${{__data.fields.process_id}}&from=${{__data.fields.from_ms}}&to=${{__data.fields.to_ms}}&${{metric:queryparam}}&${{max_nodes:queryparam}}")
+                }]}]},
+                {"matcher": {"id": "byName", "options": "peak_bytes"}, "properties": [{"id": "unit", "value": "bytes"}]},
+                {"matcher": {"id": "byRegexp", "options": "from_ms|to_ms|process_id"}, "properties": [{"id": "custom.hidden", "value": true}]}
+            ]
+        });
+        p
+    });
+    panels.push({
+        let mut p = l.panel(
+            "stat",
+            "Memory peak",
+            "The earliest snapshot with the largest live size, and the live allocations then.",
+            [16, 0, 8, 6],
+            format!(
+                "SELECT peak_time, peak_bytes, peak_count FROM flamehouse.peak(process_id = {})",
+                process()
+            ),
+            1,
+        );
+        p["fieldConfig"] = json!({"defaults": {}, "overrides": [
+            {"matcher": {"id": "byName", "options": "peak_bytes"}, "properties": [{"id": "unit", "value": "bytes"}]}
+        ]});
+        p["options"] = json!({"reduceOptions": {"calcs": ["lastNotNull"], "fields": "/.*/", "values": false}, "textMode": "value_and_name"});
+        p
+    });
+    panels.push(l.panel(
+        "flamegraph",
+        "Live memory at the peak (${metric})",
+        "What was live at the process's memory peak, by call stack.",
+        [0, 6, 24, 12],
+        flame_sql("flame_peak", &format!("metric = {m}")),
+        1,
+    ));
+    for (i, (col, title, unit)) in [
+        ("live_bytes, max_live_bytes", "Live bytes", "bytes"),
+        ("live_count, max_live_count", "Live allocations", "short"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = l.panel(
+            "timeseries",
+            title,
+            "Whole-process value at the end of each step, and the largest value within it.",
+            [12 * i as u32, 18, 12, 8],
+            format!(
+                "SELECT time, {col} FROM flamehouse.totals_series(process_id = {}, {}, step = $__interval_s)",
+                process(),
+                range()
+            ),
+            0,
+        );
+        p["fieldConfig"] = json!({"defaults": {"unit": unit}, "overrides": []});
+        panels.push(p);
+    }
+    let mut y = 26;
+    for (metric, noun) in [("bytes", "bytes"), ("count", "allocations")] {
+        for (i, dir) in ["added", "removed"].into_iter().enumerate() {
+            let mut p = l.panel(
+                "flamegraph",
+                &format!("{} {noun} in the selected range", if dir == "added" { "Added" } else { "Removed" }),
+                "Per stack: value at the range's end minus value at its start, split by sign (removed shown positive).",
+                [12 * i as u32, y, 12, 10],
+                flame_sql("flame_change", &format!("metric = '{metric}', {}, direction = '{dir}'", range())),
+                1,
+            );
+            p["fieldConfig"]["defaults"]["unit"] =
+                json!(if metric == "bytes" { "bytes" } else { "short" });
+            panels.push(p);
+        }
+        y += 10;
+        let mut p = l.panel(
+            "table",
+            &format!("Biggest changes in {noun}"),
+            "Functions by change over the selected range (self: as the leaf frame; total: every stack through the function, once).",
+            [0, y, 24, 6],
+            format!(
+                "SELECT function, self, total FROM flamehouse.top_functions_change(process_id = {}, metric = '{metric}', {}, limit = 20)",
+                process(),
+                range()
+            ),
+            1,
+        );
+        p["fieldConfig"] = json!({"defaults": {"unit": if metric == "bytes" { "bytes" } else { "short" }}, "overrides": []});
+        panels.push(p);
+        y += 6;
+    }
+    panels.push({
+        let mut p = l.panel(
+            "flamegraph",
+            "Change over the selected range (diff: start vs end, ${metric})",
+            "One diff flame graph: the baseline is the range's start, the comparison its end.",
+            [0, y, 24, 12],
+            format!(
+                "SELECT level, label, value, self, valueRight, selfRight FROM flamehouse.flame_diff(process_id = {}, max_nodes = {}, metric = {m}, {}) ORDER BY i",
+                process(),
+                max_nodes(),
+                range()
+            ),
+            1,
+        );
+        p["fieldConfig"]["defaults"]["unit"] = json!("short");
+        p
+    });
+    y += 12;
+    for (i, (col, title, unit)) in [
+        (
+            "live_bytes",
+            "Live bytes of the selected functions",
+            "bytes",
+        ),
+        (
+            "live_count",
+            "Live allocations of the selected functions",
+            "short",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = l.panel(
+            "timeseries",
+            title,
+            "Every stack through the function counted once (recursion included). Pick functions above.",
+            [12 * i as u32, y, 12, 8],
+            // The function_series view's query, inlined: a view parameter
+            // cannot take the lambda that decodes the hex-encoded selection.
+            format!(
+                "SELECT time, function, {col} FROM (\
+                 SELECT time, function, sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count FROM (\
+                 SELECT toStartOfInterval(ts, toIntervalSecond($__interval_s)) AS time, function, \
+                 sum(size_delta) AS db, sum(active_delta) AS dc FROM flamehouse.function_deltas \
+                 WHERE process_id = {} AND ts <= $__toTime_ms AND has({}, function) GROUP BY time, function) \
+                 WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) \
+                 WHERE time >= toStartOfInterval($__fromTime_ms, toIntervalSecond($__interval_s)) ORDER BY time, function",
+                process(),
+                functions()
+            ),
+            0,
+        );
+        p["fieldConfig"] = json!({"defaults": {"unit": unit}, "overrides": []});
+        p["transformations"] = json!([{"id": "prepareTimeSeries", "options": {"format": "multi"}}]);
+        panels.push(p);
+    }
+    y += 8;
+    for (i, (metric, title)) in [
+        ("bytes", "Cumulative allocated bytes up to the range's end"),
+        ("count", "Cumulative allocations up to the range's end"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut p = l.panel(
+            "flamegraph",
+            title,
+            "Everything allocated since the process started, freed or not.",
+            [12 * i as u32, y, 12, 10],
+            flame_sql(
+                "flame_cumulative",
+                &format!("metric = '{metric}', t = $__toTime_ms"),
+            ),
+            1,
+        );
+        p["fieldConfig"]["defaults"]["unit"] =
+            json!(if metric == "bytes" { "bytes" } else { "short" });
+        panels.push(p);
+    }
+    y += 10;
+    panels.push({
+        let mut p = l.panel(
+            "table",
+            "Top functions at the range's end (${metric})",
+            "self: allocated with the function as the leaf frame; total: every stack through it, counted once.",
+            [0, y, 24, 8],
+            format!(
+                "SELECT function, self, total FROM flamehouse.top_functions(process_id = {}, metric = {m}, t = $__toTime_ms, limit = 50)",
+                process()
+            ),
+            1,
+        );
+        p["fieldConfig"] = json!({"defaults": {"unit": "short"}, "overrides": []});
+        p
+    });
+
+    json!({
+        "uid": MEMORY_UID,
+        "title": "flamehouse: memory",
+        "tags": ["flamehouse", "memory", "profiling"],
+        "timezone": "utc",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": true,
+        "time": {"from": "now-6h", "to": "now"},
+        "links": [],
+        "templating": {"list": [
+            {
+                "name": "process", "label": "Process", "type": "query", "datasource": ds(),
+                "query": "SELECT concat(name, ' (pid ', toString(pid), ')') AS __text, toString(process_id) AS __value FROM flamehouse.process_list ORDER BY start_time DESC",
+                "definition": "processes", "refresh": 1, "sort": 0, "multi": false, "includeAll": false
+            },
+            {
+                "name": "metric", "label": "Metric", "type": "custom", "query": "bytes,count",
+                "current": {"text": "bytes", "value": "bytes"},
+                "options": [{"text": "bytes", "value": "bytes", "selected": true}, {"text": "count", "value": "count", "selected": false}]
+            },
+            {
+                "name": "function", "label": "Functions", "type": "query", "datasource": ds(),
+                "query": format!(
+                    "SELECT DISTINCT function AS __text, hex(function) AS __value FROM flamehouse.function_deltas WHERE process_id = {} ORDER BY function",
+                    process()
+                ),
+                "definition": "functions of the process", "refresh": 1, "multi": true, "includeAll": false
+            },
+            {
+                "name": "max_nodes", "label": "Max nodes", "type": "custom", "query": "2000,500,8192,0",
+                "current": {"text": "2000", "value": "2000"},
+                "options": [
+                    {"text": "2000", "value": "2000", "selected": true}, {"text": "500", "value": "500", "selected": false},
+                    {"text": "8192", "value": "8192", "selected": false}, {"text": "0", "value": "0", "selected": false}
+                ]
+            }
+        ]},
+        "panels": panels,
+    })
+}
+
+/// `provisioning/datasources/flamehouse.yaml`.
+pub fn datasource_yaml() -> String {
+    format!(
+        "# Generated by `flamehouse grafana`; do not edit (a test checks freshness).\n\
+         apiVersion: 1\n\
+         datasources:\n\
+         \x20 - name: flamehouse ClickHouse\n\
+         \x20   uid: {DATASOURCE_UID}\n\
+         \x20   type: {DATASOURCE_TYPE}\n\
+         \x20   isDefault: true\n\
+         \x20   jsonData:\n\
+         \x20     host: ${{CLICKHOUSE_HOST:-clickhouse}}\n\
+         \x20     port: ${{CLICKHOUSE_PORT:-8123}}\n\
+         \x20     protocol: http\n\
+         \x20     username: ${{CLICKHOUSE_USER:-default}}\n\
+         \x20     defaultDatabase: flamehouse\n\
+         \x20     secure: false\n\
+         \x20     dialTimeout: 10\n\
+         \x20     queryTimeout: 60\n\
+         \x20   secureJsonData:\n\
+         \x20     password: ${{CLICKHOUSE_PASSWORD:-}}\n"
+    )
+}
+
+/// `provisioning/dashboards/flamehouse.yaml`: every JSON file in
+/// `dashboards/` (more, such as CPU profiling, drop in beside memory).
+pub fn dashboards_yaml() -> String {
+    "# Generated by `flamehouse grafana`; do not edit (a test checks freshness).\n\
+     apiVersion: 1\n\
+     providers:\n\
+     \x20 - name: flamehouse\n\
+     \x20   folder: flamehouse\n\
+     \x20   type: file\n\
+     \x20   disableDeletion: false\n\
+     \x20   allowUiUpdates: true\n\
+     \x20   options:\n\
+     \x20     path: /var/lib/grafana/dashboards/flamehouse\n\
+     \x20     foldersFromFilesStructure: false\n"
+        .to_string()
+}
+
+/// Every generated file, relative to `grafana/`.
+pub fn files() -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "provisioning/datasources/flamehouse.yaml",
+            datasource_yaml(),
+        ),
+        ("provisioning/dashboards/flamehouse.yaml", dashboards_yaml()),
+        (
+            "dashboards/memory.json",
+            serde_json::to_string_pretty(&memory_dashboard()).expect("json") + "\n",
+        ),
+    ]
+}

@@ -1,0 +1,339 @@
+//! The Grafana pack: generated files are fresh, dashboards are well formed,
+//! and every panel's SQL and variable query, expanded exactly as Grafana and
+//! the ClickHouse plugin would, runs on the engine loaded with fixtures and
+//! returns what its panel type needs; flame graphs are drawn by Grafana's own
+//! component; hostile variable values change nothing.
+
+use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
+use flamehouse::grafana;
+use flamehouse::load::{load_file, LoadOptions};
+use flamehouse::schema::{migrate, SchemaOptions};
+use flamehouse_tests::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Loads two fixture processes into the `flamehouse` database once; returns
+/// (process_id, first ms, last ms) of the first.
+fn loaded() -> (u64, i64, i64) {
+    static ONCE: OnceLock<(u64, i64, i64)> = OnceLock::new();
+    *ONCE.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("flamehouse-grafana-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = compile_workload(&dir).unwrap();
+        migrate(engine(), &SchemaOptions::default()).unwrap();
+        let mut first = None;
+        for (pid, name, seed) in [(7001u32, "graf-a", 11u64), (7002, "graf-b", 12)] {
+            let mut o = FixtureOptions::new(&bin, dir.join(format!("{name}.binpb")));
+            o.snapshots = 60;
+            o.stacks = 1500;
+            o.pid = pid;
+            o.name = name.into();
+            o.seed = seed;
+            generate(&o).unwrap();
+            let s = load_file(engine(), &o.output, &LoadOptions::default(), &mut |_| {}).unwrap();
+            first.get_or_insert((s.process_id, s.span_ms.unwrap().0, s.span_ms.unwrap().1));
+        }
+        first.unwrap()
+    })
+}
+
+/// Grafana's `percentencode` (encodeURIComponent, strict).
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Expands the plugin's macros and Grafana's variables as they would be.
+fn expand(
+    sql: &str,
+    vars: &BTreeMap<&str, Vec<String>>,
+    from_ms: i64,
+    to_ms: i64,
+    interval_s: u64,
+) -> String {
+    let mut s = sql
+        .replace(
+            "$__fromTime_ms",
+            &format!("fromUnixTimestamp64Milli({from_ms})"),
+        )
+        .replace(
+            "$__toTime_ms",
+            &format!("fromUnixTimestamp64Milli({to_ms})"),
+        )
+        .replace("$__fromTime", &format!("toDateTime({})", from_ms / 1000))
+        .replace("$__toTime", &format!("toDateTime({})", to_ms / 1000))
+        .replace("$__interval_s", &interval_s.to_string());
+    for (name, values) in vars {
+        let joined = if values.len() == 1 {
+            values[0].clone()
+        } else {
+            format!("{{{}}}", values.join(","))
+        };
+        s = s.replace(&format!("${{{name}:percentencode}}"), &percent(&joined));
+    }
+    assert!(!s.contains('$'), "unexpanded macro or variable in {s}");
+    s
+}
+
+fn dashboard() -> Value {
+    grafana::memory_dashboard()
+}
+
+#[test]
+fn generated_files_are_fresh() {
+    for (rel, want) in grafana::files() {
+        let got = std::fs::read_to_string(repo().join("grafana").join(rel)).unwrap_or_default();
+        assert!(
+            got == want,
+            "grafana/{rel} is stale: run `flamehouse grafana --out grafana`"
+        );
+    }
+}
+
+#[test]
+fn dashboard_hygiene() {
+    let d = dashboard();
+    let panels = d["panels"].as_array().unwrap();
+    let mut ids = HashSet::new();
+    let mut boxes: Vec<(u64, u64, u64, u64)> = Vec::new();
+    let defined: HashSet<String> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    let var_re = regex::Regex::new(r"\$\{([a-z_]+)(:[a-z]+)?\}|\$([a-z_]+)\b").unwrap();
+    let builtin = [
+        "__data",
+        "__interval_s",
+        "__fromTime",
+        "__toTime",
+        "__fromTime_ms",
+        "__toTime_ms",
+    ];
+    for p in panels {
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "duplicate panel id {}",
+            p["id"]
+        );
+        let g = &p["gridPos"];
+        let b = (
+            g["x"].as_u64().unwrap(),
+            g["y"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(b.0 + b.2 <= 24, "panel {} wider than the grid", p["title"]);
+        for o in &boxes {
+            let overlap = b.0 < o.0 + o.2 && o.0 < b.0 + b.2 && b.1 < o.1 + o.3 && o.1 < b.1 + b.3;
+            assert!(!overlap, "panel {} overlaps another", p["title"]);
+        }
+        boxes.push(b);
+        assert_eq!(p["datasource"]["uid"], grafana::DATASOURCE_UID);
+        for t in p["targets"].as_array().unwrap() {
+            assert_eq!(t["datasource"]["uid"], grafana::DATASOURCE_UID);
+        }
+        let text = p.to_string();
+        for c in var_re.captures_iter(&text) {
+            let name = c.get(1).or(c.get(3)).unwrap().as_str();
+            if builtin
+                .iter()
+                .any(|b| name.starts_with(b.trim_start_matches('$')))
+                || name.starts_with("__")
+            {
+                continue;
+            }
+            assert!(
+                defined.contains(name),
+                "panel {} uses undefined variable {name}",
+                p["title"]
+            );
+        }
+    }
+    let yaml = grafana::datasource_yaml();
+    assert!(yaml.contains(&format!("uid: {}", grafana::DATASOURCE_UID)));
+    assert!(yaml.contains("defaultDatabase: flamehouse"));
+}
+
+fn frame_json(rows: &[Row], diff: bool, unit: &str) -> Value {
+    let col = |i: usize| -> Vec<i64> { rows.iter().map(|r| r.vals[i]).collect() };
+    let mut fields = vec![
+        serde_json::json!({"name": "level", "type": "number", "values": rows.iter().map(|r| r.level).collect::<Vec<_>>()}),
+        serde_json::json!({"name": "label", "type": "string", "values": rows.iter().map(|r| r.label.clone()).collect::<Vec<_>>()}),
+        serde_json::json!({"name": "value", "type": "number", "values": col(0), "config": {"unit": unit}}),
+        serde_json::json!({"name": "self", "type": "number", "values": col(1), "config": {"unit": unit}}),
+    ];
+    if diff {
+        fields.push(serde_json::json!({"name": "valueRight", "type": "number", "values": col(2), "config": {"unit": unit}}));
+        fields.push(serde_json::json!({"name": "selfRight", "type": "number", "values": col(3), "config": {"unit": unit}}));
+    }
+    serde_json::json!({ "fields": fields })
+}
+
+#[test]
+fn every_panel_query_runs_and_fits_its_panel() {
+    let (pid, from_ms, to_ms) = loaded();
+    let d = dashboard();
+    let functions = q(&format!(
+        "SELECT hex(function) FROM flamehouse.function_deltas WHERE process_id = {pid} GROUP BY function ORDER BY sum(abs(size_delta)) DESC LIMIT 3"
+    ));
+    let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    vars.insert("process", vec![pid.to_string()]);
+    vars.insert("metric", vec!["bytes".into()]);
+    vars.insert("max_nodes", vec!["2000".into()]);
+    vars.insert("function", functions.lines().map(String::from).collect());
+    assert_eq!(vars["function"].len(), 3);
+
+    // Variable queries return __text/__value.
+    for v in d["templating"]["list"].as_array().unwrap() {
+        if v["type"] == "query" {
+            let sql = expand(v["query"].as_str().unwrap(), &vars, from_ms, to_ms, 1);
+            let out = q(&sql);
+            assert!(
+                !out.trim().is_empty(),
+                "variable {} returned nothing",
+                v["name"]
+            );
+        }
+    }
+    // Mid-range start so that added/removed both have content.
+    let (f, t) = (from_ms + 10_000, to_ms);
+    let out_dir = repo().join("target/grafana-render/memory");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let mut frames = Vec::new();
+    for metric in ["bytes", "count"] {
+        vars.insert("metric", vec![metric.into()]);
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap();
+            let sql = expand(p["targets"][0]["rawSql"].as_str().unwrap(), &vars, f, t, 5);
+            let out = q(&sql);
+            assert!(
+                !out.trim().is_empty(),
+                "panel {title:?} ({metric}) returned nothing:\n{sql}"
+            );
+            match p["type"].as_str().unwrap() {
+                "flamegraph" => {
+                    let rows = parse_rows(&out);
+                    let diff = sql.contains("valueRight");
+                    assert_eq!(rows[0].vals.len(), if diff { 4 } else { 2 }, "{title}");
+                    check_tree(&rows);
+                    assert!(
+                        rows.len() > 5,
+                        "panel {title:?} drew only {} rows",
+                        rows.len()
+                    );
+                    let name = format!("{}-{metric}.json", p["id"]);
+                    let path = out_dir.join(name);
+                    let unit = p["fieldConfig"]["defaults"]["unit"]
+                        .as_str()
+                        .unwrap_or("short");
+                    std::fs::write(&path, frame_json(&rows, diff, unit).to_string()).unwrap();
+                    frames.push((path, rows[0].vals[0]));
+                }
+                "timeseries" => {
+                    for l in out.lines() {
+                        let cols: Vec<&str> = l.split('\t').collect();
+                        assert!(cols[0].starts_with("2026-"), "{title}: time column {l}");
+                        assert!(
+                            cols.last().unwrap().parse::<i64>().is_ok(),
+                            "{title}: numbers {l}"
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    // Every flame graph drawn by Grafana's own component.
+    let render = repo().join("grafana/render/render.mjs");
+    let res = Command::new("node")
+        .arg(&render)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(frames.iter().map(|(p, _)| p))
+        .output()
+        .expect("node");
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(
+        res.status.success(),
+        "renderer failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let reports: Vec<Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), frames.len());
+    for (r, (_, root)) in reports.iter().zip(&frames) {
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["rootValue"].as_i64(), Some(*root), "{r}");
+    }
+}
+
+#[test]
+fn hostile_variable_values_select_nothing_else() {
+    let (pid, from_ms, to_ms) = loaded();
+    let d = dashboard();
+    let hostile = [
+        "1' OR 1=1 --",
+        "x\\",
+        "0); DROP TABLE flamehouse.samples; --",
+        "\\'; SELECT 1; --",
+        &format!("{pid} OR 1=1"),
+        "proc\"name'with\\quotes;--",
+    ];
+    let before = q("SELECT count() FROM flamehouse.samples");
+    for h in hostile {
+        let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        vars.insert("process", vec![h.to_string()]);
+        vars.insert("metric", vec![h.to_string()]);
+        vars.insert("max_nodes", vec![h.to_string()]);
+        vars.insert("function", vec![h.to_string(), "41".into()]);
+        for p in d["panels"].as_array().unwrap() {
+            if p["title"] == "Processes" {
+                continue; // lists every process by design; uses no variable
+            }
+            let sql = expand(
+                p["targets"][0]["rawSql"].as_str().unwrap(),
+                &vars,
+                from_ms,
+                to_ms,
+                5,
+            );
+            let out = q(&sql); // must not fail
+            match p["type"].as_str().unwrap() {
+                "flamegraph" => {
+                    let rows = parse_rows(&out);
+                    assert_eq!(rows.len(), 1, "{}: hostile value selected data", p["title"]);
+                    assert!(rows[0].vals.iter().all(|v| *v == 0));
+                }
+                "stat" => assert!(out.trim().split('\t').skip(1).all(|v| v == "0"), "{out}"),
+                _ => assert!(
+                    out.trim().is_empty(),
+                    "{}: hostile value selected {out}",
+                    p["title"]
+                ),
+            }
+        }
+    }
+    assert_eq!(q("SELECT count() FROM flamehouse.samples"), before);
+}
