@@ -109,3 +109,38 @@ pub fn resolve_process(backend: &dyn Backend, db: &str, process: &str) -> Result
         message: format!("no process named {process:?} (see `flamehouse sql \"SELECT * FROM {db}.process_list\"`)"),
     })
 }
+
+/// Resolves a time argument: an absolute UTC time as is, or `+N` / `+Ns` /
+/// `+Nm` as an offset from the process's first snapshot; `end` is the last.
+pub fn resolve_time(backend: &dyn Backend, db: &str, process_id: u64, t: &str) -> Result<String> {
+    let bad = || Error::Query {
+        message: format!(
+            "bad time {t:?}: use `YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s`, `+5m` or `end`"
+        ),
+    };
+    let expr = if t == "end" {
+        "end_time".to_string()
+    } else if let Some(rest) = t.strip_prefix('+') {
+        let (num, mult) = match rest.strip_suffix('m') {
+            Some(n) => (n, 60_000),
+            None => (rest.strip_suffix('s').unwrap_or(rest), 1000),
+        };
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        format!(
+            "first_ts + toIntervalMillisecond({})",
+            (n * mult as f64) as i64
+        )
+    } else {
+        return Ok(t.to_string());
+    };
+    let out = backend.query_tsv(&format!(
+        "SELECT toString({expr}) FROM {db}.process_list WHERE process_id = {process_id}"
+    ))?;
+    let v = out.trim();
+    if v.is_empty() {
+        return Err(Error::Query {
+            message: format!("process {process_id} has no snapshots"),
+        });
+    }
+    Ok(v.to_string())
+}

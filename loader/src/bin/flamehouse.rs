@@ -133,7 +133,8 @@ enum Command {
         /// Process id or name.
         #[arg(long)]
         process: String,
-        /// Instant for `at` and `cumulative` (UTC, `YYYY-MM-DD hh:mm:ss`).
+        /// Instant for `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss`, or
+        /// `+90s` / `+5m` from the process's first snapshot, or `end`.
         #[arg(long)]
         t: Option<String>,
         /// Interval start for `added` / `removed`.
@@ -384,8 +385,9 @@ fn run() -> anyhow::Result<()> {
             let engine = backend(&cli.server, &opts)?;
             let db = &schema.database;
             let pid = flame::resolve_process(&*engine, db, &process)?;
-            let need = |v: Option<String>, name: &str| {
-                v.ok_or_else(|| anyhow::anyhow!("view {view} needs --{name}"))
+            let need = |v: Option<String>, name: &str| -> anyhow::Result<String> {
+                let v = v.ok_or_else(|| anyhow::anyhow!("view {view} needs --{name}"))?;
+                Ok(flame::resolve_time(&*engine, db, pid, &v)?)
             };
             let fv = match view.as_str() {
                 "peak" => FlameView::Peak,

@@ -1,0 +1,257 @@
+//! The server backend: the same [`Backend`] over ClickHouse's HTTP interface,
+//! through the official `clickhouse` crate, for users who run a ClickHouse
+//! server.
+//!
+//! The rest of the loader is synchronous, so the backend owns a
+//! current-thread tokio runtime and blocks on each request.
+//!
+//! Inserts send the bytes that [`crate::rows::RowBinary::encode`] produced,
+//! unchanged, as `INSERT INTO db.table (columns) FORMAT RowBinary` through the
+//! crate's pre-formatted insert ([`clickhouse::Client::insert_formatted_with`]),
+//! LZ4-compressed in ClickHouse's block framing. The embedded engine reads the
+//! very same bytes with `file(..., RowBinary, structure)`, so there is one
+//! encoding of a row (in `rows.rs`) for both backends, and what the embedded
+//! tests check is what a server receives. (The crate's typed inserts,
+//! `client.insert::<T>()`, would serialize the row structs a second time
+//! through serde, and by default first fetch `DESCRIBE TABLE` for every
+//! table.)
+//!
+//! Every insert carries the settings `insert_deduplication_token` and
+//! `deduplicate_blocks_in_dependent_materialized_views = 1`, as the embedded
+//! backend's inserts do, so a batch sent again is stored once.
+
+use crate::backend::{column_names, Backend};
+use crate::error::{Error, Result};
+use clickhouse::{Client, Compression};
+
+/// Default server URL (`CLICKHOUSE_URL`): ClickHouse's HTTP port on this
+/// machine.
+pub const DEFAULT_URL: &str = "http://localhost:8123";
+/// Default user (`CLICKHOUSE_USER`).
+pub const DEFAULT_USER: &str = "default";
+/// Default session database (`CLICKHOUSE_DATABASE`).
+pub const DEFAULT_DATABASE: &str = "default";
+/// Default size of the uncompressed pieces an insert body is cut into (each
+/// one LZ4 block on the wire).
+pub const DEFAULT_INSERT_CHUNK: usize = 1 << 20;
+
+/// Where the server is and who connects.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// HTTP(S) URL of the server. Default: [`DEFAULT_URL`].
+    pub url: String,
+    /// User. Default: [`DEFAULT_USER`].
+    pub user: String,
+    /// Password. Default: empty.
+    pub password: String,
+    /// The session's default database, for names the SQL does not qualify
+    /// (the loader's own SQL always names the flamehouse database). Default:
+    /// [`DEFAULT_DATABASE`].
+    pub database: String,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            url: DEFAULT_URL.to_string(),
+            user: DEFAULT_USER.to_string(),
+            password: String::new(),
+            database: DEFAULT_DATABASE.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerOptions")
+            .field("url", &self.url)
+            .field("user", &self.user)
+            .field(
+                "password",
+                &if self.password.is_empty() { "" } else { "***" },
+            )
+            .field("database", &self.database)
+            .finish()
+    }
+}
+
+/// A ClickHouse server reached over HTTP.
+#[derive(Debug)]
+pub struct ServerBackend {
+    client: Client,
+    url: String,
+    rt: tokio::runtime::Runtime,
+    insert_chunk: usize,
+}
+
+impl ServerBackend {
+    /// A backend for the server in `opts`. Nothing is sent until the first
+    /// statement (so a wrong URL shows up as the first statement's error).
+    pub fn new(opts: &ServerOptions) -> Result<ServerBackend> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Query {
+                message: format!("starting the HTTP client runtime: {e}"),
+            })?;
+        let mut client = Client::default()
+            .with_url(opts.url.as_str())
+            .with_user(opts.user.as_str())
+            .with_compression(Compression::Lz4);
+        if !opts.password.is_empty() {
+            client = client.with_password(opts.password.as_str());
+        }
+        if !opts.database.is_empty() {
+            client = client.with_database(opts.database.as_str());
+        }
+        Ok(ServerBackend {
+            client,
+            url: opts.url.clone(),
+            rt,
+            insert_chunk: DEFAULT_INSERT_CHUNK,
+        })
+    }
+
+    /// Cuts insert bodies into pieces of at most `bytes` (uncompressed; each
+    /// piece is one compressed block). Default: [`DEFAULT_INSERT_CHUNK`].
+    #[must_use]
+    pub fn with_insert_chunk(mut self, bytes: usize) -> ServerBackend {
+        self.insert_chunk = bytes.max(1);
+        self
+    }
+
+    /// The server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Runs one statement and returns its output in `format` (any ClickHouse
+    /// output format; a `FORMAT` clause in `sql` wins, as on the server).
+    pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
+        self.rt.block_on(async {
+            // `query_raw`: sent verbatim (`?` in the SQL is not a bind
+            // placeholder).
+            let mut cursor = self
+                .client
+                .query_raw(sql)
+                .fetch_bytes(format)
+                .map_err(|e| self.err(e))?;
+            let bytes = cursor.collect().await.map_err(|e| self.err(e))?;
+            Ok(bytes.to_vec())
+        })
+    }
+
+    fn err(&self, e: clickhouse::error::Error) -> Error {
+        let msg = e.to_string();
+        let msg = msg.trim();
+        // Server exceptions speak for themselves; say where a network error
+        // happened.
+        let message = if msg.contains("Code: ") || msg.contains("DB::Exception") {
+            msg.replace('\n', " ")
+        } else {
+            format!(
+                "ClickHouse server at {}: {}",
+                self.url,
+                msg.replace('\n', " ")
+            )
+        };
+        Error::Query { message }
+    }
+}
+
+impl Backend for ServerBackend {
+    fn execute(&self, sql: &str) -> Result<()> {
+        self.rt.block_on(async {
+            self.client
+                .query_raw(sql)
+                .execute()
+                .await
+                .map_err(|e| self.err(e))
+        })
+    }
+
+    fn query_tsv(&self, sql: &str) -> Result<String> {
+        let out = self.query(sql, "TabSeparated")?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn insert_rowbinary(
+        &self,
+        db: &str,
+        table: &str,
+        structure: &str,
+        rows: &[u8],
+        token: &str,
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let sql = insert_sql(db, table, structure);
+        self.rt.block_on(async {
+            let mut insert = self
+                .client
+                .insert_formatted_with(sql)
+                .with_setting("insert_deduplication_token", token)
+                .with_setting("deduplicate_blocks_in_dependent_materialized_views", "1");
+            // One request; the body is a stream of compressed blocks (a row
+            // may span two blocks: the server decompresses the stream before
+            // parsing it).
+            for chunk in rows.chunks(self.insert_chunk) {
+                insert
+                    .send(bytes::Bytes::copy_from_slice(chunk))
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
+            insert.end().await.map_err(|e| self.err(e))
+        })
+    }
+}
+
+/// The statement of an insert: the columns named in encoding order, data in
+/// RowBinary after it.
+pub fn insert_sql(db: &str, table: &str, structure: &str) -> String {
+    format!(
+        "INSERT INTO {db}.{table} ({}) FORMAT RowBinary",
+        column_names(structure).join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::{RowBinary, SampleRow};
+
+    #[test]
+    fn insert_statement_names_columns_in_encoding_order() {
+        assert_eq!(
+            insert_sql("fh", SampleRow::TABLE, SampleRow::STRUCTURE),
+            "INSERT INTO fh.samples (process_id, ts, stack_id, size, active, overhead, \
+             total_count, total_bytes, size_delta, active_delta, count_delta, bytes_delta) \
+             FORMAT RowBinary"
+        );
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let o = ServerOptions {
+            password: "hunter2".into(),
+            ..Default::default()
+        };
+        let s = format!("{o:?}");
+        assert!(!s.contains("hunter2"), "{s}");
+        let b = ServerBackend::new(&o).unwrap();
+        assert!(!format!("{b:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn unreachable_server_names_the_url() {
+        // Port 9 (discard) on loopback: nothing listens there.
+        let b = ServerBackend::new(&ServerOptions {
+            url: "http://127.0.0.1:9".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let e = b.query_tsv("SELECT 1").unwrap_err().to_string();
+        assert!(e.contains("http://127.0.0.1:9"), "{e}");
+    }
+}

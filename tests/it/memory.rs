@@ -1,0 +1,1213 @@
+//! Memory profiles end to end: generated MemHawk fixtures (two processes) are
+//! loaded into their own database of the shared engine, and every view of
+//! `sql/schema/002_views.sql` is compared, at seeded random instants and
+//! intervals and for both metrics, against an independent replay of the
+//! decoded snapshots written here in plain Rust.
+//!
+//! The replay reads each file with `BinpbReader`, keeps every trace's
+//! absolute values per snapshot (as-of semantics), symbolizes each trace with
+//! `Symbolizer` + `ModuleMap` as a user would, and compares at the level of
+//! function paths (root first), so it does not depend on the loader's own
+//! trace -> stack mapping or on the tables' layout.
+//!
+//! Also: loading twice changes nothing (even with the progress lost), a torn
+//! tail and a corrupted record, resuming a file that grew, and `init` twice.
+
+use flamehouse::binpb::{is_profiler_trace, AllocSummary, BinpbReader, ProcessInfo, Record};
+use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
+use flamehouse::load::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
+use flamehouse::schema::{migrate, SchemaOptions};
+use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
+use flamehouse_tests::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The database every comparison runs on (both fixtures, loaded once).
+const DB: &str = "flamehouse_mem_test";
+const SNAPSHOTS: usize = 90;
+const STACKS: usize = 1500;
+const METRICS: [&str; 2] = ["bytes", "count"];
+
+// ---------------------------------------------------------------------------
+// The independent replay.
+
+/// Values of a trace: size, active, overhead, total_count, total_bytes.
+type Vals = [i64; 5];
+
+fn vals(a: &AllocSummary) -> Vals {
+    [
+        a.size,
+        a.active,
+        a.overhead,
+        a.total_count as i64,
+        a.total_bytes as i64,
+    ]
+}
+
+/// Live value of a metric.
+fn live(v: &Vals, metric: &str) -> i64 {
+    if metric == "count" {
+        v[1]
+    } else {
+        v[0]
+    }
+}
+
+/// Cumulative value of a metric.
+fn cumulative(v: &Vals, metric: &str) -> i64 {
+    if metric == "count" {
+        v[3]
+    } else {
+        v[4]
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Snap {
+    /// Timestamp, ms (the tables' precision).
+    ts: i64,
+    /// The profiler's whole-process values.
+    total: AllocSummary,
+    /// Byte offsets of the record: start (its length prefix) and end.
+    start: u64,
+    end: u64,
+    /// Distinct function paths touched (one sample row each).
+    touched_paths: usize,
+}
+
+#[derive(Debug)]
+struct Trace {
+    /// Symbolized labels, root first (empty: the process root).
+    path: Vec<String>,
+    /// (ts, values) each time the trace is mentioned, in order.
+    history: Vec<(i64, Vals)>,
+}
+
+#[derive(Debug)]
+struct Replay {
+    header: ProcessInfo,
+    header_end: u64,
+    snaps: Vec<Snap>,
+    traces: HashMap<u32, Trace>,
+}
+
+impl Replay {
+    fn read(path: &Path) -> Replay {
+        let mut reader = BinpbReader::open(path).expect("open fixture");
+        let mut sym = Symbolizer::new(SymbolizerOptions::default());
+        let mut header = None;
+        let mut header_end = 0;
+        let mut snaps: Vec<Snap> = Vec::new();
+        let mut traces: HashMap<u32, Trace> = HashMap::new();
+        let mut latest: HashMap<u32, Vals> = HashMap::new();
+        let mut start = 0u64;
+        while let Some(rec) = reader.next_record().expect("valid fixture") {
+            let end = reader.committed_offset();
+            match rec {
+                Record::Header(h) => {
+                    header = Some(h);
+                    header_end = end;
+                }
+                Record::Snapshot(s) => {
+                    let h: &ProcessInfo = header.as_ref().expect("header first");
+                    if !s.loaded_so.is_empty() {
+                        let main = PathBuf::from(&h.process_full_path);
+                        sym.set_modules(ModuleMap::new(&s.loaded_so, Some(&main)));
+                    }
+                    let ts = (s.timestamp / 1_000_000) as i64;
+                    let mut touched = BTreeSet::new();
+                    for t in &s.changed {
+                        let id = t.trace_id;
+                        let tr = traces.entry(id).or_insert_with(|| {
+                            let path = if is_profiler_trace(id) {
+                                vec![PROFILER_LABEL.to_string()]
+                            } else {
+                                let addrs: Vec<u64> = reader.dictionaries().resolve(id).collect();
+                                sym.symbolize_stack(&addrs)
+                                    .into_iter()
+                                    .map(|f| f.label)
+                                    .collect()
+                            };
+                            Trace {
+                                path,
+                                history: Vec::new(),
+                            }
+                        });
+                        let v = vals(&t.actual.unwrap_or_default());
+                        tr.history.push((ts, v));
+                        touched.insert(tr.path.clone());
+                        latest.insert(id, v);
+                    }
+                    let total = s.total.expect("fixtures carry totals");
+                    // The absolute-value semantics: the replayed sum is the
+                    // reported total at every snapshot.
+                    let mut sum = [0i64; 5];
+                    for v in latest.values() {
+                        for i in 0..5 {
+                            sum[i] += v[i];
+                        }
+                    }
+                    assert_eq!(sum, vals(&total), "replay vs total at {ts}");
+                    snaps.push(Snap {
+                        ts,
+                        total,
+                        start,
+                        end,
+                        touched_paths: touched.len(),
+                    });
+                }
+            }
+            start = end;
+        }
+        assert!(!reader.tail().unwrap().is_torn());
+        Replay {
+            header: header.expect("header"),
+            header_end,
+            snaps,
+            traces,
+        }
+    }
+
+    fn first_ts(&self) -> i64 {
+        self.snaps[0].ts
+    }
+
+    fn last_ts(&self) -> i64 {
+        self.snaps.last().unwrap().ts
+    }
+
+    /// The earliest snapshot with the largest live size.
+    fn peak(&self) -> &Snap {
+        let max = self.snaps.iter().map(|s| s.total.size).max().unwrap();
+        self.snaps.iter().find(|s| s.total.size == max).unwrap()
+    }
+
+    /// Each path's values at `t` (sum over its traces of their latest values
+    /// at or before `t`; traces not mentioned yet are absent).
+    fn paths_at(&self, t: i64) -> BTreeMap<Vec<String>, Vals> {
+        let mut out: BTreeMap<Vec<String>, Vals> = BTreeMap::new();
+        for tr in self.traces.values() {
+            let n = tr.history.partition_point(|(ts, _)| *ts <= t);
+            if n == 0 {
+                continue;
+            }
+            let v = tr.history[n - 1].1;
+            let e = out.entry(tr.path.clone()).or_default();
+            for i in 0..5 {
+                e[i] += v[i];
+            }
+        }
+        out
+    }
+
+    /// Per path, `f(values)`, non-zero ones only (the views drop zero
+    /// stacks).
+    fn samples(&self, t: i64, f: impl Fn(&Vals) -> i64) -> Vec<Sample> {
+        self.paths_at(t)
+            .iter()
+            .map(|(p, v)| (p.clone(), f(v)))
+            .filter(|(_, v)| *v != 0)
+            .collect()
+    }
+
+    /// Per path, value(t2) - value(t1) of the live metric.
+    fn changes(&self, t1: i64, t2: i64, metric: &str) -> Vec<Sample> {
+        let a = self.paths_at(t1);
+        let b = self.paths_at(t2);
+        let mut out: BTreeMap<Vec<String>, i64> = BTreeMap::new();
+        for (p, v) in &b {
+            *out.entry(p.clone()).or_default() += live(v, metric);
+        }
+        for (p, v) in &a {
+            *out.entry(p.clone()).or_default() -= live(v, metric);
+        }
+        out.into_iter().collect()
+    }
+
+    /// Every function (label) of every path.
+    fn functions(&self) -> BTreeSet<String> {
+        self.traces
+            .values()
+            .flat_map(|t| t.path.iter().cloned())
+            .collect()
+    }
+
+    /// (live bytes, live count) of a function at `t`: every path through
+    /// it counted once.
+    fn function_at(&self, f: &str, t: i64) -> (i64, i64) {
+        let mut out = (0, 0);
+        for (p, v) in self.paths_at(t) {
+            if p.iter().any(|l| l == f) {
+                out.0 += v[0];
+                out.1 += v[1];
+            }
+        }
+        out
+    }
+
+    /// Whether a trace through `f` is mentioned in [from, to].
+    fn function_touched(&self, f: &str, from: i64, to: i64) -> bool {
+        self.traces.values().any(|tr| {
+            tr.path.iter().any(|l| l == f)
+                && tr.history.iter().any(|(ts, _)| *ts >= from && *ts <= to)
+        })
+    }
+
+    /// Sample rows a load of the first `n` snapshots writes.
+    fn sample_rows(&self, n: usize) -> usize {
+        self.snaps[..n].iter().map(|s| s.touched_paths).sum()
+    }
+}
+
+/// Top functions from per-path values: (function, self, total), where self
+/// sums the paths ending in the function and total the paths through it
+/// (once per path, recursion included).
+fn top_functions(samples: &[Sample]) -> BTreeMap<String, (i64, i64)> {
+    let mut out: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (p, v) in samples {
+        let distinct: BTreeSet<&String> = p.iter().collect();
+        for f in distinct {
+            let e = out.entry(f.clone()).or_default();
+            e.1 += v;
+            if p.last() == Some(f) {
+                e.0 += v;
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Fixtures, loading, SQL helpers.
+
+#[derive(Debug)]
+struct Fixture {
+    path: PathBuf,
+    replay: Replay,
+}
+
+/// Generated into the engine's data directory (removed at exit).
+fn dir() -> PathBuf {
+    engine().data_dir().join("memory-fixtures")
+}
+
+fn fixtures() -> &'static [Fixture] {
+    static F: OnceLock<Vec<Fixture>> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = dir();
+        let bin = compile_workload(&dir).expect("compile the workload with gcc");
+        [(4242u32, "workload", 1u64), (4343, "workload-b", 2)]
+            .iter()
+            .map(|&(pid, name, seed)| {
+                let path = dir.join(format!("memhawk_{name}_{pid}_protobuf.binpb"));
+                let mut fo = FixtureOptions::new(&bin, &path);
+                fo.snapshots = SNAPSHOTS;
+                fo.stacks = STACKS;
+                fo.pid = pid;
+                fo.name = name.to_string();
+                fo.seed = seed;
+                // Both processes overlap in time, and timestamps carry ms.
+                fo.start_timestamp_ns += u64::from(pid - 4242) * 12_345_678_901;
+                generate(&fo).expect("generate fixture");
+                let replay = Replay::read(&path);
+                assert_eq!(replay.snaps.len(), SNAPSHOTS + 1);
+                Fixture { path, replay }
+            })
+            .collect()
+    })
+}
+
+fn schema(db: &str) -> Vec<u32> {
+    let opts = SchemaOptions {
+        database: db.to_string(),
+        cluster: None,
+    };
+    migrate(engine(), &opts).unwrap_or_else(|e| panic!("migrate {db}: {e}"))
+}
+
+fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
+    let opts = LoadOptions {
+        database: db.to_string(),
+        ..Default::default()
+    };
+    load_file(engine(), path, &opts, &mut |_| {})
+}
+
+/// The main database with both fixtures loaded once; their process ids.
+fn loaded() -> &'static [u64] {
+    static L: OnceLock<Vec<u64>> = OnceLock::new();
+    L.get_or_init(|| {
+        assert_eq!(schema(DB), vec![1, 2]);
+        fixtures()
+            .iter()
+            .map(|f| {
+                let s = load(DB, &f.path).unwrap_or_else(|e| panic!("load: {e}"));
+                assert_eq!(s.snapshots, (SNAPSHOTS + 1) as u64);
+                assert_eq!(s.snapshots_stored, (SNAPSHOTS + 1) as u64);
+                assert!(!s.torn_tail);
+                assert_eq!(s.sample_rows as usize, f.replay.sample_rows(SNAPSHOTS + 1));
+                s.process_id
+            })
+            .collect()
+    })
+}
+
+/// `YYYY-MM-DD hh:mm:ss.fff` (UTC) of ms since the epoch.
+fn ts(ms: i64) -> String {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{milli:03}",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+/// A flame-graph view's rows, checked for pre-order validity, as a path map.
+fn flame(db: &str, call: &str) -> BTreeMap<Vec<String>, Vec<i64>> {
+    let diff = call.starts_with("flame_diff");
+    let cols = if diff {
+        "level, label, value, self, valueRight, selfRight"
+    } else {
+        "level, label, value, self"
+    };
+    let rows = parse_rows(&q(&format!("SELECT {cols} FROM {db}.{call} ORDER BY i")));
+    check_tree(&rows)
+}
+
+/// `top_functions*` rows in the view's order.
+fn top(db: &str, call: &str) -> Vec<(String, i64, i64)> {
+    q(&format!("SELECT function, self, total FROM {db}.{call}"))
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                unescape_tsv(f[0]),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// A view's own order of the reference top functions, limited.
+fn ordered_top(
+    m: BTreeMap<String, (i64, i64)>,
+    by_abs: bool,
+    limit: usize,
+) -> Vec<(String, i64, i64)> {
+    let mut v: Vec<(String, i64, i64)> = m.into_iter().map(|(f, (s, t))| (f, s, t)).collect();
+    v.sort_by(|a, b| {
+        let (ka, kb) = if by_abs {
+            (a.2.abs(), b.2.abs())
+        } else {
+            (a.2, b.2)
+        };
+        kb.cmp(&ka).then_with(|| a.0.as_bytes().cmp(b.0.as_bytes()))
+    });
+    v.truncate(limit);
+    v
+}
+
+/// Random instants: before, at, between and after snapshots.
+fn instants(rng: &mut StdRng, r: &Replay, n: usize) -> Vec<i64> {
+    let (a, b) = (r.first_ts(), r.last_ts());
+    let mut out = vec![a - 1, a, r.peak().ts, b, b + 5000];
+    for _ in 0..n {
+        if rng.gen_bool(0.3) {
+            let s = &r.snaps[rng.gen_range(0..r.snaps.len())];
+            out.push(s.ts - i64::from(rng.gen_bool(0.5)));
+        } else {
+            out.push(rng.gen_range(a - 2000..b + 2000));
+        }
+    }
+    out
+}
+
+fn intervals(rng: &mut StdRng, r: &Replay, n: usize) -> Vec<(i64, i64)> {
+    let (a, b) = (r.first_ts(), r.last_ts());
+    let p = r.peak().ts;
+    let mut out = vec![(a - 1, b), (a, p), (p, b), (p, p), (a - 1000, a - 1)];
+    for _ in 0..n {
+        let x = rng.gen_range(a - 2000..b + 2000);
+        let y = rng.gen_range(a - 2000..b + 2000);
+        out.push((x.min(y), x.max(y)));
+    }
+    out
+}
+
+/// Equal path maps, or a panic listing the first differences.
+fn same_tree(
+    got: &BTreeMap<Vec<String>, Vec<i64>>,
+    want: &BTreeMap<Vec<String>, Vec<i64>>,
+    ctx: &str,
+) {
+    if got == want {
+        return;
+    }
+    let keys: BTreeSet<&Vec<String>> = got.keys().chain(want.keys()).collect();
+    let diffs: Vec<String> = keys
+        .into_iter()
+        .filter(|k| got.get(*k) != want.get(*k))
+        .take(8)
+        .map(|k| {
+            format!(
+                "  {:?}: got {:?}, want {:?}",
+                k.join(";"),
+                got.get(k),
+                want.get(k)
+            )
+        })
+        .collect();
+    panic!(
+        "{ctx}: {} vs {} nodes, first differences:\n{}",
+        got.len(),
+        want.len(),
+        diffs.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The comparisons, reusable on any database holding a fixture.
+
+fn check_flame_at(db: &str, pid: u64, r: &Replay, metric: &str, t: i64) {
+    let common = format!("process_id = {pid}, metric = '{metric}', max_nodes = 0");
+    let got = flame(db, &format!("flame_at({common}, t = '{}')", ts(t)));
+    let want = reference(&[&r.samples(t, |v| live(v, metric))]);
+    same_tree(&got, &want, &format!("flame_at {metric} t={}", ts(t)));
+    let got = flame(db, &format!("flame_cumulative({common}, t = '{}')", ts(t)));
+    let want = reference(&[&r.samples(t, |v| cumulative(v, metric))]);
+    same_tree(
+        &got,
+        &want,
+        &format!("flame_cumulative {metric} t={}", ts(t)),
+    );
+}
+
+fn check_change(db: &str, pid: u64, r: &Replay, metric: &str, t1: i64, t2: i64) {
+    let common = format!(
+        "process_id = {pid}, metric = '{metric}', max_nodes = 0, t1 = '{}', t2 = '{}'",
+        ts(t1),
+        ts(t2)
+    );
+    let d = r.changes(t1, t2, metric);
+    let added: Vec<Sample> = d.iter().filter(|s| s.1 > 0).cloned().collect();
+    let removed: Vec<Sample> = d
+        .iter()
+        .filter(|s| s.1 < 0)
+        .map(|(p, v)| (p.clone(), -v))
+        .collect();
+    for (dir, want) in [("added", &added), ("removed", &removed)] {
+        let got = flame(db, &format!("flame_change({common}, direction = '{dir}')"));
+        same_tree(
+            &got,
+            &reference(&[want]),
+            &format!("flame_change {dir} {metric} [{}, {}]", ts(t1), ts(t2)),
+        );
+    }
+    // Diff: both sides for every path non-zero on either side.
+    let (a, b) = (r.paths_at(t1), r.paths_at(t2));
+    let keys: BTreeSet<&Vec<String>> = a.keys().chain(b.keys()).collect();
+    let (mut left, mut right) = (Vec::new(), Vec::new());
+    for k in keys {
+        let v1 = a.get(k).map_or(0, |v| live(v, metric));
+        let v2 = b.get(k).map_or(0, |v| live(v, metric));
+        if v1 != 0 || v2 != 0 {
+            left.push((k.clone(), v1));
+            right.push((k.clone(), v2));
+        }
+    }
+    let got = flame(db, &format!("flame_diff({common})"));
+    same_tree(
+        &got,
+        &reference(&[&left, &right]),
+        &format!("flame_diff {metric} [{}, {}]", ts(t1), ts(t2)),
+    );
+    // Top functions by change.
+    let nonzero: Vec<Sample> = d.into_iter().filter(|s| s.1 != 0).collect();
+    let want = ordered_top(top_functions(&nonzero), true, usize::MAX);
+    let call = format!(
+        "top_functions_change(process_id = {pid}, metric = '{metric}', t1 = '{}', t2 = '{}', limit = 100000)",
+        ts(t1),
+        ts(t2)
+    );
+    assert_eq!(
+        top(db, &call),
+        want,
+        "top_functions_change {metric} [{}, {}]",
+        ts(t1),
+        ts(t2)
+    );
+    let call5 = call.replace("limit = 100000", "limit = 5");
+    let want5: Vec<_> = want.into_iter().take(5).collect();
+    assert_eq!(top(db, &call5), want5);
+}
+
+fn check_top(db: &str, pid: u64, r: &Replay, metric: &str, t: i64) {
+    let want = ordered_top(
+        top_functions(&r.samples(t, |v| live(v, metric))),
+        false,
+        usize::MAX,
+    );
+    let call = format!(
+        "top_functions(process_id = {pid}, metric = '{metric}', t = '{}', limit = 100000)",
+        ts(t)
+    );
+    assert_eq!(top(db, &call), want, "top_functions {metric} t={}", ts(t));
+    let call3 = call.replace("limit = 100000", "limit = 3");
+    let want3: Vec<_> = want.into_iter().take(3).collect();
+    assert_eq!(top(db, &call3), want3);
+}
+
+fn check_process_and_peak(db: &str, pid: u64, r: &Replay, source: &Path) {
+    let out = q(&format!(
+        "SELECT process_id, pid, name, full_path, toUnixTimestamp64Nano(start_time), \
+         toUnixTimestamp64Milli(first_ts), toUnixTimestamp64Milli(end_time), peak_bytes, \
+         toUnixTimestamp64Milli(peak_time), source FROM {db}.process_list WHERE process_id = {pid}"
+    ));
+    let peak = r.peak();
+    let want = format!(
+        "{pid}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+        r.header.pid,
+        r.header.process_short_name,
+        r.header.process_full_path,
+        r.header.start_timestamp,
+        r.first_ts(),
+        r.last_ts(),
+        peak.total.size,
+        peak.ts,
+        std::fs::canonicalize(source).unwrap().display()
+    );
+    assert_eq!(out, want, "process_list");
+    let out = q(&format!(
+        "SELECT toUnixTimestamp64Milli(peak_time), peak_bytes, peak_count FROM {db}.peak(process_id = {pid})"
+    ));
+    assert_eq!(
+        out,
+        format!("{}\t{}\t{}\n", peak.ts, peak.total.size, peak.total.active),
+        "peak"
+    );
+    for metric in METRICS {
+        let got = flame(
+            db,
+            &format!("flame_peak(process_id = {pid}, metric = '{metric}', max_nodes = 0)"),
+        );
+        let want = reference(&[&r.samples(peak.ts, |v| live(v, metric))]);
+        same_tree(&got, &want, &format!("flame_peak {metric}"));
+    }
+}
+
+fn check_totals_series(db: &str, pid: u64, r: &Replay, step: i64, t1: i64, t2: i64) {
+    let got = q(&format!(
+        "SELECT toUnixTimestamp(time), live_bytes, live_count, max_live_bytes, max_live_count, \
+         allocated_bytes, allocations FROM {db}.totals_series(process_id = {pid}, step = {step}, \
+         t1 = '{}', t2 = '{}')",
+        ts(t1),
+        ts(t2)
+    ));
+    // Per step: the last snapshot's values, and the largest live values.
+    let mut buckets: BTreeMap<i64, Vec<&Snap>> = BTreeMap::new();
+    for s in r.snaps.iter().filter(|s| s.ts >= t1 && s.ts <= t2) {
+        buckets
+            .entry(s.ts.div_euclid(1000 * step) * step)
+            .or_default()
+            .push(s);
+    }
+    let mut want = String::new();
+    for (b, ss) in buckets {
+        let last = ss.last().unwrap().total;
+        let max_b = ss.iter().map(|s| s.total.size).max().unwrap();
+        let max_c = ss.iter().map(|s| s.total.active).max().unwrap();
+        want += &format!(
+            "{b}\t{}\t{}\t{max_b}\t{max_c}\t{}\t{}\n",
+            last.size, last.active, last.total_bytes, last.total_count
+        );
+    }
+    assert_eq!(
+        got,
+        want,
+        "totals_series step={step} [{}, {}]",
+        ts(t1),
+        ts(t2)
+    );
+}
+
+fn check_function_series(
+    db: &str,
+    pid: u64,
+    r: &Replay,
+    step: i64,
+    t1: i64,
+    t2: i64,
+    functions: &[String],
+) {
+    let arr: Vec<String> = functions.iter().map(|f| lit(f)).collect();
+    let got = q(&format!(
+        "SELECT toUnixTimestamp(time), function, live_bytes, live_count FROM {db}.function_series(\
+         process_id = {pid}, step = {step}, t1 = '{}', t2 = '{}', functions = [{}])",
+        ts(t1),
+        ts(t2),
+        arr.join(", ")
+    ));
+    let ctx = format!(
+        "function_series step={step} [{}, {}] {functions:?}",
+        ts(t1),
+        ts(t2)
+    );
+    let selected: BTreeSet<String> = if functions.is_empty() {
+        r.functions()
+    } else {
+        functions.iter().cloned().collect()
+    };
+    let mut rows: BTreeSet<(i64, String)> = BTreeSet::new();
+    let mut prev: Option<i64> = None;
+    for l in got.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        let (b, func) = (f[0].parse::<i64>().unwrap(), unescape_tsv(f[1]));
+        assert!(prev.is_none_or(|p| p <= b), "{ctx}: not ordered by time");
+        prev = Some(b);
+        assert!(
+            selected.contains(&func),
+            "{ctx}: unexpected function {func:?}"
+        );
+        // The function's live values at the end of the step (at most t2).
+        let end = ((b + step) * 1000 - 1).min(t2);
+        let want = r.function_at(&func, end);
+        let have = (f[2].parse::<i64>().unwrap(), f[3].parse::<i64>().unwrap());
+        assert_eq!(have, want, "{ctx}: {func} at step {b}");
+        assert!(
+            r.function_touched(&func, b * 1000, end),
+            "{ctx}: {func} has a row at step {b} without a change"
+        );
+        assert!(rows.insert((b, func)), "{ctx}: duplicate row");
+    }
+    // Every step in which a function's value changed has its row.
+    let first = t1.div_euclid(1000 * step) * step;
+    let mut b = first;
+    while b * 1000 <= t2 {
+        let end = ((b + step) * 1000 - 1).min(t2);
+        for func in &selected {
+            if r.function_at(func, b * 1000 - 1) != r.function_at(func, end) {
+                assert!(
+                    rows.contains(&(b, func.clone())),
+                    "{ctx}: no row for {func} at step {b}"
+                );
+            }
+        }
+        b += step;
+    }
+}
+
+/// Every view against the replay, at `n` random instants and intervals.
+fn check_all_views(db: &str, pid: u64, f: &Fixture, source: &Path, seed: u64, n: usize) {
+    let r = &f.replay;
+    let mut rng = StdRng::seed_from_u64(seed);
+    check_process_and_peak(db, pid, r, source);
+    for metric in METRICS {
+        for t in instants(&mut rng, r, n) {
+            check_flame_at(db, pid, r, metric, t);
+            check_top(db, pid, r, metric, t);
+        }
+        for (t1, t2) in intervals(&mut rng, r, n) {
+            check_change(db, pid, r, metric, t1, t2);
+        }
+    }
+    for (t1, t2) in intervals(&mut rng, r, n / 2) {
+        let step = [1, 7, 10, 60][rng.gen_range(0..4)];
+        check_totals_series(db, pid, r, step, t1, t2);
+        check_function_series(db, pid, r, step, t1, t2, &[]);
+        let all: Vec<String> = r.functions().into_iter().collect();
+        let some: Vec<String> = (0..3)
+            .map(|_| all[rng.gen_range(0..all.len())].clone())
+            .chain(["no such function".to_string()])
+            .collect();
+        check_function_series(db, pid, r, step, t1, t2, &some);
+    }
+}
+
+/// Outputs of a set of queries (tables and views) for one process, to
+/// compare two databases or one database before and after a change.
+fn snapshot_of(db: &str, pid: u64, r: &Replay) -> Vec<String> {
+    let (a, b) = (r.first_ts(), r.last_ts());
+    let mid = ts((a + b) / 2 + 333);
+    let mut out = vec![
+        q(&format!(
+            "SELECT ts, stack_id, size, active, overhead, total_count, total_bytes, size_delta, \
+             active_delta, count_delta, bytes_delta FROM {db}.samples WHERE process_id = {pid} \
+             ORDER BY stack_id, ts"
+        )),
+        q(&format!(
+            "SELECT ts, function, sum(size_delta), sum(active_delta), sum(count_delta), sum(bytes_delta) \
+             FROM {db}.function_deltas WHERE process_id = {pid} GROUP BY ts, function \
+             HAVING (sum(size_delta), sum(active_delta), sum(count_delta), sum(bytes_delta)) != (0, 0, 0, 0) \
+             ORDER BY ts, function"
+        )),
+        q(&format!(
+            "SELECT * FROM {db}.totals FINAL WHERE process_id = {pid} ORDER BY ts"
+        )),
+        q(&format!(
+            "SELECT stack_id, frame_ids, labels FROM {db}.stacks FINAL ORDER BY stack_id"
+        )),
+        q(&format!(
+            "SELECT * FROM {db}.frames FINAL ORDER BY frame_id"
+        )),
+        q(&format!(
+            "SELECT * EXCEPT source FROM {db}.process_list WHERE process_id = {pid}"
+        )),
+        q(&format!("SELECT * FROM {db}.peak(process_id = {pid})")),
+    ];
+    for metric in METRICS {
+        let common = format!("process_id = {pid}, metric = '{metric}'");
+        for call in [
+            format!("flame_at({common}, max_nodes = 0, t = '{mid}')"),
+            format!("flame_peak({common}, max_nodes = 0)"),
+            format!("flame_cumulative({common}, max_nodes = 0, t = '{}')", ts(b)),
+            format!(
+                "flame_change({common}, max_nodes = 0, t1 = '{}', t2 = '{mid}', direction = 'added')",
+                ts(a)
+            ),
+            format!(
+                "flame_change({common}, max_nodes = 0, t1 = '{mid}', t2 = '{}', direction = 'removed')",
+                ts(b)
+            ),
+            format!("flame_diff({common}, max_nodes = 0, t1 = '{mid}', t2 = '{}')", ts(b)),
+            format!("top_functions({common}, t = '{mid}', limit = 1000)"),
+            format!("top_functions_change({common}, t1 = '{}', t2 = '{mid}', limit = 1000)", ts(a)),
+        ] {
+            out.push(q(&format!("SELECT * FROM {db}.{call}")));
+        }
+    }
+    out.push(q(&format!(
+        "SELECT * FROM {db}.totals_series(process_id = {pid}, step = 10, t1 = '{}', t2 = '{}')",
+        ts(a),
+        ts(b)
+    )));
+    out.push(q(&format!(
+        "SELECT * FROM {db}.function_series(process_id = {pid}, step = 10, t1 = '{}', t2 = '{}', functions = [])",
+        ts(a),
+        ts(b)
+    )));
+    out
+}
+
+/// Equal query outputs, or a panic naming the first differing query and line.
+fn same_outputs(got: &[String], want: &[String]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g != w {
+            let gl: Vec<&str> = g.lines().collect();
+            let wl: Vec<&str> = w.lines().collect();
+            let n = (0..gl.len().max(wl.len()))
+                .find(|&n| gl.get(n) != wl.get(n))
+                .unwrap();
+            panic!(
+                "query {i} differs ({} vs {} lines) at line {n}:\n got  {:?}\n want {:?}",
+                gl.len(),
+                wl.len(),
+                gl.get(n),
+                wl.get(n)
+            );
+        }
+    }
+}
+
+fn count(sql: &str) -> u64 {
+    q(sql).trim().parse().unwrap()
+}
+
+/// A fresh database (dropped first if a previous run left it).
+fn fresh_db(db: &str) {
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    assert_eq!(schema(db), vec![1, 2]);
+}
+
+// ---------------------------------------------------------------------------
+// The tests.
+
+#[test]
+fn time_literals_are_utc_milliseconds() {
+    for ms in [
+        0i64,
+        1_767_225_600_000,
+        1_767_225_612_345,
+        951_782_400_999,
+        4_102_444_799_001,
+    ] {
+        let back = count(&format!(
+            "SELECT toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))",
+            ts(ms)
+        ));
+        assert_eq!(back as i64, ms, "{}", ts(ms));
+    }
+}
+
+#[test]
+fn process_list_peak_and_flame_peak_match_the_replay() {
+    let pids = loaded();
+    assert_eq!(count(&format!("SELECT count() FROM {DB}.process_list")), 2);
+    for (f, &pid) in fixtures().iter().zip(pids) {
+        check_process_and_peak(DB, pid, &f.replay, &f.path);
+    }
+    assert_ne!(pids[0], pids[1]);
+}
+
+#[test]
+fn flame_views_at_instants_match_the_replay() {
+    let pids = loaded();
+    let mut rng = StdRng::seed_from_u64(7);
+    for (f, &pid) in fixtures().iter().zip(pids) {
+        for metric in METRICS {
+            for t in instants(&mut rng, &f.replay, 8) {
+                check_flame_at(DB, pid, &f.replay, metric, t);
+            }
+        }
+        // Pruning keeps the root value and bounds the rows.
+        let t = f.replay.peak().ts + 1;
+        let full = flame(
+            DB,
+            &format!(
+                "flame_at(process_id = {pid}, metric = 'bytes', max_nodes = 0, t = '{}')",
+                ts(t)
+            ),
+        );
+        for max_nodes in [1, 5, 12] {
+            let rows = parse_rows(&q(&format!(
+                "SELECT level, label, value, self FROM {DB}.flame_at(process_id = {pid}, \
+                 metric = 'bytes', max_nodes = {max_nodes}, t = '{}') ORDER BY i",
+                ts(t)
+            )));
+            assert!(rows.len() <= max_nodes, "{max_nodes}: {} rows", rows.len());
+            assert_eq!(check_tree(&rows)[&Vec::new()], full[&Vec::new()]);
+        }
+    }
+}
+
+#[test]
+fn change_and_diff_views_over_intervals_match_the_replay() {
+    let pids = loaded();
+    let mut rng = StdRng::seed_from_u64(8);
+    for (f, &pid) in fixtures().iter().zip(pids) {
+        for metric in METRICS {
+            for (t1, t2) in intervals(&mut rng, &f.replay, 6) {
+                check_change(DB, pid, &f.replay, metric, t1, t2);
+            }
+        }
+    }
+}
+
+#[test]
+fn top_functions_match_the_replay() {
+    let pids = loaded();
+    let mut rng = StdRng::seed_from_u64(9);
+    for (f, &pid) in fixtures().iter().zip(pids) {
+        for metric in METRICS {
+            for t in instants(&mut rng, &f.replay, 6) {
+                check_top(DB, pid, &f.replay, metric, t);
+            }
+        }
+        // Recursion: wl_tree_build appears twice in some stacks but its
+        // total never exceeds its callers'.
+        let t = f.replay.peak().ts;
+        let top = top(
+            DB,
+            &format!(
+                "top_functions(process_id = {pid}, metric = 'bytes', t = '{}', limit = 1000)",
+                ts(t)
+            ),
+        );
+        let get = |name: &str| top.iter().find(|x| x.0 == name).unwrap().2;
+        assert!(get("wl_tree_build") <= get("wl_build_index"));
+        assert_eq!(
+            get("main") + get(PROFILER_LABEL),
+            f.replay.peak().total.size
+        );
+    }
+}
+
+#[test]
+fn series_views_match_the_replay() {
+    let pids = loaded();
+    let mut rng = StdRng::seed_from_u64(10);
+    for (f, &pid) in fixtures().iter().zip(pids) {
+        let r = &f.replay;
+        let (a, b) = (r.first_ts(), r.last_ts());
+        let all: Vec<String> = r.functions().into_iter().collect();
+        let mut cases = vec![
+            (1, a, b),
+            (10, a - 5000, b + 5000),
+            (60, a, b),
+            (7, r.peak().ts, b),
+        ];
+        for (t1, t2) in intervals(&mut rng, r, 4) {
+            cases.push(([1, 7, 10, 60][rng.gen_range(0..4)], t1, t2));
+        }
+        for (step, t1, t2) in cases {
+            check_totals_series(DB, pid, r, step, t1, t2);
+            check_function_series(DB, pid, r, step, t1, t2, &[]);
+            let some: Vec<String> = (0..3)
+                .map(|_| all[rng.gen_range(0..all.len())].clone())
+                .chain(["wl_tree_build".to_string(), "no such function".to_string()])
+                .collect();
+            check_function_series(DB, pid, r, step, t1, t2, &some);
+        }
+    }
+}
+
+#[test]
+fn loading_twice_changes_nothing_even_without_progress() {
+    let db = "flamehouse_mem_twice";
+    fresh_db(db);
+    let mut pids = Vec::new();
+    for f in fixtures() {
+        pids.push(load(db, &f.path).unwrap().process_id);
+    }
+    let before: Vec<String> = fixtures()
+        .iter()
+        .zip(&pids)
+        .flat_map(|(f, &pid)| snapshot_of(db, pid, &f.replay))
+        .collect();
+    let rows = count(&format!("SELECT count() FROM {db}.samples"));
+    // Again: everything is replayed, nothing stored.
+    for (f, &pid) in fixtures().iter().zip(&pids) {
+        let s = load(db, &f.path).unwrap();
+        assert_eq!(s.process_id, pid);
+        assert_eq!(s.snapshots, (SNAPSHOTS + 1) as u64);
+        assert_eq!(s.snapshots_stored, 0);
+        assert_eq!(s.sample_rows, 0);
+    }
+    let again: Vec<String> = fixtures()
+        .iter()
+        .zip(&pids)
+        .flat_map(|(f, &pid)| snapshot_of(db, pid, &f.replay))
+        .collect();
+    same_outputs(&again, &before);
+    assert_eq!(count(&format!("SELECT count() FROM {db}.samples")), rows);
+    // The progress lost (a crash after the inserts): every batch is sent
+    // again and deduplicated by its token.
+    q(&format!("TRUNCATE TABLE {db}.load_progress"));
+    for f in fixtures() {
+        let s = load(db, &f.path).unwrap();
+        assert_eq!(s.snapshots_stored, (SNAPSHOTS + 1) as u64);
+    }
+    let third: Vec<String> = fixtures()
+        .iter()
+        .zip(&pids)
+        .flat_map(|(f, &pid)| snapshot_of(db, pid, &f.replay))
+        .collect();
+    same_outputs(&third, &before);
+    assert_eq!(count(&format!("SELECT count() FROM {db}.samples")), rows);
+    assert_eq!(
+        count(&format!(
+            "SELECT count() FROM (SELECT DISTINCT * FROM {db}.samples)"
+        )),
+        rows
+    );
+    // And the results are the right ones.
+    for (f, &pid) in fixtures().iter().zip(&pids) {
+        check_all_views(db, pid, f, &f.path, 11, 2);
+    }
+}
+
+#[test]
+fn torn_tail_loads_every_complete_snapshot_then_resumes() {
+    let db = "flamehouse_mem_torn";
+    fresh_db(db);
+    let f = &fixtures()[0];
+    let r = &f.replay;
+    let data = std::fs::read(&f.path).unwrap();
+    let last = r.snaps.last().unwrap();
+    let copy = dir().join("torn.binpb");
+    std::fs::write(&copy, &data[..((last.start + last.end) / 2) as usize]).unwrap();
+    let s = load(db, &copy).unwrap();
+    let n = r.snaps.len() - 1;
+    assert!(s.torn_tail, "torn tail not reported");
+    assert_eq!(s.snapshots, n as u64);
+    assert_eq!(s.snapshots_stored, n as u64);
+    assert_eq!(s.bytes, last.start);
+    let pid = s.process_id;
+    assert_eq!(count(&format!("SELECT count() FROM {db}.totals")), n as u64);
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(n) as u64
+    );
+    assert_eq!(
+        count(&format!("SELECT max(offset) FROM {db}.load_progress")),
+        last.start
+    );
+    let prev = r.snaps[n - 1].ts;
+    assert_eq!(
+        count(&format!(
+            "SELECT toUnixTimestamp64Milli(end_time) FROM {db}.process_list WHERE process_id = {pid}"
+        )) as i64,
+        prev
+    );
+    for metric in METRICS {
+        check_flame_at(db, pid, r, metric, prev);
+        check_flame_at(db, pid, r, metric, last.ts);
+    }
+    // The writer finishes the record: the next load stores just it.
+    std::fs::write(&copy, &data).unwrap();
+    let s = load(db, &copy).unwrap();
+    assert!(!s.torn_tail);
+    assert_eq!(s.snapshots_stored, 1);
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(n + 1) as u64
+    );
+    let main = loaded()[0];
+    assert_eq!(main, pid);
+    same_outputs(&snapshot_of(db, pid, r), &snapshot_of(DB, pid, r));
+}
+
+#[test]
+fn corrupted_record_fails_naming_file_and_offset_and_keeps_what_precedes() {
+    let db = "flamehouse_mem_corrupt";
+    fresh_db(db);
+    let f = &fixtures()[1];
+    let r = &f.replay;
+    let mut data = std::fs::read(&f.path).unwrap();
+    let k = r.snaps.len() / 2;
+    let bad = &r.snaps[k];
+    // Flip bytes in the middle of the record's zstd frame (its content
+    // checksum catches it).
+    let mid = ((bad.start + 8 + bad.end) / 2) as usize;
+    for b in &mut data[mid..mid + 4] {
+        *b ^= 0xff;
+    }
+    let copy = dir().join("corrupt.binpb");
+    std::fs::write(&copy, &data).unwrap();
+    let err = load(db, &copy)
+        .expect_err("a corrupted record is an error")
+        .to_string();
+    let abs = std::fs::canonicalize(&copy).unwrap();
+    assert!(err.contains(&abs.display().to_string()), "{err}");
+    assert!(err.contains(&format!("byte {}", bad.start)), "{err}");
+    // Every snapshot before it is stored, nothing after.
+    let pid = count(&format!("SELECT process_id FROM {db}.processes"));
+    assert_eq!(count(&format!("SELECT count() FROM {db}.totals")), k as u64);
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(k) as u64
+    );
+    assert_eq!(
+        count(&format!(
+            "SELECT toUnixTimestamp64Milli(max(ts)) FROM {db}.samples"
+        )) as i64,
+        r.snaps[k - 1].ts
+    );
+    assert_eq!(
+        count(&format!("SELECT max(offset) FROM {db}.load_progress")),
+        bad.start
+    );
+    for metric in METRICS {
+        check_flame_at(db, pid, r, metric, r.snaps[k - 1].ts);
+    }
+    // Loading it again fails the same way and stores nothing more.
+    let err2 = load(db, &copy).expect_err("still corrupted").to_string();
+    assert_eq!(err2, err);
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(k) as u64
+    );
+}
+
+#[test]
+fn resuming_a_grown_file_equals_a_single_load() {
+    let db = "flamehouse_mem_resume";
+    fresh_db(db);
+    let f = &fixtures()[1];
+    let r = &f.replay;
+    let data = std::fs::read(&f.path).unwrap();
+    let copy = dir().join(f.path.file_name().unwrap());
+    let copy = copy.with_extension("resume.binpb");
+    // A prefix ending at a record boundary, not at a batch boundary.
+    let k = 37;
+    std::fs::write(&copy, &data[..r.snaps[k - 1].end as usize]).unwrap();
+    let s = load(db, &copy).unwrap();
+    assert!(!s.torn_tail);
+    assert_eq!((s.snapshots, s.snapshots_stored), (k as u64, k as u64));
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(k) as u64
+    );
+    let pid = s.process_id;
+    // The file grew to its full size.
+    std::fs::write(&copy, &data).unwrap();
+    let s = load(db, &copy).unwrap();
+    assert_eq!(s.snapshots, r.snaps.len() as u64);
+    assert_eq!(s.snapshots_stored, (r.snaps.len() - k) as u64);
+    assert_eq!(
+        count(&format!("SELECT count() FROM {db}.samples")),
+        r.sample_rows(r.snaps.len()) as u64
+    );
+    assert_eq!(
+        count(&format!(
+            "SELECT count() FROM (SELECT DISTINCT process_id, ts, stack_id FROM {db}.samples)"
+        )),
+        r.sample_rows(r.snaps.len()) as u64
+    );
+    assert_eq!(count(&format!("SELECT count() FROM {db}.processes")), 1);
+    assert_eq!(loaded()[1], pid);
+    same_outputs(&snapshot_of(db, pid, r), &snapshot_of(DB, pid, r));
+    check_all_views(db, pid, f, &copy, 12, 3);
+    assert_eq!(r.header_end, r.snaps[0].start);
+}
+
+#[test]
+fn init_twice_is_a_noop() {
+    let db = "flamehouse_mem_init";
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    assert_eq!(schema(db), vec![1, 2]);
+    let tables = q(&format!(
+        "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
+    ));
+    let migrations = q(&format!(
+        "SELECT version, name FROM {db}.schema_migrations ORDER BY version"
+    ));
+    assert_eq!(schema(db), Vec::<u32>::new());
+    assert_eq!(schema(db), Vec::<u32>::new());
+    assert_eq!(
+        q(&format!(
+            "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
+        )),
+        tables
+    );
+    assert_eq!(
+        q(&format!(
+            "SELECT version, name FROM {db}.schema_migrations ORDER BY version"
+        )),
+        migrations
+    );
+    assert_eq!(migrations, "1\ttables\n2\tviews\n");
+    for view in [
+        "process_list",
+        "peak",
+        "flame_at",
+        "flame_peak",
+        "flame_change",
+        "flame_diff",
+        "flame_cumulative",
+        "totals_series",
+        "function_series",
+        "top_functions",
+        "top_functions_change",
+    ] {
+        assert!(
+            tables.contains(&format!("{view}\tView")),
+            "{view} missing: {tables}"
+        );
+    }
+}
