@@ -200,20 +200,31 @@ pub fn memory_dashboard() -> Value {
             panels.push(p);
         }
         y += 10;
-        let mut p = l.panel(
-            "table",
-            &format!("Biggest changes in {noun}"),
-            "Functions by change over the selected range (self: as the leaf frame; total: every stack through the function, once).",
-            [0, y, 24, 6],
-            format!(
-                "SELECT function, self, total FROM flamehouse.top_functions_change(process_id = {}, metric = '{metric}', {}, limit = 20)",
-                process(),
-                range()
-            ),
-            1,
-        );
-        p["fieldConfig"] = json!({"defaults": {"unit": if metric == "bytes" { "bytes" } else { "short" }}, "overrides": []});
-        panels.push(p);
+        for (i, dir) in ["added", "removed"].into_iter().enumerate() {
+            let (cond, order) = if dir == "added" {
+                ("total > 0", "total DESC")
+            } else {
+                ("total < 0", "total ASC")
+            };
+            let mut p = l.panel(
+                "table",
+                &format!(
+                    "Biggest {} in {noun}",
+                    if dir == "added" { "increases" } else { "decreases" }
+                ),
+                "Functions by change over the selected range (self: as the leaf frame; total: every stack through the function, once).",
+                [12 * i as u32, y, 12, 6],
+                format!(
+                    "SELECT function, self, total FROM flamehouse.top_functions_change(process_id = {}, metric = '{metric}', {}, limit = 100000) \
+                     WHERE {cond} ORDER BY {order}, function LIMIT 20",
+                    process(),
+                    range()
+                ),
+                1,
+            );
+            p["fieldConfig"] = json!({"defaults": {"unit": if metric == "bytes" { "bytes" } else { "short" }}, "overrides": []});
+            panels.push(p);
+        }
         y += 6;
     }
     panels.push({

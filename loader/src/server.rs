@@ -38,7 +38,9 @@ pub const DEFAULT_INSERT_CHUNK: usize = 1 << 20;
 /// Where the server is and who connects.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// HTTP(S) URL of the server. Default: [`DEFAULT_URL`].
+    /// HTTP URL of the server (`host:port` means `http://host:port`).
+    /// Default: [`DEFAULT_URL`]. (HTTPS needs one of the `clickhouse`
+    /// crate's TLS features, which this build does not enable.)
     pub url: String,
     /// User. Default: [`DEFAULT_USER`].
     pub user: String,
@@ -94,8 +96,14 @@ impl ServerBackend {
             .map_err(|e| Error::Query {
                 message: format!("starting the HTTP client runtime: {e}"),
             })?;
+        // `host:port` without a scheme means plain HTTP.
+        let url = if opts.url.contains("://") {
+            opts.url.clone()
+        } else {
+            format!("http://{}", opts.url)
+        };
         let mut client = Client::default()
-            .with_url(opts.url.as_str())
+            .with_url(url.as_str())
             .with_user(opts.user.as_str())
             .with_compression(Compression::Lz4);
         if !opts.password.is_empty() {
@@ -106,7 +114,7 @@ impl ServerBackend {
         }
         Ok(ServerBackend {
             client,
-            url: opts.url.clone(),
+            url,
             rt,
             insert_chunk: DEFAULT_INSERT_CHUNK,
         })
@@ -253,5 +261,11 @@ mod tests {
         .unwrap();
         let e = b.query_tsv("SELECT 1").unwrap_err().to_string();
         assert!(e.contains("http://127.0.0.1:9"), "{e}");
+        let b = ServerBackend::new(&ServerOptions {
+            url: "127.0.0.1:9".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(b.url(), "http://127.0.0.1:9");
     }
 }

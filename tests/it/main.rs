@@ -12,3 +12,4 @@ mod oracle;
 mod scale;
 mod server;
 mod table;
+mod watch;

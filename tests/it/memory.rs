@@ -78,20 +78,25 @@ struct Snap {
     touched_paths: usize,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Trace {
-    /// Symbolized labels, root first (empty: the process root).
-    path: Vec<String>,
+    /// Index of its symbolized path in `Replay::paths`.
+    path: usize,
     /// (ts, values) each time the trace is mentioned, in order.
     history: Vec<(i64, Vals)>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Replay {
     header: ProcessInfo,
     header_end: u64,
     snaps: Vec<Snap>,
-    traces: HashMap<u32, Trace>,
+    /// Distinct symbolized paths, root first (empty: the process root).
+    paths: Vec<Vec<String>>,
+    traces: Vec<Trace>,
+    /// Per function: the paths through it, and when a trace through it was
+    /// mentioned (sorted, distinct).
+    functions: BTreeMap<String, (Vec<usize>, Vec<i64>)>,
 }
 
 impl Replay {
@@ -101,7 +106,10 @@ impl Replay {
         let mut header = None;
         let mut header_end = 0;
         let mut snaps: Vec<Snap> = Vec::new();
-        let mut traces: HashMap<u32, Trace> = HashMap::new();
+        let mut paths: Vec<Vec<String>> = Vec::new();
+        let mut path_ids: HashMap<Vec<String>, usize> = HashMap::new();
+        let mut traces: Vec<Trace> = Vec::new();
+        let mut trace_ids: HashMap<u32, usize> = HashMap::new();
         let mut latest: HashMap<u32, Vals> = HashMap::new();
         let mut start = 0u64;
         while let Some(rec) = reader.next_record().expect("valid fixture") {
@@ -121,8 +129,8 @@ impl Replay {
                     let mut touched = BTreeSet::new();
                     for t in &s.changed {
                         let id = t.trace_id;
-                        let tr = traces.entry(id).or_insert_with(|| {
-                            let path = if is_profiler_trace(id) {
+                        let i = *trace_ids.entry(id).or_insert_with(|| {
+                            let labels: Vec<String> = if is_profiler_trace(id) {
                                 vec![PROFILER_LABEL.to_string()]
                             } else {
                                 let addrs: Vec<u64> = reader.dictionaries().resolve(id).collect();
@@ -131,14 +139,20 @@ impl Replay {
                                     .map(|f| f.label)
                                     .collect()
                             };
-                            Trace {
+                            let n = paths.len();
+                            let path = *path_ids.entry(labels.clone()).or_insert(n);
+                            if path == n {
+                                paths.push(labels);
+                            }
+                            traces.push(Trace {
                                 path,
                                 history: Vec::new(),
-                            }
+                            });
+                            traces.len() - 1
                         });
                         let v = vals(&t.actual.unwrap_or_default());
-                        tr.history.push((ts, v));
-                        touched.insert(tr.path.clone());
+                        traces[i].history.push((ts, v));
+                        touched.insert(traces[i].path);
                         latest.insert(id, v);
                     }
                     let total = s.total.expect("fixtures carry totals");
@@ -163,12 +177,49 @@ impl Replay {
             start = end;
         }
         assert!(!reader.tail().unwrap().is_torn());
-        Replay {
+        let mut r = Replay {
             header: header.expect("header"),
             header_end,
             snaps,
+            paths,
             traces,
+            functions: BTreeMap::new(),
+        };
+        r.index_functions();
+        r
+    }
+
+    fn index_functions(&mut self) {
+        let mut functions: BTreeMap<String, (Vec<usize>, Vec<i64>)> = BTreeMap::new();
+        for (i, p) in self.paths.iter().enumerate() {
+            for f in p.iter().collect::<BTreeSet<_>>() {
+                functions.entry(f.clone()).or_default().0.push(i);
+            }
         }
+        for tr in &self.traces {
+            for f in self.paths[tr.path].iter().collect::<BTreeSet<_>>() {
+                let e = functions.get_mut(f).unwrap();
+                e.1.extend(tr.history.iter().map(|h| h.0));
+            }
+        }
+        for e in functions.values_mut() {
+            e.1.sort_unstable();
+            e.1.dedup();
+        }
+        self.functions = functions;
+    }
+
+    /// The stream cut after its first `n` snapshots.
+    fn prefix(&self, n: usize) -> Replay {
+        let last = self.snaps[n - 1].ts;
+        let mut r = self.clone();
+        r.snaps.truncate(n);
+        for tr in &mut r.traces {
+            tr.history.retain(|h| h.0 <= last);
+        }
+        r.traces.retain(|tr| !tr.history.is_empty());
+        r.index_functions();
+        r
     }
 
     fn first_ts(&self) -> i64 {
@@ -186,21 +237,31 @@ impl Replay {
     }
 
     /// Each path's values at `t` (sum over its traces of their latest values
-    /// at or before `t`; traces not mentioned yet are absent).
-    fn paths_at(&self, t: i64) -> BTreeMap<Vec<String>, Vals> {
-        let mut out: BTreeMap<Vec<String>, Vals> = BTreeMap::new();
-        for tr in self.traces.values() {
+    /// at or before `t`), by path index; `None` before any of its traces
+    /// is mentioned.
+    fn values_at(&self, t: i64) -> Vec<Option<Vals>> {
+        let mut out: Vec<Option<Vals>> = vec![None; self.paths.len()];
+        for tr in &self.traces {
             let n = tr.history.partition_point(|(ts, _)| *ts <= t);
             if n == 0 {
                 continue;
             }
             let v = tr.history[n - 1].1;
-            let e = out.entry(tr.path.clone()).or_default();
+            let e = out[tr.path].get_or_insert_with(Default::default);
             for i in 0..5 {
                 e[i] += v[i];
             }
         }
         out
+    }
+
+    /// The same by path.
+    fn paths_at(&self, t: i64) -> BTreeMap<Vec<String>, Vals> {
+        self.values_at(t)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| Some((self.paths[i].clone(), v?)))
+            .collect()
     }
 
     /// Per path, `f(values)`, non-zero ones only (the views drop zero
@@ -215,32 +276,26 @@ impl Replay {
 
     /// Per path, value(t2) - value(t1) of the live metric.
     fn changes(&self, t1: i64, t2: i64, metric: &str) -> Vec<Sample> {
-        let a = self.paths_at(t1);
-        let b = self.paths_at(t2);
-        let mut out: BTreeMap<Vec<String>, i64> = BTreeMap::new();
-        for (p, v) in &b {
-            *out.entry(p.clone()).or_default() += live(v, metric);
-        }
-        for (p, v) in &a {
-            *out.entry(p.clone()).or_default() -= live(v, metric);
-        }
-        out.into_iter().collect()
+        let a = self.values_at(t1);
+        let b = self.values_at(t2);
+        let v = |x: &Option<Vals>| x.as_ref().map_or(0, |v| live(v, metric));
+        (0..self.paths.len())
+            .filter(|&i| a[i].is_some() || b[i].is_some())
+            .map(|i| (self.paths[i].clone(), v(&b[i]) - v(&a[i])))
+            .collect()
     }
 
     /// Every function (label) of every path.
     fn functions(&self) -> BTreeSet<String> {
-        self.traces
-            .values()
-            .flat_map(|t| t.path.iter().cloned())
-            .collect()
+        self.functions.keys().cloned().collect()
     }
 
-    /// (live bytes, live count) of a function at `t`: every path through
-    /// it counted once.
-    fn function_at(&self, f: &str, t: i64) -> (i64, i64) {
+    /// (live bytes, live count) of a function given `values_at`: every
+    /// path through it counted once.
+    fn function_value(&self, f: &str, values: &[Option<Vals>]) -> (i64, i64) {
         let mut out = (0, 0);
-        for (p, v) in self.paths_at(t) {
-            if p.iter().any(|l| l == f) {
+        if let Some((paths, _)) = self.functions.get(f) {
+            for v in paths.iter().filter_map(|&i| values[i]) {
                 out.0 += v[0];
                 out.1 += v[1];
             }
@@ -250,9 +305,9 @@ impl Replay {
 
     /// Whether a trace through `f` is mentioned in [from, to].
     fn function_touched(&self, f: &str, from: i64, to: i64) -> bool {
-        self.traces.values().any(|tr| {
-            tr.path.iter().any(|l| l == f)
-                && tr.history.iter().any(|(ts, _)| *ts >= from && *ts <= to)
+        self.functions.get(f).is_some_and(|(_, ts)| {
+            let i = ts.partition_point(|&x| x < from);
+            i < ts.len() && ts[i] <= to
         })
     }
 
@@ -674,6 +729,7 @@ fn check_function_series(
     };
     let mut rows: BTreeSet<(i64, String)> = BTreeSet::new();
     let mut prev: Option<i64> = None;
+    let mut at_end: BTreeMap<i64, Vec<Option<Vals>>> = BTreeMap::new();
     for l in got.lines() {
         let f: Vec<&str> = l.split('\t').collect();
         let (b, func) = (f[0].parse::<i64>().unwrap(), unescape_tsv(f[1]));
@@ -685,7 +741,8 @@ fn check_function_series(
         );
         // The function's live values at the end of the step (at most t2).
         let end = ((b + step) * 1000 - 1).min(t2);
-        let want = r.function_at(&func, end);
+        let values = at_end.entry(b).or_insert_with(|| r.values_at(end));
+        let want = r.function_value(&func, values);
         let have = (f[2].parse::<i64>().unwrap(), f[3].parse::<i64>().unwrap());
         assert_eq!(have, want, "{ctx}: {func} at step {b}");
         assert!(
@@ -695,18 +752,20 @@ fn check_function_series(
         assert!(rows.insert((b, func)), "{ctx}: duplicate row");
     }
     // Every step in which a function's value changed has its row.
-    let first = t1.div_euclid(1000 * step) * step;
-    let mut b = first;
+    let mut b = t1.div_euclid(1000 * step) * step;
+    let mut before = r.values_at(b * 1000 - 1);
     while b * 1000 <= t2 {
         let end = ((b + step) * 1000 - 1).min(t2);
+        let after = r.values_at(end);
         for func in &selected {
-            if r.function_at(func, b * 1000 - 1) != r.function_at(func, end) {
+            if r.function_value(func, &before) != r.function_value(func, &after) {
                 assert!(
                     rows.contains(&(b, func.clone())),
                     "{ctx}: no row for {func} at step {b}"
                 );
             }
         }
+        before = after;
         b += step;
     }
 }
@@ -759,10 +818,13 @@ fn snapshot_of(db: &str, pid: u64, r: &Replay) -> Vec<String> {
             "SELECT * FROM {db}.totals FINAL WHERE process_id = {pid} ORDER BY ts"
         )),
         q(&format!(
-            "SELECT stack_id, frame_ids, labels FROM {db}.stacks FINAL ORDER BY stack_id"
+            "SELECT stack_id, frame_ids, labels FROM {db}.stacks FINAL WHERE stack_id IN \
+             (SELECT stack_id FROM {db}.samples WHERE process_id = {pid}) ORDER BY stack_id"
         )),
         q(&format!(
-            "SELECT * FROM {db}.frames FINAL ORDER BY frame_id"
+            "SELECT * FROM {db}.frames FINAL WHERE frame_id IN (SELECT arrayJoin(frame_ids) \
+             FROM {db}.stacks WHERE stack_id IN (SELECT stack_id FROM {db}.samples \
+             WHERE process_id = {pid})) ORDER BY frame_id"
         )),
         q(&format!(
             "SELECT * EXCEPT source FROM {db}.process_list WHERE process_id = {pid}"
@@ -883,7 +945,7 @@ fn flame_views_at_instants_match_the_replay() {
                 ts(t)
             ),
         );
-        for max_nodes in [1, 5, 12] {
+        for max_nodes in [2, 5, 12] {
             let rows = parse_rows(&q(&format!(
                 "SELECT level, label, value, self FROM {DB}.flame_at(process_id = {pid}, \
                  metric = 'bytes', max_nodes = {max_nodes}, t = '{}') ORDER BY i",
@@ -1054,9 +1116,14 @@ fn torn_tail_loads_every_complete_snapshot_then_resumes() {
         )) as i64,
         prev
     );
+    // Every view shows the stream up to its last complete snapshot.
+    let kept = Fixture {
+        path: f.path.clone(),
+        replay: r.prefix(n),
+    };
+    check_all_views(db, pid, &kept, &copy, 13, 2);
     for metric in METRICS {
-        check_flame_at(db, pid, r, metric, prev);
-        check_flame_at(db, pid, r, metric, last.ts);
+        check_flame_at(db, pid, &kept.replay, metric, last.ts);
     }
     // The writer finishes the record: the next load stores just it.
     std::fs::write(&copy, &data).unwrap();
@@ -1112,8 +1179,11 @@ fn corrupted_record_fails_naming_file_and_offset_and_keeps_what_precedes() {
         count(&format!("SELECT max(offset) FROM {db}.load_progress")),
         bad.start
     );
+    let kept = r.prefix(k);
     for metric in METRICS {
-        check_flame_at(db, pid, r, metric, r.snaps[k - 1].ts);
+        check_flame_at(db, pid, &kept, metric, r.snaps[k - 1].ts);
+        check_flame_at(db, pid, &kept, metric, r.last_ts());
+        check_top(db, pid, &kept, metric, r.last_ts());
     }
     // Loading it again fails the same way and stores nothing more.
     let err2 = load(db, &copy).expect_err("still corrupted").to_string();

@@ -39,7 +39,7 @@ struct ServerArgs {
     /// Server user.
     #[arg(long, global = true, env = "CLICKHOUSE_USER", default_value = flamehouse::server::DEFAULT_USER)]
     user: String,
-    /// Server password (default: none).
+    /// Server password.
     #[arg(
         long,
         global = true,
