@@ -4,6 +4,7 @@
 //! returns what its panel type needs; flame graphs are drawn by Grafana's own
 //! component; hostile variable values change nothing.
 
+use crate::render::{frame_json, render, repo};
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::grafana;
 use flamehouse::load::{load_file, LoadOptions};
@@ -12,15 +13,7 @@ use flamehouse_tests::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 /// Loads two fixture processes into the `flamehouse` database once; returns
 /// (process_id, first ms, last ms) of the first.
@@ -173,21 +166,6 @@ fn dashboard_hygiene() {
     assert!(yaml.contains("defaultDatabase: flamehouse"));
 }
 
-fn frame_json(rows: &[Row], diff: bool, unit: &str) -> Value {
-    let col = |i: usize| -> Vec<i64> { rows.iter().map(|r| r.vals[i]).collect() };
-    let mut fields = vec![
-        serde_json::json!({"name": "level", "type": "number", "values": rows.iter().map(|r| r.level).collect::<Vec<_>>()}),
-        serde_json::json!({"name": "label", "type": "string", "values": rows.iter().map(|r| r.label.clone()).collect::<Vec<_>>()}),
-        serde_json::json!({"name": "value", "type": "number", "values": col(0), "config": {"unit": unit}}),
-        serde_json::json!({"name": "self", "type": "number", "values": col(1), "config": {"unit": unit}}),
-    ];
-    if diff {
-        fields.push(serde_json::json!({"name": "valueRight", "type": "number", "values": col(2), "config": {"unit": unit}}));
-        fields.push(serde_json::json!({"name": "selfRight", "type": "number", "values": col(3), "config": {"unit": unit}}));
-    }
-    serde_json::json!({ "fields": fields })
-}
-
 #[test]
 fn every_panel_query_runs_and_fits_its_panel() {
     let (pid, from_ms, to_ms) = loaded();
@@ -263,26 +241,8 @@ fn every_panel_query_runs_and_fits_its_panel() {
         }
     }
     // Every flame graph drawn by Grafana's own component.
-    let render = repo().join("grafana/render/render.mjs");
-    let res = Command::new("node")
-        .arg(&render)
-        .arg("--out")
-        .arg(&out_dir)
-        .args(frames.iter().map(|(p, _)| p))
-        .output()
-        .expect("node");
-    let stdout = String::from_utf8_lossy(&res.stdout);
-    assert!(
-        res.status.success(),
-        "renderer failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let reports: Vec<Value> = stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(reports.len(), frames.len());
+    let paths: Vec<PathBuf> = frames.iter().map(|(p, _)| p.clone()).collect();
+    let reports = render(&out_dir, &paths);
     for (r, (_, root)) in reports.iter().zip(&frames) {
         assert_eq!(r["ok"], true, "{r}");
         assert_eq!(r["rootValue"].as_i64(), Some(*root), "{r}");

@@ -9,6 +9,7 @@ mod grafana;
 mod grafana_pack;
 mod memory;
 mod oracle;
+mod render;
 mod scale;
 mod server;
 mod table;

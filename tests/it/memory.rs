@@ -822,7 +822,10 @@ fn snapshot_of(db: &str, pid: u64, r: &Replay) -> Vec<String> {
              (SELECT stack_id FROM {db}.samples WHERE process_id = {pid}) ORDER BY stack_id"
         )),
         q(&format!(
-            "SELECT * FROM {db}.frames FINAL WHERE frame_id IN (SELECT arrayJoin(frame_ids) \
+            // Not `line`: a frame is keyed by its label, and at function
+            // granularity the line is that of whichever address was seen
+            // first, by any process.
+            "SELECT frame_id, label, function, file, module FROM {db}.frames FINAL WHERE frame_id IN (SELECT arrayJoin(frame_ids) \
              FROM {db}.stacks WHERE stack_id IN (SELECT stack_id FROM {db}.samples \
              WHERE process_id = {pid})) ORDER BY frame_id"
         )),
