@@ -8,12 +8,14 @@
 //! not by the file's size.
 //!
 //! Progress (the byte offset after the last stored record) is written after
-//! each batch; a later load of the same file replays the records before that
-//! offset without writing them (to rebuild dictionaries and values) and
-//! stores only what is new. Every batch carries a deduplication token made
-//! of the file and its byte range, so a batch written twice is stored once.
+//! each batch, keyed by the process (a hash of the header's name, pid and
+//! start time), so a later load of the same stream, from any path, replays
+//! the records before that offset without writing them (to rebuild
+//! dictionaries and values) and stores only what is new. Every batch carries
+//! a deduplication token made of the process and the byte range, so a batch
+//! written twice is stored once.
 
-use crate::backend::{insert, sql_string, Backend};
+use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
 use crate::rows::{stable_hash, FrameRow, ProcessRow, ProgressRow, SampleRow, StackRow, TotalRow};
@@ -145,14 +147,9 @@ pub fn load_file(
     let source = abs.display().to_string();
     let db = &opts.database;
     let total_bytes = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
-    let resume: u64 = backend
-        .query_tsv(&format!(
-            "SELECT max(offset) FROM {db}.load_progress WHERE source = {}",
-            sql_string(&source)
-        ))?
-        .trim()
-        .parse()
-        .unwrap_or(0);
+    // Known once the header is read: progress is keyed by the process (the
+    // byte stream), not the path, so a moved or copied file resumes too.
+    let mut resume: u64 = 0;
 
     let mut reader = BinpbReader::open(&abs)?;
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
@@ -174,7 +171,7 @@ pub fn load_file(
         pending_samples: Vec::new(),
         pending_totals: Vec::new(),
         pending_snapshots: 0,
-        batch_start: resume,
+        batch_start: 0,
     };
     let mut main_binary: Option<PathBuf> = opts.main_binary.clone();
     let mut last_growth = Instant::now();
@@ -233,6 +230,15 @@ pub fn load_file(
                     &info.start_timestamp.to_le_bytes(),
                 ]);
                 summary.process_id = st.process_id;
+                resume = backend
+                    .query_tsv(&format!(
+                        "SELECT max(offset) FROM {db}.load_progress WHERE process_id = {}",
+                        st.process_id
+                    ))?
+                    .trim()
+                    .parse()
+                    .unwrap_or(0);
+                st.batch_start = resume;
                 if main_binary.is_none() && !info.process_full_path.is_empty() {
                     let p = PathBuf::from(&info.process_full_path);
                     main_binary = Some(match &opts.symbolizer.sysroot {
@@ -249,7 +255,7 @@ pub fn load_file(
                         start_time: info.start_timestamp as i64,
                         source: source.clone(),
                     };
-                    insert(backend, db, &[row], &format!("{source}@process"))?;
+                    insert(backend, db, &[row], &format!("{}@process", st.process_id))?;
                 }
             }
             Record::Snapshot(snap) => {
@@ -494,7 +500,9 @@ fn flush(
     {
         return Ok(());
     }
-    let tok = format!("{source}@{}-{end}", st.batch_start);
+    // The stream's identity and byte range: the same batch from any copy of
+    // the file gets the same token.
+    let tok = format!("{}@{}-{end}", st.process_id, st.batch_start);
     // Dictionaries first: the per-function view joins stacks on insert.
     insert(backend, db, &st.pending_frames, &format!("{tok}:frames"))?;
     insert(backend, db, &st.pending_stacks, &format!("{tok}:stacks"))?;

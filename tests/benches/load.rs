@@ -16,8 +16,11 @@
 //! (changed traces per snapshot, default 5000), BENCH_STACKS (distinct
 //! traces, default 20000), BENCH_FRAMES (distinct frame addresses, default
 //! 3000), BENCH_RUNS (view runs after the warm-up, default 3), BENCH_KEEP=1
-//! keeps the temporary directory.
+//! keeps the temporary directory, BENCH_DIAG=1 adds where-the-time-goes
+//! diagnostics (a second load into a schema without `function_deltas_mv`,
+//! and the bulk insert with a copy of that view; slow at the defaults).
 
+use flamehouse::backend::sql_string;
 use flamehouse::binpb::{
     AllocSummary, BinpbWriter, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace, StacktracePtr,
     TracedAllocSummary, PROFILER_TRACE_BIT,
@@ -26,7 +29,7 @@ use flamehouse::engine::{Engine, EngineOptions};
 use flamehouse::rows::{RowBinary, SampleRow};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -344,11 +347,66 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// One finished subprocess: wall time, peak RSS and its output.
+/// One finished subprocess: wall time, peak RSS, CPU per thread group and
+/// its output.
 struct Measured {
     elapsed: Duration,
     peak_kib: u64,
     stdout: String,
+    /// CPU seconds (user + system) per thread-name group: the main thread
+    /// (`flamehouse`: decoding, symbolizing, encoding, and the engine calls
+    /// it makes itself), the engine's query pipeline threads, its background
+    /// merges, and the rest.
+    cpu: Vec<(String, f64)>,
+}
+
+impl Measured {
+    fn cpu_line(&self) -> String {
+        let total: f64 = self.cpu.iter().map(|(_, s)| s).sum();
+        let parts: Vec<String> = self
+            .cpu
+            .iter()
+            .map(|(g, s)| format!("{g} {s:.1} s"))
+            .collect();
+        format!("CPU {total:.1} s = {}", parts.join(", "))
+    }
+}
+
+/// Adds the CPU ticks (utime + stime) every thread of `pid` used since the
+/// last call to the group of its current name: pool threads are renamed for
+/// the job they run (`QueryPipelineEx`, `MergeMutate`, ...), so each
+/// interval is charged to the name the thread had at its end.
+fn thread_ticks(pid: u32, last: &mut HashMap<u32, u64>, groups: &mut BTreeMap<&'static str, u64>) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        // After the name: state (field 3) ... utime (14), stime (15).
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let prev = last.insert(tid, ticks).unwrap_or(0);
+        let g = if tid == pid {
+            "main thread"
+        } else if comm.starts_with("QueryPipeline") || comm.starts_with("QueryCompPipe") {
+            "query pipeline"
+        } else if comm.starts_with("MergeMutate") {
+            "merges"
+        } else {
+            "other threads"
+        };
+        *groups.entry(g).or_default() += ticks.saturating_sub(prev);
+    }
 }
 
 /// Runs `cmd` and measures its wall time and peak RSS.
@@ -375,11 +433,13 @@ fn run_measured(cmd: &mut Command, label: &str) -> Measured {
         .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
     let pid = child.id();
     let mut peak = 0u64;
+    let (mut last, mut groups) = (HashMap::new(), BTreeMap::new());
     let status = loop {
         // Read before try_wait: once the child has exited its mm is gone.
         if let Some(kib) = vm_hwm_kib(pid) {
             peak = peak.max(kib);
         }
+        thread_ticks(pid, &mut last, &mut groups);
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
@@ -396,6 +456,11 @@ fn run_measured(cmd: &mut Command, label: &str) -> Measured {
         elapsed,
         peak_kib: peak,
         stdout,
+        // USER_HZ is 100 on Linux.
+        cpu: groups
+            .into_iter()
+            .map(|(g, t)| (g.to_string(), t as f64 / 100.0))
+            .collect(),
     }
 }
 
@@ -464,6 +529,7 @@ fn main() {
     };
     let runs: usize = env_or("BENCH_RUNS", 3usize).max(1);
     let keep = std::env::var_os("BENCH_KEEP").is_some_and(|v| v != "0");
+    let diag = std::env::var_os("BENCH_DIAG").is_some_and(|v| v != "0");
     let dir = work_dir();
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -542,6 +608,36 @@ fn main() {
         );
         println!("{line}");
         summary.push(line);
+        let line = format!("  load {name:<4} {}", m.cpu_line());
+        println!("{line}");
+        summary.push(line);
+    }
+    if diag {
+        // Where the load time goes: the same load into a schema without the
+        // per-function materialized view.
+        let nomv = dir.join("data-nomv");
+        run_measured(&mut flamehouse(&nomv, &["init"]), "init-nomv");
+        run_measured(
+            &mut flamehouse(&nomv, &["sql", "DROP VIEW flamehouse.function_deltas_mv"]),
+            "drop-mv",
+        );
+        let m = run_measured(
+            &mut flamehouse(&nomv, &["load", full.path.to_str().unwrap()]),
+            "load-nomv",
+        );
+        for line in [
+            format!(
+                "diag: load full WITHOUT function_deltas_mv: {:.2} s = {:.0} stack values/s; peak RSS {:.0} MiB",
+                m.elapsed.as_secs_f64(),
+                full.entries as f64 / m.elapsed.as_secs_f64(),
+                mib(m.peak_kib)
+            ),
+            format!("  diag: load without MV {}", m.cpu_line()),
+        ] {
+            println!("{line}");
+            summary.push(line);
+        }
+        let _ = std::fs::remove_dir_all(&nomv);
     }
     let line = format!(
         "loader peak RSS full / 1/6 = {:.2} (file size ratio {:.2})",
@@ -575,7 +671,7 @@ fn main() {
     println!("{line}");
     summary.push(line);
 
-    let structure = SampleRow::STRUCTURE;
+    let structure = sql_string(SampleRow::STRUCTURE);
     let tmp = full_data.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let export = tmp.join("bench-samples.rowbinary");
@@ -583,8 +679,8 @@ fn main() {
     q(
         &engine,
         &format!(
-            "INSERT INTO FUNCTION file('{}', 'RowBinary', '{structure}') SELECT * FROM flamehouse.samples",
-            export.display()
+            "INSERT INTO FUNCTION file({}, 'RowBinary', {structure}) SELECT * FROM flamehouse.samples",
+            sql_string(&export.display().to_string())
         ),
     );
     let export_bytes = std::fs::metadata(&export).map(|m| m.len()).unwrap_or(0);
@@ -594,8 +690,8 @@ fn main() {
         t.elapsed()
     );
     let from_file = format!(
-        "SELECT * FROM file('{}', RowBinary, '{structure}')",
-        export.display()
+        "SELECT * FROM file({}, RowBinary, {structure})",
+        sql_string(&export.display().to_string())
     );
     // Plain copy (same columns, engine and settings; no materialized view).
     let mut bulk = Duration::MAX;
@@ -612,45 +708,6 @@ fn main() {
         );
         bulk = bulk.min(t.elapsed());
     }
-    // The same with the per-function materialized view the loader's inserts
-    // also feed (joins `stacks`), to show how much of the load is that view.
-    q(
-        &engine,
-        "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk_mv SYNC",
-    );
-    q(
-        &engine,
-        "DROP TABLE IF EXISTS flamehouse.samples_bulk_mv SYNC",
-    );
-    q(
-        &engine,
-        "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk SYNC",
-    );
-    q(
-        &engine,
-        "CREATE TABLE flamehouse.samples_bulk_mv AS flamehouse.samples",
-    );
-    q(
-        &engine,
-        "CREATE TABLE flamehouse.function_deltas_bulk AS flamehouse.function_deltas",
-    );
-    q(
-        &engine,
-        "CREATE MATERIALIZED VIEW flamehouse.function_deltas_bulk_mv TO flamehouse.function_deltas_bulk AS \
-         SELECT s.process_id AS process_id, s.ts AS ts, f AS function, \
-                sum(s.size_delta) AS size_delta, sum(s.active_delta) AS active_delta, \
-                sum(s.count_delta) AS count_delta, sum(s.bytes_delta) AS bytes_delta \
-         FROM flamehouse.samples_bulk_mv AS s \
-         ANY LEFT JOIN flamehouse.stacks AS st ON st.stack_id = s.stack_id \
-         ARRAY JOIN arrayDistinct(st.labels) AS f \
-         GROUP BY process_id, ts, function",
-    );
-    let t = Instant::now();
-    q(
-        &engine,
-        &format!("INSERT INTO flamehouse.samples_bulk_mv {from_file}"),
-    );
-    let bulk_mv = t.elapsed();
     let bulk_s = bulk.as_secs_f64();
     let bulk_rate = sample_rows as f64 / bulk_s;
     for line in [
@@ -659,22 +716,68 @@ fn main() {
             bulk_s, bulk_rate
         ),
         format!(
-            "bulk INSERT into a copy of samples with the function_deltas MV: {:.2} s = {:.0} rows/s",
-            bulk_mv.as_secs_f64(),
-            sample_rows as f64 / bulk_mv.as_secs_f64()
-        ),
-        format!(
             "RATIO loader time / bulk insert time = {:.2}x (goal <= 2); loader throughput / bulk = {:.2} (goal >= 0.5)",
             loader_s / bulk_s,
             loader_rate / bulk_rate
         ),
-        format!(
-            "RATIO loader time / bulk insert with MV time = {:.2}x",
-            loader_s / bulk_mv.as_secs_f64()
-        ),
     ] {
         println!("{line}");
         summary.push(line);
+    }
+    if diag {
+        // The same with the per-function materialized view the loader's inserts
+        // also feed (joins `stacks`), to show how much of the load is that view.
+        q(
+            &engine,
+            "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk_mv SYNC",
+        );
+        q(
+            &engine,
+            "DROP TABLE IF EXISTS flamehouse.samples_bulk_mv SYNC",
+        );
+        q(
+            &engine,
+            "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk SYNC",
+        );
+        q(
+            &engine,
+            "CREATE TABLE flamehouse.samples_bulk_mv AS flamehouse.samples",
+        );
+        q(
+            &engine,
+            "CREATE TABLE flamehouse.function_deltas_bulk AS flamehouse.function_deltas",
+        );
+        q(
+            &engine,
+            "CREATE MATERIALIZED VIEW flamehouse.function_deltas_bulk_mv TO flamehouse.function_deltas_bulk AS \
+             SELECT s.process_id AS process_id, s.ts AS ts, f AS function, \
+                    sum(s.size_delta) AS size_delta, sum(s.active_delta) AS active_delta, \
+                    sum(s.count_delta) AS count_delta, sum(s.bytes_delta) AS bytes_delta \
+             FROM flamehouse.samples_bulk_mv AS s \
+             ANY LEFT JOIN flamehouse.stacks AS st ON st.stack_id = s.stack_id \
+             ARRAY JOIN arrayDistinct(st.labels) AS f \
+             GROUP BY process_id, ts, function",
+        );
+        let t = Instant::now();
+        q(
+            &engine,
+            &format!("INSERT INTO flamehouse.samples_bulk_mv {from_file}"),
+        );
+        let bulk_mv = t.elapsed();
+        for line in [
+            format!(
+                "diag: bulk INSERT into a copy of samples WITH a copy of function_deltas_mv: {:.2} s = {:.0} rows/s",
+                bulk_mv.as_secs_f64(),
+                sample_rows as f64 / bulk_mv.as_secs_f64()
+            ),
+            format!(
+                "diag: RATIO loader time / bulk insert with MV time = {:.2}x",
+                loader_s / bulk_mv.as_secs_f64()
+            ),
+        ] {
+            println!("{line}");
+            summary.push(line);
+        }
     }
     let _ = std::fs::remove_file(&export);
     for t in [
@@ -711,10 +814,7 @@ fn main() {
              GROUP BY function ORDER BY sum(size_delta) DESC, function LIMIT 3"
         ),
     );
-    let functions: Vec<String> = heavy
-        .lines()
-        .map(|l| format!("'{}'", l.replace('\\', "\\\\").replace('\'', "\\'")))
-        .collect();
+    let functions: Vec<String> = heavy.lines().map(sql_string).collect();
     println!("heaviest functions: {}", functions.join(", "));
     let common = format!("process_id = {pid}, metric = 'bytes'");
     let views = [

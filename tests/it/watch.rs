@@ -92,4 +92,13 @@ fn watch_follows_a_growing_file() {
     let s2 = load_file(engine(), &live, &again, &mut |_| {}).unwrap();
     assert_eq!(s2.snapshots_stored, 0);
     assert_eq!(table_digest("fh_watch_a"), table_digest("fh_watch_b"));
+
+    // The same stream under another path (moved or copied) is recognised by
+    // its process, not its path: nothing is stored twice.
+    let moved = dir.join("moved.binpb");
+    std::fs::copy(&o.output, &moved).unwrap();
+    let before = table_digest("fh_watch_a");
+    let s3 = load_file(engine(), &moved, &full_opts, &mut |_| {}).unwrap();
+    assert_eq!(s3.snapshots_stored, 0);
+    assert_eq!(table_digest("fh_watch_a"), before);
 }
