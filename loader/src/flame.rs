@@ -28,6 +28,15 @@ pub enum FlameView {
         /// End.
         t2: String,
     },
+    /// The change over [t1, t2] as a differential flame graph (`flame_diff`):
+    /// folded lines carry both counts (`stack before after`), which inferno
+    /// draws in red (grew) and blue (shrank).
+    Diff {
+        /// Baseline instant.
+        t1: String,
+        /// Comparison instant.
+        t2: String,
+    },
     /// Cumulative allocations up to t (`flame_cumulative`).
     Cumulative {
         /// Instant.
@@ -61,12 +70,20 @@ pub fn view_sql(
             sql_string(t2)
         ),
         FlameView::Cumulative { t } => format!("flame_cumulative({common}, t = {})", sql_string(t)),
+        FlameView::Diff { t1, t2 } => {
+            return format!(
+                "SELECT level, label, value, self, valueRight, selfRight FROM {db}.flame_diff({common}, t1 = {}, t2 = {}) ORDER BY i",
+                sql_string(t1),
+                sql_string(t2)
+            )
+        }
     };
     format!("SELECT level, label, value, self FROM {db}.{call} ORDER BY i")
 }
 
 /// Turns pre-order `(level, label, value, self)` rows into folded lines
 /// (`a;b;c self`), one per node with a non-zero self; the root is left out.
+/// Diff rows (`..., valueRight, selfRight`) give `a;b;c self selfRight`.
 pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
     let mut path: Vec<String> = Vec::new();
     let mut out = Vec::new();
@@ -88,7 +105,12 @@ pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
         // TSV escapes stay escaped: a folded line must not contain a raw
         // tab or newline anyway; `;` inside a frame becomes `:`.
         path.push(f[1].replace(';', ":"));
-        if self_ != 0 {
+        if f.len() >= 6 {
+            let right: i64 = f[5].parse().map_err(|_| bad())?;
+            if self_ != 0 || right != 0 {
+                out.push(format!("{} {self_} {right}", path.join(";")));
+            }
+        } else if self_ != 0 {
             out.push(format!("{} {self_}", path.join(";")));
         }
     }

@@ -2,6 +2,7 @@
 //! engine, which executes the real `flamehouse-udf` binary through its
 //! executable-UDF mechanism.
 
+mod cli;
 mod errors;
 mod freshness;
 mod functions;

@@ -128,7 +128,7 @@ enum Command {
     },
     /// Render a flame-graph view to folded text or SVG.
     Flame {
-        /// `peak`, `at`, `added`, `removed` or `cumulative`.
+        /// `peak`, `at`, `added`, `removed`, `diff` or `cumulative`.
         view: String,
         /// Process id or name.
         #[arg(long)]
@@ -401,7 +401,13 @@ fn run() -> anyhow::Result<()> {
                     t1: need(t1, "t1")?,
                     t2: need(t2, "t2")?,
                 },
-                v => anyhow::bail!("unknown view {v:?} (peak, at, added, removed, cumulative)"),
+                "diff" => FlameView::Diff {
+                    t1: need(t1, "t1")?,
+                    t2: need(t2, "t2")?,
+                },
+                v => {
+                    anyhow::bail!("unknown view {v:?} (peak, at, added, removed, diff, cumulative)")
+                }
             };
             let rows = engine.query_tsv(&flame::view_sql(db, pid, &metric, max_nodes, &fv))?;
             let lines = flame::rows_to_folded(&rows)?;
