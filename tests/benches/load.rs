@@ -353,19 +353,21 @@ struct Measured {
     elapsed: Duration,
     peak_kib: u64,
     stdout: String,
-    /// CPU seconds (user + system) per thread-name group: the main thread
-    /// (`flamehouse`: decoding, symbolizing, encoding, and the engine calls
-    /// it makes itself), the engine's query pipeline threads, its background
-    /// merges, and the rest.
+    /// CPU seconds (user + system) per thread name: the main thread
+    /// (decoding, symbolizing, encoding, and the engine calls it makes
+    /// itself), then the engine's threads by name (`MergeMutate` background
+    /// merges, `QueryPipelineEx` query execution, ...).
     cpu: Vec<(String, f64)>,
 }
 
 impl Measured {
     fn cpu_line(&self) -> String {
         let total: f64 = self.cpu.iter().map(|(_, s)| s).sum();
-        let parts: Vec<String> = self
-            .cpu
+        let mut by_cpu = self.cpu.clone();
+        by_cpu.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let parts: Vec<String> = by_cpu
             .iter()
+            .filter(|(_, s)| *s >= 0.05)
             .map(|(g, s)| format!("{g} {s:.1} s"))
             .collect();
         format!("CPU {total:.1} s = {}", parts.join(", "))
@@ -376,7 +378,7 @@ impl Measured {
 /// last call to the group of its current name: pool threads are renamed for
 /// the job they run (`QueryPipelineEx`, `MergeMutate`, ...), so each
 /// interval is charged to the name the thread had at its end.
-fn thread_ticks(pid: u32, last: &mut HashMap<u32, u64>, groups: &mut BTreeMap<&'static str, u64>) {
+fn thread_ticks(pid: u32, last: &mut HashMap<u32, u64>, groups: &mut BTreeMap<String, u64>) {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return;
     };
@@ -397,13 +399,9 @@ fn thread_ticks(pid: u32, last: &mut HashMap<u32, u64>, groups: &mut BTreeMap<&'
             + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
         let prev = last.insert(tid, ticks).unwrap_or(0);
         let g = if tid == pid {
-            "main thread"
-        } else if comm.starts_with("QueryPipeline") || comm.starts_with("QueryCompPipe") {
-            "query pipeline"
-        } else if comm.starts_with("MergeMutate") {
-            "merges"
+            "main thread".to_string()
         } else {
-            "other threads"
+            comm.to_string()
         };
         *groups.entry(g).or_default() += ticks.saturating_sub(prev);
     }
@@ -459,7 +457,7 @@ fn run_measured(cmd: &mut Command, label: &str) -> Measured {
         // USER_HZ is 100 on Linux.
         cpu: groups
             .into_iter()
-            .map(|(g, t)| (g.to_string(), t as f64 / 100.0))
+            .map(|(g, t)| (g, t as f64 / 100.0))
             .collect(),
     }
 }
