@@ -7,7 +7,7 @@ use crate::error::{file_err, Result};
 use crate::rows::{encode_all, RowBinary};
 
 /// A ClickHouse to run SQL on and insert rows into.
-pub trait Backend {
+pub trait Backend: Sync {
     /// Runs a statement.
     fn execute(&self, sql: &str) -> Result<()>;
     /// Runs a query, returning TabSeparated text.

@@ -270,13 +270,15 @@ pub fn memory_dashboard() -> Value {
             format!(
                 "SELECT time, function, {col} FROM (\
                  SELECT time, function, sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count FROM (\
-                 SELECT toStartOfInterval(ts, toIntervalSecond($__interval_s)) AS time, function, \
-                 sum(size_delta) AS db, sum(active_delta) AS dc FROM flamehouse.function_deltas \
-                 WHERE process_id = {} AND ts <= $__toTime_ms AND has({}, function) GROUP BY time, function) \
+                 SELECT toStartOfInterval(s.ts, toIntervalSecond($__interval_s)) AS time, sf.function AS function, \
+                 sum(s.size_delta) AS db, sum(s.active_delta) AS dc FROM flamehouse.samples AS s \
+                 INNER JOIN (SELECT DISTINCT stack_id, function FROM flamehouse.stack_functions WHERE has({}, function)) AS sf \
+                 ON sf.stack_id = s.stack_id \
+                 WHERE s.process_id = {} AND s.ts <= $__toTime_ms GROUP BY time, function) \
                  WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) \
                  WHERE time >= toStartOfInterval($__fromTime_ms, toIntervalSecond($__interval_s)) ORDER BY time, function",
-                process(),
-                functions()
+                functions(),
+                process()
             ),
             0,
         );
@@ -348,7 +350,8 @@ pub fn memory_dashboard() -> Value {
             {
                 "name": "function", "label": "Functions", "type": "query", "datasource": ds(),
                 "query": format!(
-                    "SELECT DISTINCT function AS __text, hex(function) AS __value FROM flamehouse.function_deltas WHERE process_id = {} ORDER BY function",
+                    "SELECT DISTINCT function AS __text, hex(function) AS __value FROM flamehouse.stack_functions \
+                     WHERE stack_id IN (SELECT DISTINCT stack_id FROM flamehouse.samples WHERE process_id = {}) ORDER BY function",
                     process()
                 ),
                 "definition": "functions of the process", "refresh": 1, "multi": true, "includeAll": false

@@ -20,8 +20,9 @@ use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
 use crate::rows::{stable_hash, FrameRow, ProcessRow, ProgressRow, SampleRow, StackRow, TotalRow};
 use crate::symbolize::{Granularity, ModuleMap, Symbolizer, SymbolizerOptions};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
 /// Label of the stack that holds the profiler's own allocations.
@@ -135,13 +136,71 @@ fn ms(ns: u64) -> i64 {
     (ns / 1_000_000) as i64
 }
 
+/// One batch for the writer thread, in insert order.
+struct Batch {
+    token: String,
+    frames: Vec<FrameRow>,
+    stacks: Vec<StackRow>,
+    samples: Vec<SampleRow>,
+    totals: Vec<TotalRow>,
+    progress: ProgressRow,
+}
+
+fn write_batch(backend: &dyn Backend, db: &str, b: &Batch) -> Result<()> {
+    let tok = &b.token;
+    // Dictionaries first, progress last: a crash in between re-sends the
+    // batch, which the tokens deduplicate.
+    insert(backend, db, &b.frames, &format!("{tok}:frames"))?;
+    insert(backend, db, &b.stacks, &format!("{tok}:stacks"))?;
+    insert(backend, db, &b.samples, &format!("{tok}:samples"))?;
+    insert(backend, db, &b.totals, &format!("{tok}:totals"))?;
+    insert(
+        backend,
+        db,
+        std::slice::from_ref(&b.progress),
+        &format!("{tok}:progress"),
+    )
+}
+
 /// Loads one file into `backend` (the schema must exist: see
-/// [`crate::schema::migrate`]).
+/// [`crate::schema::migrate`]). Decoding and symbolizing run on the calling
+/// thread while a writer thread inserts the previous batch; at most one batch
+/// waits between them, so memory stays bounded.
 pub fn load_file(
     backend: &dyn Backend,
     path: &Path,
     opts: &LoadOptions,
     progress: &mut dyn FnMut(Progress),
+) -> Result<LoadSummary> {
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(1);
+        let db = opts.database.clone();
+        let writer = scope.spawn(move || -> Result<()> {
+            for b in rx {
+                write_batch(backend, &db, &b)?;
+            }
+            Ok(())
+        });
+        let read = read_file(backend, path, opts, progress, &tx);
+        drop(tx);
+        let written = writer.join().unwrap_or_else(|_| {
+            Err(Error::Query {
+                message: "the writer thread panicked".into(),
+            })
+        });
+        // A failed insert is the cause when both fail (the reader then only
+        // saw the writer go away).
+        written?;
+        read
+    })
+}
+
+fn read_file(
+    backend: &dyn Backend,
+    path: &Path,
+    opts: &LoadOptions,
+    progress: &mut dyn FnMut(Progress),
+    writer: &SyncSender<Batch>,
 ) -> Result<LoadSummary> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let source = abs.display().to_string();
@@ -159,13 +218,13 @@ pub fn load_file(
     };
     let mut st = State {
         process_id: 0,
-        trace_stack: HashMap::new(),
-        trace_values: HashMap::new(),
+        trace_stack: HashMap::default(),
+        trace_values: HashMap::default(),
         stack_ids: Vec::new(),
         stack_values: Vec::new(),
-        stack_index: HashMap::new(),
-        frames_seen: HashSet::new(),
-        stored_stacks: HashSet::new(),
+        stack_index: HashMap::default(),
+        frames_seen: HashSet::default(),
+        stored_stacks: HashSet::default(),
         pending_frames: Vec::new(),
         pending_stacks: Vec::new(),
         pending_samples: Vec::new(),
@@ -183,8 +242,7 @@ pub fn load_file(
             Err(e) => {
                 // Keep every complete record before the corruption.
                 flush(
-                    backend,
-                    db,
+                    writer,
                     &source,
                     &mut st,
                     reader.committed_offset(),
@@ -196,8 +254,7 @@ pub fn load_file(
         };
         let Some(rec) = rec else {
             flush(
-                backend,
-                db,
+                writer,
                 &source,
                 &mut st,
                 reader.committed_offset(),
@@ -284,7 +341,7 @@ pub fn load_file(
                     if st.pending_snapshots >= opts.batch_snapshots
                         || st.pending_samples.len() >= opts.batch_rows
                     {
-                        flush(backend, db, &source, &mut st, offset, &mut summary, ts)?;
+                        flush(writer, &source, &mut st, offset, &mut summary, ts)?;
                     }
                 } else {
                     // Replayed records were stored by an earlier load,
@@ -337,7 +394,7 @@ fn apply_snapshot<R: std::io::Read>(
     granularity: Granularity,
 ) -> Result<()> {
     // Per stack touched in this snapshot: the change of its values.
-    let mut touched: HashMap<usize, [i64; 5]> = HashMap::new();
+    let mut touched: HashMap<usize, [i64; 5]> = HashMap::default();
     for t in &snap.changed {
         let stack = match st.trace_stack.get(&t.trace_id) {
             Some(&s) => s,
@@ -483,10 +540,8 @@ fn stack_for_trace<R: std::io::Read>(
     i
 }
 
-#[allow(clippy::too_many_arguments)]
 fn flush(
-    backend: &dyn Backend,
-    db: &str,
+    writer: &SyncSender<Batch>,
     source: &str,
     st: &mut State,
     end: u64,
@@ -500,27 +555,26 @@ fn flush(
     {
         return Ok(());
     }
-    // The stream's identity and byte range: the same batch from any copy of
-    // the file gets the same token.
-    let tok = format!("{}@{}-{end}", st.process_id, st.batch_start);
-    // Dictionaries first: the per-function view joins stacks on insert.
-    insert(backend, db, &st.pending_frames, &format!("{tok}:frames"))?;
-    insert(backend, db, &st.pending_stacks, &format!("{tok}:stacks"))?;
-    insert(backend, db, &st.pending_samples, &format!("{tok}:samples"))?;
-    insert(backend, db, &st.pending_totals, &format!("{tok}:totals"))?;
     summary.sample_rows += st.pending_samples.len() as u64;
-    let p = ProgressRow {
-        source: source.to_string(),
-        process_id: st.process_id,
-        offset: end,
-        snapshots: summary.snapshots,
-        last_ts,
+    let batch = Batch {
+        // The stream's identity and byte range: the same batch from any copy
+        // of the file gets the same token.
+        token: format!("{}@{}-{end}", st.process_id, st.batch_start),
+        frames: std::mem::take(&mut st.pending_frames),
+        stacks: std::mem::take(&mut st.pending_stacks),
+        samples: std::mem::take(&mut st.pending_samples),
+        totals: std::mem::take(&mut st.pending_totals),
+        progress: ProgressRow {
+            source: source.to_string(),
+            process_id: st.process_id,
+            offset: end,
+            snapshots: summary.snapshots,
+            last_ts,
+        },
     };
-    insert(backend, db, &[p], &format!("{tok}:progress"))?;
-    st.pending_frames.clear();
-    st.pending_stacks.clear();
-    st.pending_samples.clear();
-    st.pending_totals.clear();
+    writer.send(batch).map_err(|_| Error::Query {
+        message: "the writer stopped".into(),
+    })?;
     st.pending_snapshots = 0;
     st.batch_start = end;
     Ok(())

@@ -70,28 +70,21 @@ CREATE TABLE IF NOT EXISTS {db}.totals {on_cluster} (
 ) ENGINE = {replicated}ReplacingMergeTree
 ORDER BY (process_id, ts);
 
--- Per-function changes, each stack counted once per function even under
--- recursion (arrayDistinct); a running sum gives a function's live values.
-CREATE TABLE IF NOT EXISTS {db}.function_deltas {on_cluster} (
-    process_id UInt64,
-    ts DateTime64(3, 'UTC'),
+-- Which functions each stack passes through, each once even under
+-- recursion (arrayDistinct), and whether it is the leaf. Maintained from
+-- `stacks` (one row per new stack and function), so per-function series and
+-- top functions join a small table instead of expanding every sample row.
+CREATE TABLE IF NOT EXISTS {db}.stack_functions {on_cluster} (
     function String,
-    size_delta Int64,
-    active_delta Int64,
-    count_delta Int64,
-    bytes_delta Int64
-) ENGINE = {replicated}SummingMergeTree
-ORDER BY (process_id, function, ts)
-SETTINGS non_replicated_deduplication_window = 100000;
+    stack_id UInt64,
+    is_leaf UInt8
+) ENGINE = {replicated}ReplacingMergeTree
+ORDER BY (function, stack_id);
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.function_deltas_mv {on_cluster} TO {db}.function_deltas AS
-SELECT s.process_id AS process_id, s.ts AS ts, f AS function,
-       sum(s.size_delta) AS size_delta, sum(s.active_delta) AS active_delta,
-       sum(s.count_delta) AS count_delta, sum(s.bytes_delta) AS bytes_delta
-FROM {db}.samples AS s
-ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = s.stack_id
-ARRAY JOIN arrayDistinct(st.labels) AS f
-GROUP BY process_id, ts, function;
+CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.stack_functions_mv {on_cluster} TO {db}.stack_functions AS
+SELECT f AS function, stack_id, toUInt8(f = labels[-1]) AS is_leaf
+FROM {db}.stacks
+ARRAY JOIN arrayDistinct(labels) AS f;
 
 -- Process lifetime and peak, kept up to date on every insert.
 CREATE TABLE IF NOT EXISTS {db}.process_stats {on_cluster} (

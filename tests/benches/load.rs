@@ -616,7 +616,7 @@ fn main() {
         let nomv = dir.join("data-nomv");
         run_measured(&mut flamehouse(&nomv, &["init"]), "init-nomv");
         run_measured(
-            &mut flamehouse(&nomv, &["sql", "DROP VIEW flamehouse.function_deltas_mv"]),
+            &mut flamehouse(&nomv, &["sql", "DROP VIEW flamehouse.stack_functions_mv"]),
             "drop-mv",
         );
         let m = run_measured(
@@ -625,7 +625,7 @@ fn main() {
         );
         for line in [
             format!(
-                "diag: load full WITHOUT function_deltas_mv: {:.2} s = {:.0} stack values/s; peak RSS {:.0} MiB",
+                "diag: load full WITHOUT stack_functions_mv: {:.2} s = {:.0} stack values/s; peak RSS {:.0} MiB",
                 m.elapsed.as_secs_f64(),
                 full.entries as f64 / m.elapsed.as_secs_f64(),
                 mib(m.peak_kib)
@@ -656,14 +656,14 @@ fn main() {
     println!("opened {} in {:.1?}", full_data.display(), t.elapsed());
     let counts = q(
         &engine,
-        "SELECT (SELECT count() FROM flamehouse.samples), (SELECT count() FROM flamehouse.function_deltas), \
+        "SELECT (SELECT count() FROM flamehouse.samples), (SELECT count() FROM flamehouse.stack_functions), \
          (SELECT count() FROM flamehouse.stacks), (SELECT count() FROM flamehouse.frames), \
          (SELECT formatReadableSize(sum(data_compressed_bytes)) FROM system.parts WHERE active AND database = 'flamehouse' AND table = 'samples')",
     );
     let c: Vec<&str> = counts.trim().split('\t').collect();
     let sample_rows: u64 = c[0].parse().unwrap();
     let line = format!(
-        "stored: {} sample rows ({} on disk), {} function_deltas rows, {} stacks, {} frames",
+        "stored: {} sample rows ({} on disk), {} stack_functions rows, {} stacks, {} frames",
         c[0], c[4], c[1], c[2], c[3]
     );
     println!("{line}");
@@ -722,68 +722,8 @@ fn main() {
         println!("{line}");
         summary.push(line);
     }
-    if diag {
-        // The same with the per-function materialized view the loader's inserts
-        // also feed (joins `stacks`), to show how much of the load is that view.
-        q(
-            &engine,
-            "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk_mv SYNC",
-        );
-        q(
-            &engine,
-            "DROP TABLE IF EXISTS flamehouse.samples_bulk_mv SYNC",
-        );
-        q(
-            &engine,
-            "DROP TABLE IF EXISTS flamehouse.function_deltas_bulk SYNC",
-        );
-        q(
-            &engine,
-            "CREATE TABLE flamehouse.samples_bulk_mv AS flamehouse.samples",
-        );
-        q(
-            &engine,
-            "CREATE TABLE flamehouse.function_deltas_bulk AS flamehouse.function_deltas",
-        );
-        q(
-            &engine,
-            "CREATE MATERIALIZED VIEW flamehouse.function_deltas_bulk_mv TO flamehouse.function_deltas_bulk AS \
-             SELECT s.process_id AS process_id, s.ts AS ts, f AS function, \
-                    sum(s.size_delta) AS size_delta, sum(s.active_delta) AS active_delta, \
-                    sum(s.count_delta) AS count_delta, sum(s.bytes_delta) AS bytes_delta \
-             FROM flamehouse.samples_bulk_mv AS s \
-             ANY LEFT JOIN flamehouse.stacks AS st ON st.stack_id = s.stack_id \
-             ARRAY JOIN arrayDistinct(st.labels) AS f \
-             GROUP BY process_id, ts, function",
-        );
-        let t = Instant::now();
-        q(
-            &engine,
-            &format!("INSERT INTO flamehouse.samples_bulk_mv {from_file}"),
-        );
-        let bulk_mv = t.elapsed();
-        for line in [
-            format!(
-                "diag: bulk INSERT into a copy of samples WITH a copy of function_deltas_mv: {:.2} s = {:.0} rows/s",
-                bulk_mv.as_secs_f64(),
-                sample_rows as f64 / bulk_mv.as_secs_f64()
-            ),
-            format!(
-                "diag: RATIO loader time / bulk insert with MV time = {:.2}x",
-                loader_s / bulk_mv.as_secs_f64()
-            ),
-        ] {
-            println!("{line}");
-            summary.push(line);
-        }
-    }
     let _ = std::fs::remove_file(&export);
-    for t in [
-        "function_deltas_bulk_mv",
-        "samples_bulk_mv",
-        "function_deltas_bulk",
-        "samples_bulk",
-    ] {
+    for t in ["samples_bulk"] {
         q(
             &engine,
             &format!("DROP TABLE IF EXISTS flamehouse.{t} SYNC"),
@@ -808,8 +748,8 @@ fn main() {
     let heavy = q(
         &engine,
         &format!(
-            "SELECT function FROM flamehouse.function_deltas WHERE process_id = {pid} \
-             GROUP BY function ORDER BY sum(size_delta) DESC, function LIMIT 3"
+            "SELECT function FROM flamehouse.top_functions(process_id = {pid}, metric = 'bytes', t = '{}', limit = 3)",
+            fmt_ms(mid)
         ),
     );
     let functions: Vec<String> = heavy.lines().map(sql_string).collect();

@@ -171,7 +171,8 @@ fn every_panel_query_runs_and_fits_its_panel() {
     let (pid, from_ms, to_ms) = loaded();
     let d = dashboard();
     let functions = q(&format!(
-        "SELECT hex(function) FROM flamehouse.function_deltas WHERE process_id = {pid} GROUP BY function ORDER BY sum(abs(size_delta)) DESC LIMIT 3"
+        "SELECT hex(sf.function) FROM flamehouse.samples AS s INNER JOIN (SELECT DISTINCT stack_id, function FROM flamehouse.stack_functions) AS sf \
+         ON sf.stack_id = s.stack_id WHERE s.process_id = {pid} GROUP BY sf.function ORDER BY sum(abs(s.size_delta)) DESC, sf.function LIMIT 3"
     ));
     let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     vars.insert("process", vec![pid.to_string()]);

@@ -809,10 +809,8 @@ fn snapshot_of(db: &str, pid: u64, r: &Replay) -> Vec<String> {
              ORDER BY stack_id, ts"
         )),
         q(&format!(
-            "SELECT ts, function, sum(size_delta), sum(active_delta), sum(count_delta), sum(bytes_delta) \
-             FROM {db}.function_deltas WHERE process_id = {pid} GROUP BY ts, function \
-             HAVING (sum(size_delta), sum(active_delta), sum(count_delta), sum(bytes_delta)) != (0, 0, 0, 0) \
-             ORDER BY ts, function"
+            "SELECT DISTINCT function, stack_id, is_leaf FROM {db}.stack_functions WHERE stack_id IN \
+             (SELECT stack_id FROM {db}.samples WHERE process_id = {pid}) ORDER BY function, stack_id"
         )),
         q(&format!(
             "SELECT * FROM {db}.totals FINAL WHERE process_id = {pid} ORDER BY ts"

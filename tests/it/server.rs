@@ -20,7 +20,6 @@ use flamehouse::rows::{
 use flamehouse::schema::{migrate, SchemaOptions};
 use flamehouse::server::{ServerBackend, ServerOptions};
 use flamehouse_tests::{engine, q, udf_binary};
-use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -293,7 +292,7 @@ struct Insert {
 /// The embedded engine, recording every insert.
 struct Recording<'a> {
     inner: &'a Engine,
-    inserts: RefCell<Vec<Insert>>,
+    inserts: Mutex<Vec<Insert>>,
 }
 
 impl Backend for Recording<'_> {
@@ -313,7 +312,7 @@ impl Backend for Recording<'_> {
         rows: &[u8],
         token: &str,
     ) -> Result<()> {
-        self.inserts.borrow_mut().push(Insert {
+        self.inserts.lock().unwrap().push(Insert {
             table: table.to_string(),
             rows: rows.to_vec(),
             token: token.to_string(),
@@ -409,7 +408,7 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
     // A: the embedded backend, recording what it inserts.
     let rec = Recording {
         inner: eng,
-        inserts: RefCell::new(Vec::new()),
+        inserts: Mutex::new(Vec::new()),
     };
     migrate(&rec, &schema(db_a)).expect("migrate A");
     let sum_a = load_file(&rec, &fo.output, &lo(db_a), &mut |_| {}).expect("load A");
@@ -505,7 +504,7 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
     assert!(multi_block > 0, "no insert body had more than one block");
 
     // The same inserts, byte for byte, with the same tokens.
-    let recorded = rec.inserts.borrow().clone();
+    let recorded = rec.inserts.lock().unwrap().clone();
     assert_eq!(
         captured
             .iter()

@@ -15,7 +15,7 @@ fn table_digest(db: &str) -> String {
                 (SELECT count() FROM {db}.samples), \
                 (SELECT groupBitXor(cityHash64(ts, size, active)) FROM {db}.totals), \
                 (SELECT count() FROM {db}.totals), \
-                (SELECT sum(size_delta) FROM {db}.function_deltas)"
+                (SELECT groupBitXor(cityHash64(function, stack_id)) FROM (SELECT DISTINCT function, stack_id FROM {db}.stack_functions))"
     ))
 }
 
