@@ -17,7 +17,7 @@
 //! traces, default 20000), BENCH_FRAMES (distinct frame addresses, default
 //! 3000), BENCH_RUNS (view runs after the warm-up, default 3), BENCH_KEEP=1
 //! keeps the temporary directory, BENCH_DIAG=1 adds where-the-time-goes
-//! diagnostics (a second load into a schema without `function_deltas_mv`,
+//! diagnostics (a second load into a schema without `stack_functions_mv`,
 //! and the bulk insert with a copy of that view; slow at the defaults).
 
 use flamehouse::backend::sql_string;
@@ -723,12 +723,7 @@ fn main() {
         summary.push(line);
     }
     let _ = std::fs::remove_file(&export);
-    for t in ["samples_bulk"] {
-        q(
-            &engine,
-            &format!("DROP TABLE IF EXISTS flamehouse.{t} SYNC"),
-        );
-    }
+    q(&engine, "DROP TABLE IF EXISTS flamehouse.samples_bulk SYNC");
 
     // 4. View latencies.
     let info = q(
