@@ -40,7 +40,9 @@ pub struct LoadOptions {
     pub main_binary: Option<PathBuf>,
     /// Write a batch after this many snapshots. Default: 60.
     pub batch_snapshots: usize,
-    /// ... or once this many sample rows are pending. Default: 200,000.
+    /// ... or once this many sample rows are pending (about 100 bytes each,
+    /// twice while being written; 1,000,000 was measured no faster and used
+    /// 60% more memory). Default: 200,000.
     pub batch_rows: usize,
     /// Follow the file as it grows. Default: off.
     pub watch: bool,
