@@ -270,15 +270,18 @@ pub fn memory_dashboard() -> Value {
             format!(
                 "SELECT time, function, {col} FROM (\
                  SELECT time, function, sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count FROM (\
-                 SELECT toStartOfInterval(s.ts, toIntervalSecond($__interval_s)) AS time, sf.function AS function, \
-                 sum(s.size_delta) AS db, sum(s.active_delta) AS dc FROM flamehouse.samples AS s \
-                 INNER JOIN (SELECT DISTINCT stack_id, function FROM flamehouse.stack_functions WHERE has({}, function)) AS sf \
-                 ON sf.stack_id = s.stack_id \
-                 WHERE s.process_id = {} AND s.ts <= $__toTime_ms GROUP BY time, function) \
+                 SELECT x.time AS time, sf.function AS function, sum(x.db) AS db, sum(x.dc) AS dc FROM (\
+                 SELECT toStartOfInterval(ts, toIntervalSecond($__interval_s)) AS time, stack_id, \
+                 sum(size_delta) AS db, sum(active_delta) AS dc FROM flamehouse.samples \
+                 WHERE process_id = {pid} AND ts <= $__toTime_ms \
+                 AND stack_id IN (SELECT stack_id FROM flamehouse.stack_functions WHERE has({fs}, function)) \
+                 GROUP BY time, stack_id) AS x \
+                 INNER JOIN (SELECT DISTINCT stack_id, function FROM flamehouse.stack_functions WHERE has({fs}, function)) AS sf \
+                 ON sf.stack_id = x.stack_id GROUP BY time, function) \
                  WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) \
                  WHERE time >= toStartOfInterval($__fromTime_ms, toIntervalSecond($__interval_s)) ORDER BY time, function",
-                functions(),
-                process()
+                pid = process(),
+                fs = functions()
             ),
             0,
         );

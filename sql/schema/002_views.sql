@@ -147,14 +147,23 @@ FROM (
     SELECT time, function,
            sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count
     FROM (
-        SELECT toStartOfInterval(s.ts, toIntervalSecond({step:UInt32})) AS time, sf.function AS function,
-               sum(s.size_delta) AS db, sum(s.active_delta) AS dc
-        FROM {db}.samples AS s
+        -- Sum per step and stack first (steps x stacks rows), then fan out
+        -- to the functions: far fewer rows than joining every sample.
+        SELECT x.time AS time, sf.function AS function, sum(x.db) AS db, sum(x.dc) AS dc
+        FROM (
+            SELECT toStartOfInterval(ts, toIntervalSecond({step:UInt32})) AS time, stack_id,
+                   sum(size_delta) AS db, sum(active_delta) AS dc
+            FROM {db}.samples
+            WHERE process_id = {process_id:UInt64} AND ts <= {t2:DateTime64(3, 'UTC')}
+              AND stack_id IN (
+                  SELECT stack_id FROM {db}.stack_functions
+                  WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function))
+            GROUP BY time, stack_id
+        ) AS x
         INNER JOIN (
             SELECT DISTINCT stack_id, function FROM {db}.stack_functions
             WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function)
-        ) AS sf ON sf.stack_id = s.stack_id
-        WHERE s.process_id = {process_id:UInt64} AND s.ts <= {t2:DateTime64(3, 'UTC')}
+        ) AS sf ON sf.stack_id = x.stack_id
         GROUP BY time, function
     )
     WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
