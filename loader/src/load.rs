@@ -18,7 +18,10 @@
 use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
-use crate::rows::{stable_hash, FrameRow, ProcessRow, ProgressRow, SampleRow, StackRow, TotalRow};
+use crate::rows::{
+    encode_all, stable_hash, FrameRow, ProcessRow, ProgressRow, RowBinary, SampleRow, StackRow,
+    TotalRow,
+};
 use crate::symbolize::{Granularity, ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
@@ -38,11 +41,11 @@ pub struct LoadOptions {
     /// Path of the main program's binary; default: the profile's
     /// `processFullPath` (under the sysroot, if one is set).
     pub main_binary: Option<PathBuf>,
-    /// Write a batch after this many snapshots. Default: 60.
+    /// Write a batch after this many snapshots. Default: 300.
     pub batch_snapshots: usize,
-    /// ... or once this many sample rows are pending (about 100 bytes each,
-    /// twice while being written; 1,000,000 was measured no faster and used
-    /// 60% more memory). Default: 200,000.
+    /// ... or once this many sample rows are pending (about 100 bytes
+    /// each). Fewer, larger inserts leave the engine fewer parts to merge.
+    /// Default: 1,000,000.
     pub batch_rows: usize,
     /// Follow the file as it grows. Default: off.
     pub watch: bool,
@@ -59,8 +62,8 @@ impl Default for LoadOptions {
             database: crate::schema::DEFAULT_DATABASE.to_string(),
             symbolizer: SymbolizerOptions::default(),
             main_binary: None,
-            batch_snapshots: 60,
-            batch_rows: 200_000,
+            batch_snapshots: 300,
+            batch_rows: 1_000_000,
             watch: false,
             poll_interval: Duration::from_secs(1),
             idle_exit: None,
@@ -118,9 +121,15 @@ struct Values {
 struct State {
     process_id: u64,
     /// trace id -> stack index.
-    trace_stack: HashMap<u32, usize>,
-    /// trace id -> latest values (size, active, overhead, total_count, total_bytes).
-    trace_values: HashMap<u32, [i64; 5]>,
+    /// trace id -> (stack index, latest values: size, active, overhead,
+    /// total_count, total_bytes); one lookup per changed trace.
+    traces: HashMap<u32, (usize, [i64; 5])>,
+    /// Per stack: its change within the snapshot being applied, and whether
+    /// it is listed in `touched` (reused across snapshots: no per-snapshot
+    /// map).
+    stack_delta: Vec<[i64; 5]>,
+    stack_touched: Vec<bool>,
+    touched: Vec<usize>,
     stack_ids: Vec<u64>,
     stack_values: Vec<Values>,
     stack_index: HashMap<u64, usize>,
@@ -148,13 +157,26 @@ struct Batch {
     progress: ProgressRow,
 }
 
-fn write_batch(backend: &dyn Backend, db: &str, b: &Batch) -> Result<()> {
+fn write_batch(backend: &dyn Backend, db: &str, b: Batch) -> Result<()> {
     let tok = &b.token;
     // Dictionaries first, progress last: a crash in between re-sends the
     // batch, which the tokens deduplicate.
     insert(backend, db, &b.frames, &format!("{tok}:frames"))?;
     insert(backend, db, &b.stacks, &format!("{tok}:stacks"))?;
-    insert(backend, db, &b.samples, &format!("{tok}:samples"))?;
+    // Encode, then free the rows before inserting: one copy in memory.
+    let samples = encode_all(&b.samples);
+    let n = b.samples.len();
+    drop(b.samples);
+    if n > 0 {
+        backend.insert_rowbinary(
+            db,
+            SampleRow::TABLE,
+            SampleRow::STRUCTURE,
+            &samples,
+            &format!("{tok}:samples"),
+        )?;
+    }
+    drop(samples);
     insert(backend, db, &b.totals, &format!("{tok}:totals"))?;
     insert(
         backend,
@@ -179,7 +201,7 @@ pub fn load_file(
         let db = opts.database.clone();
         let writer = scope.spawn(move || -> Result<()> {
             for b in rx {
-                write_batch(backend, &db, &b)?;
+                write_batch(backend, &db, b)?;
             }
             Ok(())
         });
@@ -220,8 +242,10 @@ fn read_file(
     };
     let mut st = State {
         process_id: 0,
-        trace_stack: HashMap::default(),
-        trace_values: HashMap::default(),
+        traces: HashMap::default(),
+        stack_delta: Vec::new(),
+        stack_touched: Vec::new(),
+        touched: Vec::new(),
         stack_ids: Vec::new(),
         stack_values: Vec::new(),
         stack_index: HashMap::default(),
@@ -395,17 +419,7 @@ fn apply_snapshot<R: std::io::Read>(
     replay: bool,
     granularity: Granularity,
 ) -> Result<()> {
-    // Per stack touched in this snapshot: the change of its values.
-    let mut touched: HashMap<usize, [i64; 5]> = HashMap::default();
     for t in &snap.changed {
-        let stack = match st.trace_stack.get(&t.trace_id) {
-            Some(&s) => s,
-            None => {
-                let s = stack_for_trace(st, reader, sym, t.trace_id, granularity);
-                st.trace_stack.insert(t.trace_id, s);
-                s
-            }
-        };
         let a = t.actual.unwrap_or_default();
         let new = [
             a.size,
@@ -414,20 +428,34 @@ fn apply_snapshot<R: std::io::Read>(
             a.total_count as i64,
             a.total_bytes as i64,
         ];
-        let old = st.trace_values.insert(t.trace_id, new).unwrap_or_default();
-        let d = touched.entry(stack).or_default();
+        let (stack, old) = match st.traces.get_mut(&t.trace_id) {
+            Some((s, v)) => (*s, std::mem::replace(v, new)),
+            None => {
+                let s = stack_for_trace(st, reader, sym, t.trace_id, granularity);
+                st.traces.insert(t.trace_id, (s, new));
+                (s, [0; 5])
+            }
+        };
+        if !st.stack_touched[stack] {
+            st.stack_touched[stack] = true;
+            st.touched.push(stack);
+        }
+        let d = &mut st.stack_delta[stack];
+        let v = &mut st.stack_values[stack].v;
         for i in 0..5 {
             let delta = new[i].wrapping_sub(old[i]);
             d[i] = d[i].wrapping_add(delta);
-            st.stack_values[stack].v[i] = st.stack_values[stack].v[i].wrapping_add(delta);
+            v[i] = v[i].wrapping_add(delta);
         }
     }
-    if replay {
-        return Ok(());
-    }
-    let mut touched: Vec<_> = touched.into_iter().collect();
-    touched.sort_unstable_by_key(|(s, _)| *s);
-    for (s, d) in touched {
+    let mut touched = std::mem::take(&mut st.touched);
+    touched.sort_unstable();
+    for &s in &touched {
+        let d = std::mem::take(&mut st.stack_delta[s]);
+        st.stack_touched[s] = false;
+        if replay {
+            continue;
+        }
         let v = &st.stack_values[s].v;
         st.pending_samples.push(SampleRow {
             process_id: st.process_id,
@@ -443,6 +471,11 @@ fn apply_snapshot<R: std::io::Read>(
             count_delta: d[3],
             bytes_delta: d[4],
         });
+    }
+    touched.clear();
+    st.touched = touched;
+    if replay {
+        return Ok(());
     }
     let total = match &snap.total {
         Some(t) => TotalRow {
@@ -531,6 +564,8 @@ fn stack_for_trace<R: std::io::Read>(
     let i = st.stack_ids.len();
     st.stack_ids.push(stack_id);
     st.stack_values.push(Values::default());
+    st.stack_delta.push([0; 5]);
+    st.stack_touched.push(false);
     st.stack_index.insert(stack_id, i);
     if st.stored_stacks.insert(stack_id) {
         st.pending_stacks.push(StackRow {
