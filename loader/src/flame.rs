@@ -166,3 +166,50 @@ pub fn resolve_time(backend: &dyn Backend, db: &str, process_id: u64, t: &str) -
     }
     Ok(v.to_string())
 }
+
+/// `YYYY-MM-DD hh:mm:ss.sss` (UTC) of milliseconds since the epoch, the form
+/// the views' time parameters take.
+pub fn format_utc_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (d, r) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = d + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        r / 3600,
+        r / 60 % 60,
+        r % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_milliseconds_format() {
+        assert_eq!(format_utc_ms(0), "1970-01-01 00:00:00.000");
+        assert_eq!(format_utc_ms(1_767_225_612_345), "2026-01-01 00:00:12.345");
+        assert_eq!(format_utc_ms(951_782_400_001), "2000-02-29 00:00:00.001");
+        assert_eq!(format_utc_ms(-1), "1969-12-31 23:59:59.999");
+    }
+
+    #[test]
+    fn folded_lines_from_tree_and_diff_rows() {
+        let tree = "0\ttotal\t10\t1\n1\ta\t9\t4\n2\tb;c\t5\t5\n";
+        assert_eq!(rows_to_folded(tree).unwrap(), vec!["a 4", "a;b:c 5"]);
+        let diff = "0\ttotal\t3\t0\t4\t0\n1\tx\t3\t3\t4\t4\n";
+        assert_eq!(rows_to_folded(diff).unwrap(), vec!["x 3 4"]);
+        assert!(rows_to_folded("0\ttotal").is_err());
+    }
+}

@@ -470,29 +470,6 @@ fn tempfile_path(name: &str) -> PathBuf {
     work_dir().join(name)
 }
 
-/// `YYYY-MM-DD hh:mm:ss.sss` (UTC) of milliseconds since the epoch.
-fn fmt_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (d, r) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = d + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
-        r / 3600,
-        r / 60 % 60,
-        r % 60,
-        ms.rem_euclid(1000)
-    )
-}
-
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -744,7 +721,7 @@ fn main() {
         &engine,
         &format!(
             "SELECT function FROM flamehouse.top_functions(process_id = {pid}, metric = 'bytes', t = '{}', limit = 3)",
-            fmt_ms(mid)
+            flamehouse::flame::format_utc_ms(mid)
         ),
     );
     let functions: Vec<String> = heavy.lines().map(sql_string).collect();
@@ -755,14 +732,14 @@ fn main() {
             "1 flame_at (mid, max_nodes 2000)",
             format!(
                 "SELECT * FROM flamehouse.flame_at({common}, max_nodes = 2000, t = '{}')",
-                fmt_ms(mid)
+                flamehouse::flame::format_utc_ms(mid)
             ),
         ),
         (
             "1 flame_at (mid, max_nodes 0)",
             format!(
                 "SELECT * FROM flamehouse.flame_at({common}, max_nodes = 0, t = '{}')",
-                fmt_ms(mid)
+                flamehouse::flame::format_utc_ms(mid)
             ),
         ),
         (
@@ -773,32 +750,32 @@ fn main() {
             "3 flame_change added (5 min)",
             format!(
                 "SELECT * FROM flamehouse.flame_change({common}, max_nodes = 2000, t1 = '{}', t2 = '{}', direction = 'added')",
-                fmt_ms(t1),
-                fmt_ms(t2)
+                flamehouse::flame::format_utc_ms(t1),
+                flamehouse::flame::format_utc_ms(t2)
             ),
         ),
         (
             "3 flame_diff (5 min)",
             format!(
                 "SELECT * FROM flamehouse.flame_diff({common}, max_nodes = 2000, t1 = '{}', t2 = '{}')",
-                fmt_ms(t1),
-                fmt_ms(t2)
+                flamehouse::flame::format_utc_ms(t1),
+                flamehouse::flame::format_utc_ms(t2)
             ),
         ),
         (
             "5 totals_series (step 60)",
             format!(
                 "SELECT * FROM flamehouse.totals_series(process_id = {pid}, step = 60, t1 = '{}', t2 = '{}')",
-                fmt_ms(first),
-                fmt_ms(last)
+                flamehouse::flame::format_utc_ms(first),
+                flamehouse::flame::format_utc_ms(last)
             ),
         ),
         (
             "6 function_series (3 heaviest, step 60)",
             format!(
                 "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = 60, t1 = '{}', t2 = '{}', functions = [{}])",
-                fmt_ms(first),
-                fmt_ms(last),
+                flamehouse::flame::format_utc_ms(first),
+                flamehouse::flame::format_utc_ms(last),
                 functions.join(", ")
             ),
         ),

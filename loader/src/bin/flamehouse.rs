@@ -201,7 +201,7 @@ fn print_summary(s: &LoadSummary) {
         .unwrap_or_else(|| "-".into());
     let peak = s
         .peak
-        .map(|(v, t)| format!("{v} bytes at {}", fmt_ms(t)))
+        .map(|(v, t)| format!("{v} bytes at {}", flame::format_utc_ms(t)))
         .unwrap_or_else(|| "-".into());
     println!(
         "{}: process {} | {} snapshots ({} new) | {} stacks | {} frames | {} sample rows | symbolized {:.1}% | span {span} | peak {peak}{}",
@@ -218,29 +218,6 @@ fn print_summary(s: &LoadSummary) {
     for m in &s.missing_modules {
         println!("  no symbols: {m}");
     }
-}
-
-fn fmt_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (d, r) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = d + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
-        r / 3600,
-        r / 60 % 60,
-        r % 60,
-        ms.rem_euclid(1000)
-    )
 }
 
 fn main() {
