@@ -32,12 +32,14 @@ pub enum Error {
     #[error("cannot find the flamehouse-udf executable: {0}")]
     UdfBinary(String),
     /// A file operation failed.
-    #[error("{path}: {source}")]
+    // The cause is in the message, not in `source()`, so `{:#}` chains do
+    // not print it twice.
+    #[error("{path}: {cause}")]
     File {
         /// The file.
         path: PathBuf,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Anything from the stack functions' library.
     #[error(transparent)]
@@ -56,5 +58,5 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.into();
-    move |source| Error::File { path, source }
+    move |cause| Error::File { path, cause }
 }

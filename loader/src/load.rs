@@ -288,6 +288,15 @@ fn read_file(
                 last_ts,
             )?;
             summary.torn_tail = reader.tail().is_some_and(|t| t.is_torn());
+            if reader.header().is_none() && !opts.watch {
+                // Not even the header record is complete: a live file that
+                // has just been created, or not a MemHawk file at all.
+                return Err(Error::Decode(format!(
+                    "{source}: no complete header record in {} bytes (not a MemHawk .binpb file, \
+                     or one still being written: use --watch)",
+                    total_bytes
+                )));
+            }
             if opts.watch {
                 if opts.idle_exit.is_some_and(|d| last_growth.elapsed() >= d) {
                     break;

@@ -314,7 +314,17 @@ fn run() -> anyhow::Result<()> {
                 if let Some(b) = bar {
                     b.finish_and_clear();
                 }
-                print_summary(&r.with_context(|| format!("loading {}", f.display()))?);
+                // Name the file unless the error already does.
+                let r = r.map_err(|e| {
+                    let m = e.to_string();
+                    let name = f.display().to_string();
+                    if m.contains(name.trim_start_matches("./")) {
+                        anyhow::anyhow!(m)
+                    } else {
+                        anyhow::anyhow!("loading {name}: {m}")
+                    }
+                })?;
+                print_summary(&r);
             }
             Ok(())
         }
