@@ -23,9 +23,7 @@ extern "C" {
 /// queries have run on other threads (closing the connection first does not
 /// prevent it).
 extern "C" fn close_engine(status: std::ffi::c_int, _: *mut std::ffi::c_void) {
-    if let Some(dir) = data_dir() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    let _ = std::fs::remove_dir_all(data_dir());
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -33,15 +31,15 @@ extern "C" fn close_engine(status: std::ffi::c_int, _: *mut std::ffi::c_void) {
     unsafe { _exit(status) }
 }
 
-fn data_dir() -> Option<PathBuf> {
-    Some(std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id())))
+fn data_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id()))
 }
 
 /// The process-wide engine on a fresh temporary data directory. It is
 /// closed at exit: the engine's own teardown crashes on an open connection.
 pub fn engine() -> &'static Engine {
     ENGINE.get_or_init(|| {
-        let dir = data_dir().unwrap();
+        let dir = data_dir();
         let _ = std::fs::remove_dir_all(&dir);
         let e = Engine::open(&EngineOptions {
             data_dir: Some(dir),
@@ -79,20 +77,7 @@ pub type Sample = (Vec<String>, i64);
 
 /// A ClickHouse string literal for `s` (SQL quoting, byte-exact).
 pub fn lit(s: &str) -> String {
-    let mut o = String::from("'");
-    for c in s.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '\'' => o.push_str("\\'"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            '\r' => o.push_str("\\r"),
-            '\0' => o.push_str("\\0"),
-            c => o.push(c),
-        }
-    }
-    o.push('\'');
-    o
+    flamehouse::backend::sql_string(s)
 }
 
 /// A SQL literal of `Array(Tuple(Array(String), Int64))`.

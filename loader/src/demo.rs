@@ -6,6 +6,7 @@
 //! stacks of depth 10-40 that share prefixes like real call trees, and the
 //! sample rows are drawn in SQL with a skewed (cubic) distribution over them.
 
+use crate::backend::sql_string;
 use crate::engine::Engine;
 use crate::error::{file_err, Error, Result};
 use rand::rngs::StdRng;
@@ -80,21 +81,6 @@ pub fn synthetic_stacks(p: &SyntheticProfile) -> Vec<Vec<String>> {
     out
 }
 
-/// Quotes `s` as a ClickHouse string literal inside TabSeparated data.
-fn quoted(s: &str, out: &mut String) {
-    out.push('\'');
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            _ => out.push(c),
-        }
-    }
-    out.push('\'');
-}
-
 /// Creates `table (ts DateTime, stack Array(String), value Int64)` filled
 /// with `p.samples` rows drawn from [`synthetic_stacks`]; the distinct
 /// stacks are kept in `{table}_stacks (id UInt32, stack Array(String))`.
@@ -117,7 +103,7 @@ pub fn load_synthetic(engine: &Engine, table: &str, p: &SyntheticProfile) -> Res
                 if j > 0 {
                     sql.push(',');
                 }
-                quoted(f, &mut sql);
+                sql.push_str(&sql_string(f));
             }
             sql.push_str("]\n");
         }

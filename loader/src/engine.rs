@@ -248,12 +248,6 @@ impl Engine {
 
     /// Runs one statement and returns its output in `format`.
     pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
-        self.query_bytes(sql.as_bytes(), format)
-    }
-
-    /// Like [`Engine::query`] for a statement that carries binary data
-    /// inline (`INSERT ... FORMAT RowBinary\n<bytes>`).
-    pub fn query_bytes(&self, sql: &[u8], format: &str) -> Result<Vec<u8>> {
         let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         if conn.is_null() {
             return Err(Error::Query {

@@ -33,13 +33,6 @@ fn process() -> String {
     format!("toUInt64OrZero({})", var("process"))
 }
 
-fn metric_expr(fixed: Option<&str>) -> String {
-    match fixed {
-        Some(m) => format!("'{m}'"),
-        None => var("metric"),
-    }
-}
-
 fn max_nodes() -> String {
     format!("toUInt32OrZero({})", var("max_nodes"))
 }
@@ -109,7 +102,7 @@ fn range() -> &'static str {
 /// The memory dashboard.
 pub fn memory_dashboard() -> Value {
     let mut l = Layout { next_id: 0 };
-    let m = metric_expr(None);
+    let m = var("metric");
     let mut panels = Vec::new();
     panels.push({
         let mut p = l.panel(

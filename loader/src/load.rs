@@ -22,7 +22,7 @@ use crate::rows::{
     encode_all, stable_hash, FrameRow, ProcessRow, ProgressRow, RowBinary, SampleRow, StackRow,
     TotalRow,
 };
-use crate::symbolize::{Granularity, ModuleMap, Symbolizer, SymbolizerOptions};
+use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
@@ -113,11 +113,6 @@ pub struct Progress {
     pub snapshots: u64,
 }
 
-#[derive(Default)]
-struct Values {
-    v: [i64; 5],
-}
-
 struct State {
     process_id: u64,
     /// trace id -> stack index.
@@ -131,7 +126,7 @@ struct State {
     stack_touched: Vec<bool>,
     touched: Vec<usize>,
     stack_ids: Vec<u64>,
-    stack_values: Vec<Values>,
+    stack_values: Vec<[i64; 5]>,
     stack_index: HashMap<u64, usize>,
     frames_seen: HashSet<u64>,
     stored_stacks: HashSet<u64>,
@@ -263,22 +258,10 @@ fn read_file(
     let mut last_ts = 0i64;
     let mut last_progress = Instant::now();
     loop {
-        let rec = match reader.next_record() {
-            Ok(r) => r,
-            Err(e) => {
-                // Keep every complete record before the corruption.
-                flush(
-                    writer,
-                    &source,
-                    &mut st,
-                    reader.committed_offset(),
-                    &mut summary,
-                    last_ts,
-                )?;
-                return Err(e.into());
-            }
-        };
-        let Some(rec) = rec else {
+        let next = reader.next_record();
+        if !matches!(next, Ok(Some(_))) {
+            // End of the data, or corruption: store every complete record
+            // read so far first.
             flush(
                 writer,
                 &source,
@@ -287,6 +270,8 @@ fn read_file(
                 &mut summary,
                 last_ts,
             )?;
+        }
+        let Some(rec) = next? else {
             summary.torn_tail = reader.tail().is_some_and(|t| t.is_torn());
             if reader.header().is_none() && !opts.watch {
                 // Not even the header record is complete: a live file that
@@ -361,15 +346,7 @@ fn read_file(
                     Some((a, _)) => (a, ts),
                     None => (ts, ts),
                 });
-                apply_snapshot(
-                    &mut st,
-                    &reader,
-                    &mut sym,
-                    &snap,
-                    ts,
-                    replay,
-                    opts.symbolizer.granularity,
-                )?;
+                apply_snapshot(&mut st, &reader, &mut sym, &snap, ts, replay)?;
                 if !replay {
                     summary.snapshots_stored += 1;
                     st.pending_snapshots += 1;
@@ -426,7 +403,6 @@ fn apply_snapshot<R: std::io::Read>(
     snap: &Snapshot,
     ts: i64,
     replay: bool,
-    granularity: Granularity,
 ) -> Result<()> {
     for t in &snap.changed {
         let a = t.actual.unwrap_or_default();
@@ -440,7 +416,7 @@ fn apply_snapshot<R: std::io::Read>(
         let (stack, old) = match st.traces.get_mut(&t.trace_id) {
             Some((s, v)) => (*s, std::mem::replace(v, new)),
             None => {
-                let s = stack_for_trace(st, reader, sym, t.trace_id, granularity);
+                let s = stack_for_trace(st, reader, sym, t.trace_id);
                 st.traces.insert(t.trace_id, (s, new));
                 (s, [0; 5])
             }
@@ -450,7 +426,7 @@ fn apply_snapshot<R: std::io::Read>(
             st.touched.push(stack);
         }
         let d = &mut st.stack_delta[stack];
-        let v = &mut st.stack_values[stack].v;
+        let v = &mut st.stack_values[stack];
         for i in 0..5 {
             let delta = new[i].wrapping_sub(old[i]);
             d[i] = d[i].wrapping_add(delta);
@@ -465,7 +441,7 @@ fn apply_snapshot<R: std::io::Read>(
         if replay {
             continue;
         }
-        let v = &st.stack_values[s].v;
+        let v = &st.stack_values[s];
         st.pending_samples.push(SampleRow {
             process_id: st.process_id,
             ts,
@@ -500,8 +476,8 @@ fn apply_snapshot<R: std::io::Read>(
             // No total reported: the sum of every trace's latest values.
             let mut s = [0i64; 5];
             for v in &st.stack_values {
-                for (acc, x) in s.iter_mut().zip(v.v) {
-                    *acc = acc.wrapping_add(x);
+                for (acc, x) in s.iter_mut().zip(v) {
+                    *acc = acc.wrapping_add(*x);
                 }
             }
             TotalRow {
@@ -524,7 +500,6 @@ fn stack_for_trace<R: std::io::Read>(
     reader: &BinpbReader<R>,
     sym: &mut Symbolizer,
     trace_id: u32,
-    _granularity: Granularity,
 ) -> usize {
     let mut labels: Vec<String> = Vec::new();
     let mut frame_rows: Vec<FrameRow> = Vec::new();
@@ -572,7 +547,7 @@ fn stack_for_trace<R: std::io::Read>(
     }
     let i = st.stack_ids.len();
     st.stack_ids.push(stack_id);
-    st.stack_values.push(Values::default());
+    st.stack_values.push([0; 5]);
     st.stack_delta.push([0; 5]);
     st.stack_touched.push(false);
     st.stack_index.insert(stack_id, i);

@@ -1,13 +1,6 @@
 //! Generated artifacts in the repository match what the code generates.
 
-use std::path::PathBuf;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use crate::render::repo;
 
 #[test]
 fn udf_configs_and_wrappers_are_fresh() {
