@@ -3,8 +3,12 @@
 //! sent again (a retry, a restart after a crash) is stored once.
 
 use crate::engine::Engine;
-use crate::error::{file_err, Result};
+use crate::error::{file_err, Error, Result};
 use crate::rows::{encode_all, RowBinary};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 /// A ClickHouse to run SQL on and insert rows into.
 pub trait Backend: Sync {
@@ -22,6 +26,12 @@ pub trait Backend: Sync {
         rows: &[u8],
         token: &str,
     ) -> Result<()>;
+
+    /// Whether the engine's background merges run in this process (the
+    /// embedded engine) and so compete with the loader for its cores.
+    fn merges_in_process(&self) -> bool {
+        false
+    }
 }
 
 /// Inserts typed rows through `backend` as one deduplicated block.
@@ -57,6 +67,10 @@ pub fn sql_string(s: &str) -> String {
 }
 
 impl Backend for Engine {
+    fn merges_in_process(&self) -> bool {
+        true
+    }
+
     fn execute(&self, sql: &str) -> Result<()> {
         Engine::execute(self, sql)
     }
@@ -74,31 +88,101 @@ impl Backend for Engine {
         token: &str,
     ) -> Result<()> {
         // Data inline after `FORMAT RowBinary` is cut at the engine's query
-        // buffer size without an error, so the block goes through a file
-        // that the engine reads with file(), exactly as sent.
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let dir = self.data_dir().join("tmp");
-        std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
-        let path = dir.join(format!(
-            "insert-{}-{}.rowbinary",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::write(&path, rows).map_err(file_err(&path))?;
-        let columns = column_names(structure);
-        let q = format!(
-            "INSERT INTO {db}.{table} ({}) SETTINGS insert_deduplication_token = {}, \
-             deduplicate_blocks_in_dependent_materialized_views = 1 \
-             SELECT * FROM file({}, RowBinary, {})",
-            columns.join(", "),
-            sql_string(token),
-            sql_string(&path.display().to_string()),
-            sql_string(structure)
-        );
-        let r = self.execute(&q);
+        // buffer size without an error, so the block goes through a named
+        // pipe that the engine reads with file() while a feeder thread
+        // writes it: nothing is written to disk and read back.
+        let path = temp_path(self, "fifo")?;
+        make_fifo(&path)?;
+        let cancel = AtomicBool::new(false);
+        let (queried, fed) = std::thread::scope(|scope| {
+            let feeder = scope.spawn(|| -> std::io::Result<()> {
+                let mut file = open_fifo_writer(&path, &cancel)?;
+                file.write_all(rows)
+            });
+            let queried = self.execute(&file_insert_sql(db, table, structure, token, &path));
+            // A query that failed before opening the pipe leaves the feeder
+            // waiting for a reader: tell it to stop.
+            cancel.store(true, Ordering::Relaxed);
+            let fed = feeder
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the feeder thread panicked")));
+            (queried, fed)
+        });
         let _ = std::fs::remove_file(&path);
-        r
+        // The engine's error explains a broken pipe, so it comes first.
+        queried?;
+        fed.map_err(file_err(&path))
+    }
+}
+
+/// A fresh path under the engine's `tmp/` directory.
+fn temp_path(engine: &Engine, ext: &str) -> Result<PathBuf> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = engine.data_dir().join("tmp");
+    std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
+    Ok(dir.join(format!(
+        "insert-{}-{}.{ext}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )))
+}
+
+fn file_insert_sql(db: &str, table: &str, structure: &str, token: &str, path: &Path) -> String {
+    format!(
+        "INSERT INTO {db}.{table} ({}) SETTINGS insert_deduplication_token = {}, \
+         deduplicate_blocks_in_dependent_materialized_views = 1 \
+         SELECT * FROM file({}, RowBinary, {})",
+        column_names(structure).join(", "),
+        sql_string(token),
+        sql_string(&path.display().to_string()),
+        sql_string(structure)
+    )
+}
+
+fn make_fifo(path: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::File {
+        path: path.to_path_buf(),
+        cause: std::io::Error::other("path contains a NUL byte"),
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(file_err(path)(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Opens the write end once the engine has opened the read end (a
+/// non-blocking open fails with ENXIO until then), or gives up when
+/// `cancel` is set; then switches to blocking writes.
+fn open_fifo_writer(path: &Path, cancel: &AtomicBool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                let fd = f.as_raw_fd();
+                // SAFETY: fcntl on a descriptor this function owns.
+                unsafe {
+                    let flags = libc::fcntl(fd, libc::F_GETFL);
+                    if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                return Ok(f);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if cancel.load(Ordering::Relaxed) {
+                    return Err(std::io::Error::other("the engine did not open the pipe"));
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

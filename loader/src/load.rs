@@ -19,13 +19,12 @@ use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
 use crate::rows::{
-    encode_all, stable_hash, FrameRow, ProcessRow, ProgressRow, RowBinary, SampleRow, StackRow,
-    TotalRow,
+    stable_hash, FrameRow, ProcessRow, ProgressRow, RowBinary, SampleRow, StackRow, TotalRow,
 };
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 /// Label of the stack that holds the profiler's own allocations.
@@ -113,29 +112,118 @@ pub struct Progress {
     pub snapshots: u64,
 }
 
+/// Trace ids below this are looked up in a flat table (MemHawk numbers its
+/// traces 1, 2, 3, ...; the table costs 4 bytes per id up to the largest one
+/// seen), the rest (the profiler's bit-31 ids, a sparse producer) in a map.
+const DENSE_TRACE_IDS: u32 = 1 << 22;
+
+/// Trace id -> slot in [`State::traces`].
+#[derive(Default)]
+struct TraceIndex {
+    dense: Vec<u32>,
+    sparse: HashMap<u32, u32>,
+}
+
+impl TraceIndex {
+    fn get(&self, id: u32) -> Option<usize> {
+        if id < DENSE_TRACE_IDS {
+            match self.dense.get(id as usize) {
+                Some(&s) if s != u32::MAX => Some(s as usize),
+                _ => None,
+            }
+        } else {
+            self.sparse.get(&id).map(|&s| s as usize)
+        }
+    }
+
+    fn insert(&mut self, id: u32, slot: usize) {
+        if id < DENSE_TRACE_IDS {
+            let i = id as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, u32::MAX);
+            }
+            self.dense[i] = slot as u32;
+        } else {
+            self.sparse.insert(id, slot as u32);
+        }
+    }
+}
+
+/// A trace: its stack and its latest values (size, active, overhead,
+/// total_count, total_bytes).
+struct Trace {
+    stack: u32,
+    values: [i64; 5],
+}
+
+/// A distinct stack: the sum of its traces' latest values, and its change
+/// within the snapshot being applied.
+struct StackState {
+    id: u64,
+    values: [i64; 5],
+    delta: [i64; 5],
+    /// Listed in `State::touched` (reused across snapshots: no per-snapshot
+    /// map).
+    touched: bool,
+}
+
 struct State {
     process_id: u64,
-    /// trace id -> stack index.
-    /// trace id -> (stack index, latest values: size, active, overhead,
-    /// total_count, total_bytes); one lookup per changed trace.
-    traces: HashMap<u32, (usize, [i64; 5])>,
-    /// Per stack: its change within the snapshot being applied, and whether
-    /// it is listed in `touched` (reused across snapshots: no per-snapshot
-    /// map).
-    stack_delta: Vec<[i64; 5]>,
-    stack_touched: Vec<bool>,
-    touched: Vec<usize>,
-    stack_ids: Vec<u64>,
-    stack_values: Vec<[i64; 5]>,
-    stack_index: HashMap<u64, usize>,
+    trace_index: TraceIndex,
+    traces: Vec<Trace>,
+    stacks: Vec<StackState>,
+    touched: Vec<u32>,
+    stack_index: HashMap<u64, u32>,
     frames_seen: HashSet<u64>,
     stored_stacks: HashSet<u64>,
     pending_frames: Vec<FrameRow>,
     pending_stacks: Vec<StackRow>,
-    pending_samples: Vec<SampleRow>,
+    /// Pending sample rows, RowBinary-encoded ([`SampleRow::ENCODED_LEN`]
+    /// bytes each) in arrival order, and the stack (index into `stacks`) of
+    /// each.
+    pending_samples: Vec<u8>,
+    pending_sample_stacks: Vec<u32>,
     pending_totals: Vec<TotalRow>,
     pending_snapshots: usize,
     batch_start: u64,
+    /// Sample buffers the writer has finished with, for reuse.
+    spare: Receiver<Spare>,
+}
+
+/// Background merges of `samples` paused (`SYSTEM STOP MERGES`) until
+/// [`MergePause::resume`] or drop.
+struct MergePause<'a> {
+    backend: &'a dyn Backend,
+    table: String,
+    resumed: bool,
+}
+
+impl<'a> MergePause<'a> {
+    fn new(backend: &'a dyn Backend, db: &str) -> Result<Self> {
+        let table = format!("{db}.{}", SampleRow::TABLE);
+        backend.execute(&format!("SYSTEM STOP MERGES {table}"))?;
+        Ok(MergePause {
+            backend,
+            table,
+            resumed: false,
+        })
+    }
+
+    fn resume(mut self) -> Result<()> {
+        self.resumed = true;
+        self.backend
+            .execute(&format!("SYSTEM START MERGES {}", self.table))
+    }
+}
+
+impl Drop for MergePause<'_> {
+    fn drop(&mut self) {
+        if !self.resumed {
+            let _ = self
+                .backend
+                .execute(&format!("SYSTEM START MERGES {}", self.table));
+        }
+    }
 }
 
 fn ms(ns: u64) -> i64 {
@@ -147,60 +235,104 @@ struct Batch {
     token: String,
     frames: Vec<FrameRow>,
     stacks: Vec<StackRow>,
-    samples: Vec<SampleRow>,
+    /// Encoded sample rows in arrival order, the stack of each, and each
+    /// stack's position in stack_id order.
+    samples: Vec<u8>,
+    sample_stacks: Vec<u32>,
+    rank: Vec<u32>,
     totals: Vec<TotalRow>,
     progress: ProgressRow,
 }
 
-fn write_batch(backend: &dyn Backend, db: &str, b: Batch) -> Result<()> {
+/// Sample buffers going back to the reader for reuse.
+type Spare = (Vec<u8>, Vec<u32>);
+
+/// Rearranges encoded sample rows (`SampleRow::ENCODED_LEN` bytes each)
+/// into the table's key order (process, stack_id, ts) in `out`: a counting
+/// sort on each row's stack rank, stable, so each stack's rows keep their
+/// arrival (time) order. It reads the rows in sequence and scatters whole
+/// rows, which is cheap; blocks that arrive sorted save the engine its own
+/// sort on insert (it checks first).
+fn sort_rows(rows: &[u8], sample_stacks: &[u32], rank: &[u32], out: &mut Vec<u8>) {
+    const L: usize = SampleRow::ENCODED_LEN;
+    debug_assert_eq!(rows.len(), sample_stacks.len() * L);
+    let mut start = vec![0usize; rank.len() + 1];
+    for &s in sample_stacks {
+        start[rank[s as usize] as usize + 1] += L;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    out.clear();
+    out.resize(rows.len(), 0);
+    for (row, &s) in rows.chunks_exact(L).zip(sample_stacks) {
+        let at = &mut start[rank[s as usize] as usize];
+        out[*at..*at + L].copy_from_slice(row);
+        *at += L;
+    }
+}
+
+fn write_batch(backend: &dyn Backend, db: &str, b: Batch, sorted: &mut Vec<u8>) -> Result<Spare> {
     let tok = &b.token;
     // Dictionaries first, progress last: a crash in between re-sends the
     // batch, which the tokens deduplicate.
     insert(backend, db, &b.frames, &format!("{tok}:frames"))?;
     insert(backend, db, &b.stacks, &format!("{tok}:stacks"))?;
-    // Encode, then free the rows before inserting: one copy in memory.
-    let samples = encode_all(&b.samples);
-    let n = b.samples.len();
-    drop(b.samples);
-    if n > 0 {
+    if !b.samples.is_empty() {
+        sort_rows(&b.samples, &b.sample_stacks, &b.rank, sorted);
         backend.insert_rowbinary(
             db,
             SampleRow::TABLE,
             SampleRow::STRUCTURE,
-            &samples,
+            sorted,
             &format!("{tok}:samples"),
         )?;
     }
-    drop(samples);
     insert(backend, db, &b.totals, &format!("{tok}:totals"))?;
     insert(
         backend,
         db,
         std::slice::from_ref(&b.progress),
         &format!("{tok}:progress"),
-    )
+    )?;
+    let (mut rows, mut stacks) = (b.samples, b.sample_stacks);
+    rows.clear();
+    stacks.clear();
+    Ok((rows, stacks))
 }
 
 /// Loads one file into `backend` (the schema must exist: see
 /// [`crate::schema::migrate`]). Decoding and symbolizing run on the calling
 /// thread while a writer thread inserts the previous batch; at most one batch
-/// waits between them, so memory stays bounded.
+/// waits between them, so memory stays bounded, and the writer hands the
+/// sample buffers back for reuse.
 pub fn load_file(
     backend: &dyn Backend,
     path: &Path,
     opts: &LoadOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<LoadSummary> {
+    // Merges the embedded engine starts during a load take cores from
+    // decoding and inserting, and are cancelled (their work lost) when a
+    // short-lived loader exits: pause them for `samples` until the file is
+    // caught up. The pause is in memory only; a crash cannot leave it on.
+    let pause = backend
+        .merges_in_process()
+        .then(|| MergePause::new(backend, &opts.database))
+        .transpose()?;
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(1);
+        let (spare_tx, spare_rx) = std::sync::mpsc::sync_channel::<Spare>(2);
         let db = opts.database.clone();
         let writer = scope.spawn(move || -> Result<()> {
+            let mut sorted = Vec::new();
             for b in rx {
-                write_batch(backend, &db, b)?;
+                let spare = write_batch(backend, &db, b, &mut sorted)?;
+                let _ = spare_tx.try_send(spare);
             }
             Ok(())
         });
-        let read = read_file(backend, path, opts, progress, &tx);
+        let read = read_file(backend, path, opts, progress, &tx, spare_rx, pause);
         drop(tx);
         let written = writer.join().unwrap_or_else(|_| {
             Err(Error::Query {
@@ -220,6 +352,8 @@ fn read_file(
     opts: &LoadOptions,
     progress: &mut dyn FnMut(Progress),
     writer: &SyncSender<Batch>,
+    spare: Receiver<Spare>,
+    mut pause: Option<MergePause>,
 ) -> Result<LoadSummary> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let source = abs.display().to_string();
@@ -237,21 +371,21 @@ fn read_file(
     };
     let mut st = State {
         process_id: 0,
-        traces: HashMap::default(),
-        stack_delta: Vec::new(),
-        stack_touched: Vec::new(),
+        trace_index: TraceIndex::default(),
+        traces: Vec::new(),
+        stacks: Vec::new(),
         touched: Vec::new(),
-        stack_ids: Vec::new(),
-        stack_values: Vec::new(),
         stack_index: HashMap::default(),
         frames_seen: HashSet::default(),
         stored_stacks: HashSet::default(),
         pending_frames: Vec::new(),
         pending_stacks: Vec::new(),
         pending_samples: Vec::new(),
+        pending_sample_stacks: Vec::new(),
         pending_totals: Vec::new(),
         pending_snapshots: 0,
         batch_start: 0,
+        spare,
     };
     let mut main_binary: Option<PathBuf> = opts.main_binary.clone();
     let mut last_growth = Instant::now();
@@ -272,6 +406,10 @@ fn read_file(
             )?;
         }
         let Some(rec) = next? else {
+            // Caught up: merges may run while `--watch` waits.
+            if let Some(p) = pause.take() {
+                p.resume()?;
+            }
             summary.torn_tail = reader.tail().is_some_and(|t| t.is_torn());
             if reader.header().is_none() && !opts.watch {
                 // Not even the header record is complete: a live file that
@@ -351,7 +489,7 @@ fn read_file(
                     summary.snapshots_stored += 1;
                     st.pending_snapshots += 1;
                     if st.pending_snapshots >= opts.batch_snapshots
-                        || st.pending_samples.len() >= opts.batch_rows
+                        || st.pending_sample_stacks.len() >= opts.batch_rows
                     {
                         flush(writer, &source, &mut st, offset, &mut summary, ts)?;
                     }
@@ -385,7 +523,7 @@ fn read_file(
     });
     let stats = sym.stats();
     summary.symbolized_percent = stats.symbolized_percent();
-    summary.stacks = st.stack_ids.len();
+    summary.stacks = st.stacks.len();
     summary.frames = st.frames_seen.len();
     summary.bytes = reader.committed_offset();
     summary.missing_modules = sym
@@ -413,39 +551,45 @@ fn apply_snapshot<R: std::io::Read>(
             a.total_count as i64,
             a.total_bytes as i64,
         ];
-        let (stack, old) = match st.traces.get_mut(&t.trace_id) {
-            Some((s, v)) => (*s, std::mem::replace(v, new)),
+        let (stack, old) = match st.trace_index.get(t.trace_id) {
+            Some(slot) => {
+                let tr = &mut st.traces[slot];
+                (tr.stack as usize, std::mem::replace(&mut tr.values, new))
+            }
             None => {
-                let s = stack_for_trace(st, reader, sym, t.trace_id);
-                st.traces.insert(t.trace_id, (s, new));
-                (s, [0; 5])
+                let stack = stack_for_trace(st, reader, sym, t.trace_id);
+                st.trace_index.insert(t.trace_id, st.traces.len());
+                st.traces.push(Trace {
+                    stack: stack as u32,
+                    values: new,
+                });
+                (stack, [0; 5])
             }
         };
-        if !st.stack_touched[stack] {
-            st.stack_touched[stack] = true;
-            st.touched.push(stack);
+        let s = &mut st.stacks[stack];
+        if !s.touched {
+            s.touched = true;
+            st.touched.push(stack as u32);
         }
-        let d = &mut st.stack_delta[stack];
-        let v = &mut st.stack_values[stack];
         for i in 0..5 {
             let delta = new[i].wrapping_sub(old[i]);
-            d[i] = d[i].wrapping_add(delta);
-            v[i] = v[i].wrapping_add(delta);
+            s.delta[i] = s.delta[i].wrapping_add(delta);
+            s.values[i] = s.values[i].wrapping_add(delta);
         }
     }
     let mut touched = std::mem::take(&mut st.touched);
-    touched.sort_unstable();
-    for &s in &touched {
-        let d = std::mem::take(&mut st.stack_delta[s]);
-        st.stack_touched[s] = false;
+    for &i in &touched {
+        let s = &mut st.stacks[i as usize];
+        let d = std::mem::take(&mut s.delta);
+        s.touched = false;
         if replay {
             continue;
         }
-        let v = &st.stack_values[s];
-        st.pending_samples.push(SampleRow {
+        let v = &s.values;
+        SampleRow {
             process_id: st.process_id,
             ts,
-            stack_id: st.stack_ids[s],
+            stack_id: s.id,
             size: v[0],
             active: v[1],
             overhead: v[2],
@@ -455,7 +599,9 @@ fn apply_snapshot<R: std::io::Read>(
             active_delta: d[1],
             count_delta: d[3],
             bytes_delta: d[4],
-        });
+        }
+        .encode(&mut st.pending_samples);
+        st.pending_sample_stacks.push(i);
     }
     touched.clear();
     st.touched = touched;
@@ -475,8 +621,8 @@ fn apply_snapshot<R: std::io::Read>(
         None => {
             // No total reported: the sum of every trace's latest values.
             let mut s = [0i64; 5];
-            for v in &st.stack_values {
-                for (acc, x) in s.iter_mut().zip(v) {
+            for stack in &st.stacks {
+                for (acc, x) in s.iter_mut().zip(&stack.values) {
                     *acc = acc.wrapping_add(*x);
                 }
             }
@@ -538,19 +684,21 @@ fn stack_for_trace<R: std::io::Read>(
     let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
     let stack_id = stable_hash(&parts);
     if let Some(&i) = st.stack_index.get(&stack_id) {
-        return i;
+        return i as usize;
     }
     for f in frame_rows.iter() {
         if st.frames_seen.insert(f.frame_id) {
             st.pending_frames.push(f.clone());
         }
     }
-    let i = st.stack_ids.len();
-    st.stack_ids.push(stack_id);
-    st.stack_values.push([0; 5]);
-    st.stack_delta.push([0; 5]);
-    st.stack_touched.push(false);
-    st.stack_index.insert(stack_id, i);
+    let i = st.stacks.len();
+    st.stacks.push(StackState {
+        id: stack_id,
+        values: [0; 5],
+        delta: [0; 5],
+        touched: false,
+    });
+    st.stack_index.insert(stack_id, i as u32);
     if st.stored_stacks.insert(stack_id) {
         st.pending_stacks.push(StackRow {
             stack_id,
@@ -569,21 +717,34 @@ fn flush(
     summary: &mut LoadSummary,
     last_ts: i64,
 ) -> Result<()> {
-    if st.pending_samples.is_empty()
+    if st.pending_sample_stacks.is_empty()
         && st.pending_totals.is_empty()
         && st.pending_stacks.is_empty()
         && st.pending_frames.is_empty()
     {
         return Ok(());
     }
-    summary.sample_rows += st.pending_samples.len() as u64;
+    summary.sample_rows += st.pending_sample_stacks.len() as u64;
+    // Each stack's position in stack_id order, for the writer's sort.
+    let mut by_id: Vec<u32> = (0..st.stacks.len() as u32).collect();
+    by_id.sort_unstable_by_key(|&i| st.stacks[i as usize].id);
+    let mut rank = vec![0u32; by_id.len()];
+    for (r, &i) in by_id.iter().enumerate() {
+        rank[i as usize] = r as u32;
+    }
+    // Swap in the buffers of a batch the writer has finished with.
+    let (rows, stacks) = st.spare.try_recv().unwrap_or_default();
+    let samples = std::mem::replace(&mut st.pending_samples, rows);
+    let sample_stacks = std::mem::replace(&mut st.pending_sample_stacks, stacks);
     let batch = Batch {
         // The stream's identity and byte range: the same batch from any copy
         // of the file gets the same token.
         token: format!("{}@{}-{end}", st.process_id, st.batch_start),
         frames: std::mem::take(&mut st.pending_frames),
         stacks: std::mem::take(&mut st.pending_stacks),
-        samples: std::mem::take(&mut st.pending_samples),
+        samples,
+        sample_stacks,
+        rank,
         totals: std::mem::take(&mut st.pending_totals),
         progress: ProgressRow {
             source: source.to_string(),
@@ -604,5 +765,84 @@ fn flush(
 impl From<binpb::Error> for Error {
     fn from(e: binpb::Error) -> Self {
         Error::Decode(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn sort_rows_matches_a_stable_sort_by_rank() {
+        const L: usize = SampleRow::ENCODED_LEN;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..50 {
+            let stacks = rng.gen_range(1..40usize);
+            let n = rng.gen_range(0..500usize);
+            // A random rank permutation of the stacks.
+            let mut rank: Vec<u32> = (0..stacks as u32).collect();
+            for i in (1..stacks).rev() {
+                rank.swap(i, rng.gen_range(0..=i));
+            }
+            let sample_stacks: Vec<u32> = (0..n).map(|_| rng.gen_range(0..stacks as u32)).collect();
+            let rows: Vec<u8> = (0..n * L).map(|_| rng.gen()).collect();
+            let mut out = vec![7u8; 3];
+            sort_rows(&rows, &sample_stacks, &rank, &mut out);
+            // Reference: a stable sort of the row indexes by rank.
+            let mut idx: Vec<usize> = (0..n).collect();
+            idx.sort_by_key(|&i| rank[sample_stacks[i] as usize]);
+            let want: Vec<u8> = idx
+                .iter()
+                .flat_map(|&i| rows[i * L..(i + 1) * L].iter().copied())
+                .collect();
+            assert_eq!(out, want);
+        }
+    }
+
+    #[test]
+    fn encoded_sample_rows_have_the_fixed_length() {
+        let mut buf = Vec::new();
+        SampleRow {
+            process_id: 1,
+            ts: 2,
+            stack_id: 3,
+            size: -4,
+            active: 5,
+            overhead: 6,
+            total_count: 7,
+            total_bytes: 8,
+            size_delta: 9,
+            active_delta: 10,
+            count_delta: 11,
+            bytes_delta: 12,
+        }
+        .encode(&mut buf);
+        assert_eq!(buf.len(), SampleRow::ENCODED_LEN);
+    }
+
+    #[test]
+    fn trace_index_finds_dense_and_sparse_ids() {
+        let mut t = TraceIndex::default();
+        let ids = [
+            0u32,
+            7,
+            3,
+            DENSE_TRACE_IDS - 1,
+            DENSE_TRACE_IDS,
+            0x8000_0000,
+            u32::MAX,
+        ];
+        for (slot, &id) in ids.iter().enumerate() {
+            assert_eq!(t.get(id), None, "{id}");
+            t.insert(id, slot);
+        }
+        for (slot, &id) in ids.iter().enumerate() {
+            assert_eq!(t.get(id), Some(slot), "{id}");
+        }
+        assert_eq!(t.get(1), None);
+        assert_eq!(t.get(DENSE_TRACE_IDS + 1), None);
+        // Ids at or above the limit never grow the flat table.
+        assert_eq!(t.dense.len(), DENSE_TRACE_IDS as usize);
     }
 }

@@ -149,6 +149,11 @@ pub struct SampleRow {
     pub bytes_delta: i64,
 }
 
+impl SampleRow {
+    /// Bytes of one encoded row (twelve 8-byte columns).
+    pub const ENCODED_LEN: usize = 96;
+}
+
 impl RowBinary for SampleRow {
     const TABLE: &'static str = "samples";
     const STRUCTURE: &'static str = "process_id UInt64, ts DateTime64(3, 'UTC'), stack_id UInt64, size Int64, active Int64, overhead Int64, total_count UInt64, total_bytes UInt64, size_delta Int64, active_delta Int64, count_delta Int64, bytes_delta Int64";

@@ -107,3 +107,62 @@ fn engine_shows_the_udf_error_to_the_user() {
     // The pool recovers: the next call works.
     assert_eq!(q("SELECT stackFold([(['a'], 1)])"), "[('a',1)]\n");
 }
+
+/// The embedded engine reads inserted blocks through a named pipe: a query
+/// that fails before opening it, or in the middle of reading it, must return
+/// the engine's error without hanging and store nothing.
+#[test]
+fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
+    use flamehouse::backend::Backend;
+    use std::time::{Duration, Instant};
+    let e = engine();
+    q("CREATE DATABASE IF NOT EXISTS pipe_test");
+    q("CREATE TABLE IF NOT EXISTS pipe_test.t (a UInt64, b UInt64) ENGINE = MergeTree ORDER BY a \
+       SETTINGS non_replicated_deduplication_window = 100");
+    let structure = "a UInt64, b UInt64";
+    // Larger than a pipe's buffer, so the feeder blocks while the engine reads.
+    let n = 100_000u64;
+    let mut rows = Vec::new();
+    for i in 0..n {
+        rows.extend(i.to_le_bytes());
+        rows.extend((2 * i).to_le_bytes());
+    }
+
+    // No such table: the engine never opens the pipe.
+    let t = Instant::now();
+    let err = e
+        .insert_rowbinary("pipe_test", "missing", structure, &rows, "tok-missing")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+
+    // A hostile string length at the start: the engine stops reading early.
+    let mut hostile = vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
+    hostile.extend(std::iter::repeat_n(b'x', 2 << 20));
+    let err = e
+        .insert_rowbinary("pipe_test", "t", "a String", &hostile, "tok-hostile")
+        .unwrap_err()
+        .to_string();
+    assert!(!err.is_empty());
+
+    // A torn last row: an error, and no row of the block is stored.
+    let mut torn = rows.clone();
+    torn.push(1);
+    let err = e
+        .insert_rowbinary("pipe_test", "t", structure, &torn, "tok-torn")
+        .unwrap_err()
+        .to_string();
+    assert!(!err.is_empty());
+    assert_eq!(q("SELECT count() FROM pipe_test.t"), "0\n");
+
+    // Whole rows, sent twice with one token: stored once, exactly.
+    for _ in 0..2 {
+        e.insert_rowbinary("pipe_test", "t", structure, &rows, "tok-ok")
+            .unwrap();
+    }
+    assert_eq!(
+        q("SELECT count(), sum(a), sum(b) FROM pipe_test.t"),
+        format!("{n}\t{}\t{}\n", n * (n - 1) / 2, n * (n - 1))
+    );
+}
