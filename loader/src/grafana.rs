@@ -87,6 +87,42 @@ impl Layout {
     }
 }
 
+/// The body of the latest definition of view `name` in the schema package,
+/// on one line, with its `{name:Type}` parameters replaced by `params`.
+pub fn view_query(name: &str, params: &[(&str, String)]) -> String {
+    let head = format!("CREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS");
+    let sql = crate::schema::MIGRATIONS
+        .iter()
+        .rev()
+        .find_map(|(_, _, sql)| {
+            let at = sql.find(&head)? + head.len();
+            Some(&sql[at..at + sql[at..].find(';')?])
+        })
+        .unwrap_or_else(|| panic!("view {name} is not in the schema package"));
+    let mut out = sql
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or(""))
+        .flat_map(str::split_whitespace)
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("{db}", crate::schema::DEFAULT_DATABASE);
+    let mut marked = Vec::new();
+    for (i, (param, _)) in params.iter().enumerate() {
+        // Markers first, so a value containing braces is never rescanned.
+        let marker = format!("\u{0}{i}\u{0}");
+        out = out.replace(&format!("{{{param}}}"), &marker);
+        marked.push(marker);
+    }
+    assert!(
+        !out.contains('{'),
+        "view {name}: a parameter has no value: {out}"
+    );
+    for (marker, (_, value)) in marked.iter().zip(params) {
+        out = out.replace(marker, value);
+    }
+    out
+}
+
 fn flame_sql(view: &str, args: &str) -> String {
     format!(
         "SELECT level, label, value, self FROM flamehouse.{view}(process_id = {}, max_nodes = {}, {args}) ORDER BY i",
@@ -258,27 +294,28 @@ pub fn memory_dashboard() -> Value {
             title,
             "Every stack through the function counted once (recursion included). Pick functions above.",
             [12 * i as u32, y, 12, 8],
-            // The function_series view's query, inlined: a view parameter
-            // cannot take the lambda that decodes the hex-encoded selection.
+            // The function_series view's own query with the panel's
+            // macros as its parameters: a view parameter cannot take the
+            // lambda that decodes the hex-encoded selection.
             format!(
-                "SELECT time, function, {col} FROM (\
-                 SELECT time, function, sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count FROM (\
-                 SELECT x.time AS time, sf.function AS function, sum(x.db) AS db, sum(x.dc) AS dc FROM (\
-                 SELECT toStartOfInterval(ts, toIntervalSecond($__interval_s)) AS time, stack_id, \
-                 sum(size_delta) AS db, sum(active_delta) AS dc FROM flamehouse.samples \
-                 WHERE process_id = {pid} AND ts <= $__toTime_ms \
-                 AND stack_id IN (SELECT stack_id FROM flamehouse.stack_functions WHERE has({fs}, function)) \
-                 GROUP BY time, stack_id) AS x \
-                 INNER JOIN (SELECT DISTINCT stack_id, function FROM flamehouse.stack_functions WHERE has({fs}, function)) AS sf \
-                 ON sf.stack_id = x.stack_id GROUP BY time, function) \
-                 WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) \
-                 WHERE time >= toStartOfInterval($__fromTime_ms, toIntervalSecond($__interval_s)) ORDER BY time, function",
-                pid = process(),
-                fs = functions()
+                "SELECT time, function, {col} FROM ({}) ORDER BY time, function",
+                view_query(
+                    "function_series",
+                    &[
+                        ("process_id:UInt64", process()),
+                        ("step:UInt32", "$__interval_s".into()),
+                        ("t1:DateTime64(3, 'UTC')", "$__fromTime_ms".into()),
+                        ("t2:DateTime64(3, 'UTC')", "$__toTime_ms".into()),
+                        ("functions:Array(String)", functions()),
+                    ],
+                )
             ),
             0,
         );
         p["fieldConfig"] = json!({"defaults": {"unit": unit}, "overrides": []});
+        // Whole-minute steps read the per-minute rollup (fast on long
+        // profiles); Grafana's intervals from 1m up are whole minutes.
+        p["interval"] = json!("1m");
         p["transformations"] = json!([{"id": "prepareTimeSeries", "options": {"format": "multi"}}]);
         panels.push(p);
     }

@@ -13,6 +13,7 @@ pub const DEFAULT_DATABASE: &str = "flamehouse";
 pub const MIGRATIONS: &[(u32, &str, &str)] = &[
     (1, "tables", include_str!("../../sql/schema/001_tables.sql")),
     (2, "views", include_str!("../../sql/schema/002_views.sql")),
+    (3, "rollup", include_str!("../../sql/schema/003_rollup.sql")),
 ];
 
 /// Where the schema goes.

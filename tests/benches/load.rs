@@ -775,6 +775,15 @@ fn main() {
             ),
         ),
         (
+            "6 function_series (3 heaviest, step 5)",
+            format!(
+                "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = 5, t1 = '{}', t2 = '{}', functions = [{}])",
+                flamehouse::flame::format_utc_ms(first),
+                flamehouse::flame::format_utc_ms(last),
+                functions.join(", ")
+            ),
+        ),
+        (
             "6 function_series (3 heaviest, step 60)",
             format!(
                 "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = 60, t1 = '{}', t2 = '{}', functions = [{}])",

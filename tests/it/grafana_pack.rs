@@ -255,6 +255,60 @@ fn every_panel_query_runs_and_fits_its_panel() {
     }
 }
 
+/// The function panels run the function_series view's own query with the
+/// plugin's macros: the same rows as the view, on the rollup's path (1 m)
+/// and the samples' path (5 s).
+#[test]
+fn function_panels_equal_the_function_series_view() {
+    let (pid, from_ms, to_ms) = loaded();
+    let d = dashboard();
+    let names: Vec<String> = q(&format!(
+        "SELECT DISTINCT function FROM flamehouse.stack_functions WHERE stack_id IN \
+         (SELECT stack_id FROM flamehouse.samples WHERE process_id = {pid}) ORDER BY function LIMIT 4"
+    ))
+    .lines()
+    .map(unescape_tsv)
+    .collect();
+    assert_eq!(names.len(), 4);
+    let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    vars.insert("process", vec![pid.to_string()]);
+    vars.insert("metric", vec!["bytes".into()]);
+    vars.insert("max_nodes", vec!["2000".into()]);
+    vars.insert(
+        "function",
+        names
+            .iter()
+            .map(|n| n.bytes().map(|b| format!("{b:02X}")).collect())
+            .collect(),
+    );
+    let list: Vec<String> = names.iter().map(|n| lit(n)).collect();
+    let mut checked = 0;
+    for p in d["panels"].as_array().unwrap() {
+        let sql = p["targets"][0]["rawSql"].as_str().unwrap();
+        let Some(col) = ["live_bytes", "live_count"]
+            .into_iter()
+            .find(|c| sql.starts_with(&format!("SELECT time, function, {c} FROM")))
+        else {
+            continue;
+        };
+        assert_eq!(p["interval"], "1m", "{}", p["title"]);
+        for step in [60u64, 5] {
+            let got = q(&expand(sql, &vars, from_ms + 7_000, to_ms - 3_000, step));
+            let want = q(&format!(
+                "SELECT time, function, {col} FROM flamehouse.function_series(process_id = {pid}, step = {step}, \
+                 t1 = fromUnixTimestamp64Milli({}), t2 = fromUnixTimestamp64Milli({}), functions = [{}])",
+                from_ms + 7_000,
+                to_ms - 3_000,
+                list.join(", ")
+            ));
+            assert!(want.lines().count() > 2, "{want}");
+            assert_eq!(got, want, "{} at step {step}", p["title"]);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4);
+}
+
 #[test]
 fn hostile_variable_values_select_nothing_else() {
     let (pid, from_ms, to_ms) = loaded();

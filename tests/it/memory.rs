@@ -395,7 +395,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2]);
+        assert_eq!(schema(DB), vec![1, 2, 3]);
         fixtures()
             .iter()
             .map(|f| {
@@ -739,8 +739,9 @@ fn check_function_series(
             selected.contains(&func),
             "{ctx}: unexpected function {func:?}"
         );
-        // The function's live values at the end of the step (at most t2).
-        let end = ((b + step) * 1000 - 1).min(t2);
+        // The function's live values at the end of the step (t2 picks the
+        // last step, which is taken whole).
+        let end = (b + step) * 1000 - 1;
         let values = at_end.entry(b).or_insert_with(|| r.values_at(end));
         let want = r.function_value(&func, values);
         let have = (f[2].parse::<i64>().unwrap(), f[3].parse::<i64>().unwrap());
@@ -755,7 +756,7 @@ fn check_function_series(
     let mut b = t1.div_euclid(1000 * step) * step;
     let mut before = r.values_at(b * 1000 - 1);
     while b * 1000 <= t2 {
-        let end = ((b + step) * 1000 - 1).min(t2);
+        let end = (b + step) * 1000 - 1;
         let after = r.values_at(end);
         for func in &selected {
             if r.function_value(func, &before) != r.function_value(func, &after) {
@@ -785,7 +786,8 @@ fn check_all_views(db: &str, pid: u64, f: &Fixture, source: &Path, seed: u64, n:
         }
     }
     for (t1, t2) in intervals(&mut rng, r, n / 2) {
-        let step = [1, 7, 10, 60][rng.gen_range(0..4)];
+        // Whole-minute steps read the per-minute rollup, others the samples.
+        let step = [1, 7, 10, 60, 120][rng.gen_range(0..5)];
         check_totals_series(db, pid, r, step, t1, t2);
         check_function_series(db, pid, r, step, t1, t2, &[]);
         let all: Vec<String> = r.functions().into_iter().collect();
@@ -814,6 +816,12 @@ fn snapshot_of(db: &str, pid: u64, r: &Replay) -> Vec<String> {
         )),
         q(&format!(
             "SELECT * FROM {db}.totals FINAL WHERE process_id = {pid} ORDER BY ts"
+        )),
+        // Batches differ between one load and a resumed one, so the rollup's
+        // rows do; their sums may not.
+        q(&format!(
+            "SELECT stack_id, minute, sum(size_delta), sum(active_delta) FROM {db}.samples_1m \
+             WHERE process_id = {pid} GROUP BY ALL ORDER BY ALL"
         )),
         q(&format!(
             "SELECT stack_id, frame_ids, labels FROM {db}.stacks FINAL WHERE stack_id IN \
@@ -894,7 +902,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2]);
+    assert_eq!(schema(db), vec![1, 2, 3]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1249,7 +1257,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2]);
+    assert_eq!(schema(db), vec![1, 2, 3]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1270,7 +1278,7 @@ fn init_twice_is_a_noop() {
         )),
         migrations
     );
-    assert_eq!(migrations, "1\ttables\n2\tviews\n");
+    assert_eq!(migrations, "1\ttables\n2\tviews\n3\trollup\n");
     for view in [
         "process_list",
         "peak",
@@ -1288,5 +1296,59 @@ fn init_twice_is_a_noop() {
             tables.contains(&format!("{view}\tView")),
             "{view} missing: {tables}"
         );
+    }
+}
+
+/// Migration 3 fills the per-minute rollup from samples stored before it
+/// (once: a re-run adds nothing), and function_series then agrees with a
+/// database whose rollup was kept by the materialized view from the start.
+#[test]
+fn rollup_migration_backfills_existing_samples_once() {
+    let db = "flamehouse_mem_backfill";
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    let opts = SchemaOptions {
+        database: db.to_string(),
+        cluster: None,
+    };
+    // The schema as it was before migration 3.
+    for (version, name, sql) in &flamehouse::schema::MIGRATIONS[..2] {
+        for stmt in flamehouse_udf::catalog::statements(&opts.render(sql)) {
+            q(&stmt);
+        }
+        q(&format!(
+            "INSERT INTO {db}.schema_migrations (version, name) VALUES ({version}, '{name}')"
+        ));
+    }
+    let f = &fixtures()[0];
+    let pid = load(db, &f.path).unwrap().process_id;
+    assert_eq!(loaded()[0], pid);
+    assert_eq!(schema(db), vec![3]);
+    assert_eq!(schema(db), Vec::<u32>::new());
+    // Minute by minute, the rollup holds the sum of the samples' changes.
+    let rollup = format!(
+        "SELECT stack_id, minute, sum(size_delta), sum(active_delta) FROM {db}.samples_1m \
+         GROUP BY ALL HAVING sum(size_delta) != 0 OR sum(active_delta) != 0 ORDER BY ALL"
+    );
+    let direct = q(&format!(
+        "SELECT stack_id, toStartOfMinute(ts) AS m, sum(size_delta), sum(active_delta) \
+         FROM {db}.samples GROUP BY ALL HAVING sum(size_delta) != 0 OR sum(active_delta) != 0 \
+         ORDER BY ALL"
+    ));
+    assert!(direct.lines().count() > 10, "{direct}");
+    assert_eq!(q(&rollup), direct);
+    // The migration did not run twice, and the views agree with the
+    // database that had the rollup from its first load.
+    let (a, b) = (f.replay.first_ts(), f.replay.last_ts());
+    for step in [60, 120, 7] {
+        let sql = |d: &str| {
+            format!(
+                "SELECT * FROM {d}.function_series(process_id = {pid}, step = {step}, t1 = '{}', t2 = '{}', functions = [])",
+                ts(a),
+                ts(b)
+            )
+        };
+        let mine = q(&sql(db));
+        assert!(!mine.is_empty());
+        assert_eq!(mine, q(&sql(DB)), "step {step}");
     }
 }

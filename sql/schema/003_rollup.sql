@@ -1,0 +1,85 @@
+-- flamehouse schema, migration 3: a per-minute rollup of the samples'
+-- changes, so per-function series read ~1 row per stack and minute instead
+-- of every sample, and function_series reading it for whole-minute steps.
+-- Placeholders as in migration 1.
+
+-- Per process, stack and minute: the sum of the changes of live bytes and
+-- live allocations (summed again on merge). Like `samples`, it keeps a
+-- deduplication window: a batch sent twice (same token) must not be summed
+-- twice.
+CREATE TABLE IF NOT EXISTS {db}.samples_1m {on_cluster} (
+    process_id UInt64,
+    minute DateTime('UTC'),
+    stack_id UInt64,
+    size_delta Int64,
+    active_delta Int64
+) ENGINE = {replicated}SummingMergeTree
+ORDER BY (process_id, stack_id, minute)
+SETTINGS non_replicated_deduplication_window = 100000;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.samples_1m_mv {on_cluster} TO {db}.samples_1m AS
+SELECT process_id, toStartOfMinute(ts) AS minute, stack_id,
+       sum(size_delta) AS size_delta, sum(active_delta) AS active_delta
+FROM {db}.samples
+GROUP BY process_id, minute, stack_id;
+
+-- Samples stored before this migration (only while the rollup is empty, so
+-- a re-run adds nothing). On a cluster this fills the shard it runs on.
+INSERT INTO {db}.samples_1m
+SELECT process_id, toStartOfMinute(ts) AS minute, stack_id,
+       sum(size_delta) AS size_delta, sum(active_delta) AS active_delta
+FROM {db}.samples
+WHERE (SELECT count() FROM {db}.samples_1m) = 0
+GROUP BY process_id, minute, stack_id;
+
+-- 6. Live bytes and count attributed to functions over time (every stack
+-- through a function counted once, recursion included): a running sum of
+-- the changes of the stacks through each function. Each row is the value at
+-- the end of its step; t2 picks the last step, which is taken whole. Steps
+-- of whole minutes read the rollup, other steps every sample. An empty
+-- `functions` array means every function (slow on big profiles: pick some).
+-- A step with no change to a function has no row (the value holds).
+CREATE OR REPLACE VIEW {db}.function_series {on_cluster} AS
+SELECT time, function, live_bytes, live_count
+FROM (
+    SELECT time, function,
+           sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count
+    FROM (
+        -- Sum per step and stack first (steps x stacks rows), then fan out
+        -- to the functions: far fewer rows than joining every sample.
+        SELECT x.time AS time, sf.function AS function, sum(x.db) AS db, sum(x.dc) AS dc
+        FROM (
+            SELECT toStartOfInterval(minute, toIntervalSecond({step:UInt32})) AS time, stack_id,
+                   sum(size_delta) AS db, sum(active_delta) AS dc
+            FROM {db}.samples_1m
+            WHERE {step:UInt32} % 60 = 0
+              AND process_id = {process_id:UInt64}
+              AND minute < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
+                           + toIntervalSecond({step:UInt32})
+              AND stack_id IN (
+                  SELECT stack_id FROM {db}.stack_functions
+                  WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function))
+            GROUP BY time, stack_id
+            UNION ALL
+            SELECT toStartOfInterval(ts, toIntervalSecond({step:UInt32})) AS time, stack_id,
+                   sum(size_delta) AS db, sum(active_delta) AS dc
+            FROM {db}.samples
+            WHERE {step:UInt32} % 60 != 0
+              AND process_id = {process_id:UInt64}
+              AND ts < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
+                       + toIntervalSecond({step:UInt32})
+              AND stack_id IN (
+                  SELECT stack_id FROM {db}.stack_functions
+                  WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function))
+            GROUP BY time, stack_id
+        ) AS x
+        INNER JOIN (
+            SELECT DISTINCT stack_id, function FROM {db}.stack_functions
+            WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function)
+        ) AS sf ON sf.stack_id = x.stack_id
+        GROUP BY time, function
+    )
+    WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+)
+WHERE time >= toStartOfInterval({t1:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
+ORDER BY time, function;
