@@ -36,47 +36,51 @@ GROUP BY process_id, minute, stack_id;
 -- through a function counted once, recursion included): a running sum of
 -- the changes of the stacks through each function. Each row is the value at
 -- the end of its step; t2 picks the last step, which is taken whole. Steps
--- of whole minutes read the rollup, other steps every sample. An empty
--- `functions` array means every function (slow on big profiles: pick some).
--- A step with no change to a function has no row (the value holds).
+-- of whole minutes read the rollup, other steps every sample. Changes are
+-- summed per step and per *set* of selected functions a stack passes
+-- through (a handful of sets for a handful of functions), then fanned out
+-- to the functions: the work grows with the rows read, not with steps x
+-- stacks. An empty `functions` array means every function (every stack is
+-- then its own set: slow on big profiles, pick some). A step with no change
+-- to a function has no row (the value holds).
 CREATE OR REPLACE VIEW {db}.function_series {on_cluster} AS
+WITH
+    sets AS (
+        SELECT stack_id, arraySort(groupUniqArray(function)) AS fs, sipHash64(fs) AS sid
+        FROM {db}.stack_functions
+        WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function)
+        GROUP BY stack_id
+    ),
+    changes AS (
+        SELECT toStartOfInterval(s.minute, toIntervalSecond({step:UInt32})) AS time, g.sid AS sid,
+               sum(s.size_delta) AS db, sum(s.active_delta) AS dc
+        FROM {db}.samples_1m AS s
+        INNER JOIN sets AS g ON g.stack_id = s.stack_id
+        WHERE {step:UInt32} % 60 = 0
+          AND s.process_id = {process_id:UInt64}
+          AND s.minute < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
+                         + toIntervalSecond({step:UInt32})
+        GROUP BY time, sid
+        UNION ALL
+        SELECT toStartOfInterval(s.ts, toIntervalSecond({step:UInt32})) AS time, g.sid AS sid,
+               sum(s.size_delta) AS db, sum(s.active_delta) AS dc
+        FROM {db}.samples AS s
+        INNER JOIN sets AS g ON g.stack_id = s.stack_id
+        WHERE {step:UInt32} % 60 != 0
+          AND s.process_id = {process_id:UInt64}
+          AND s.ts < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
+                     + toIntervalSecond({step:UInt32})
+        GROUP BY time, sid
+    )
 SELECT time, function, live_bytes, live_count
 FROM (
     SELECT time, function,
            sum(db) OVER w AS live_bytes, sum(dc) OVER w AS live_count
     FROM (
-        -- Sum per step and stack first (steps x stacks rows), then fan out
-        -- to the functions: far fewer rows than joining every sample.
-        SELECT x.time AS time, sf.function AS function, sum(x.db) AS db, sum(x.dc) AS dc
-        FROM (
-            SELECT toStartOfInterval(minute, toIntervalSecond({step:UInt32})) AS time, stack_id,
-                   sum(size_delta) AS db, sum(active_delta) AS dc
-            FROM {db}.samples_1m
-            WHERE {step:UInt32} % 60 = 0
-              AND process_id = {process_id:UInt64}
-              AND minute < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
-                           + toIntervalSecond({step:UInt32})
-              AND stack_id IN (
-                  SELECT stack_id FROM {db}.stack_functions
-                  WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function))
-            GROUP BY time, stack_id
-            UNION ALL
-            SELECT toStartOfInterval(ts, toIntervalSecond({step:UInt32})) AS time, stack_id,
-                   sum(size_delta) AS db, sum(active_delta) AS dc
-            FROM {db}.samples
-            WHERE {step:UInt32} % 60 != 0
-              AND process_id = {process_id:UInt64}
-              AND ts < toStartOfInterval({t2:DateTime64(3, 'UTC')}, toIntervalSecond({step:UInt32}))
-                       + toIntervalSecond({step:UInt32})
-              AND stack_id IN (
-                  SELECT stack_id FROM {db}.stack_functions
-                  WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function))
-            GROUP BY time, stack_id
-        ) AS x
-        INNER JOIN (
-            SELECT DISTINCT stack_id, function FROM {db}.stack_functions
-            WHERE empty({functions:Array(String)}) OR has({functions:Array(String)}, function)
-        ) AS sf ON sf.stack_id = x.stack_id
+        SELECT c.time AS time, f AS function, sum(c.db) AS db, sum(c.dc) AS dc
+        FROM changes AS c
+        INNER JOIN (SELECT sid, any(fs) AS fs FROM sets GROUP BY sid) AS k ON k.sid = c.sid
+        ARRAY JOIN k.fs AS f
         GROUP BY time, function
     )
     WINDOW w AS (PARTITION BY function ORDER BY time ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
