@@ -16,6 +16,12 @@
 //! through serde, and by default first fetch `DESCRIBE TABLE` for every
 //! table.)
 //!
+//! `https://` URLs are served by rustls (ring): the system's CA certificates
+//! (`SSL_CERT_FILE` / `SSL_CERT_DIR` are honoured) plus an optional PEM file
+//! of the user's own. Connecting gives up after
+//! [`ServerOptions::connect_timeout`], and every request after
+//! [`ServerOptions::timeout`] (ClickHouse's own send/receive timeout is 300 s).
+//!
 //! Every insert carries the settings `insert_deduplication_token` and
 //! `deduplicate_blocks_in_dependent_materialized_views = 1`, as the embedded
 //! backend's inserts do, so a batch sent again is stored once.
@@ -23,6 +29,9 @@
 use crate::backend::{column_names, Backend};
 use crate::error::{Error, Result};
 use clickhouse::{Client, Compression};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Default server URL (`CLICKHOUSE_URL`): ClickHouse's HTTP port on this
 /// machine.
@@ -31,6 +40,11 @@ pub const DEFAULT_URL: &str = "http://localhost:8123";
 pub const DEFAULT_USER: &str = "default";
 /// Default session database (`CLICKHOUSE_DATABASE`).
 pub const DEFAULT_DATABASE: &str = "default";
+/// Default request timeout: ClickHouse's own `send_timeout` /
+/// `receive_timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default size of the uncompressed pieces an insert body is cut into (each
 /// one LZ4 block on the wire).
 pub const DEFAULT_INSERT_CHUNK: usize = 1 << 20;
@@ -38,9 +52,8 @@ pub const DEFAULT_INSERT_CHUNK: usize = 1 << 20;
 /// Where the server is and who connects.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// HTTP URL of the server (`host:port` means `http://host:port`).
-    /// Default: [`DEFAULT_URL`]. (HTTPS needs one of the `clickhouse`
-    /// crate's TLS features, which this build does not enable.)
+    /// HTTP or HTTPS URL of the server (`host:port` means
+    /// `http://host:port`). Default: [`DEFAULT_URL`].
     pub url: String,
     /// User. Default: [`DEFAULT_USER`].
     pub user: String,
@@ -50,6 +63,14 @@ pub struct ServerOptions {
     /// (the loader's own SQL always names the flamehouse database). Default:
     /// [`DEFAULT_DATABASE`].
     pub database: String,
+    /// A PEM file of CA certificates trusted for `https://`, besides the
+    /// system's. Default: none.
+    pub ca_cert: Option<PathBuf>,
+    /// How long one request (a query, or one piece of an insert) may take;
+    /// zero means no limit. Default: [`DEFAULT_TIMEOUT`].
+    pub timeout: Duration,
+    /// How long connecting may take. Default: [`DEFAULT_CONNECT_TIMEOUT`].
+    pub connect_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -59,6 +80,9 @@ impl Default for ServerOptions {
             user: DEFAULT_USER.to_string(),
             password: String::new(),
             database: DEFAULT_DATABASE.to_string(),
+            ca_cert: None,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         }
     }
 }
@@ -73,6 +97,9 @@ impl std::fmt::Debug for ServerOptions {
                 &if self.password.is_empty() { "" } else { "***" },
             )
             .field("database", &self.database)
+            .field("ca_cert", &self.ca_cert)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -84,6 +111,7 @@ pub struct ServerBackend {
     url: String,
     rt: tokio::runtime::Runtime,
     insert_chunk: usize,
+    timeout: Duration,
 }
 
 impl ServerBackend {
@@ -102,7 +130,13 @@ impl ServerBackend {
         } else {
             format!("http://{}", opts.url)
         };
-        let mut client = Client::default()
+        let client = {
+            // The connector needs the runtime (for its timers) when it is
+            // built.
+            let _guard = rt.enter();
+            http_client(opts)?
+        };
+        let mut client = client
             .with_url(url.as_str())
             .with_user(opts.user.as_str())
             .with_compression(Compression::Lz4);
@@ -117,6 +151,30 @@ impl ServerBackend {
             url,
             rt,
             insert_chunk: DEFAULT_INSERT_CHUNK,
+            timeout: opts.timeout,
+        })
+    }
+
+    /// Runs `fut` to completion on the backend's runtime, within the request
+    /// timeout.
+    fn run<T>(
+        &self,
+        fut: impl Future<Output = std::result::Result<T, clickhouse::error::Error>>,
+    ) -> Result<T> {
+        self.rt.block_on(async {
+            if self.timeout.is_zero() {
+                return fut.await.map_err(|e| self.err(e));
+            }
+            match tokio::time::timeout(self.timeout, fut).await {
+                Ok(r) => r.map_err(|e| self.err(e)),
+                Err(_) => Err(Error::Query {
+                    message: format!(
+                        "ClickHouse server at {}: no answer within {} s (--timeout)",
+                        self.url,
+                        self.timeout.as_secs_f64()
+                    ),
+                }),
+            }
         })
     }
 
@@ -136,21 +194,29 @@ impl ServerBackend {
     /// Runs one statement and returns its output in `format` (any ClickHouse
     /// output format; a `FORMAT` clause in `sql` wins, as on the server).
     pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>> {
-        self.rt.block_on(async {
-            // `query_raw`: sent verbatim (`?` in the SQL is not a bind
-            // placeholder).
-            let mut cursor = self
-                .client
-                .query_raw(sql)
-                .fetch_bytes(format)
-                .map_err(|e| self.err(e))?;
-            let bytes = cursor.collect().await.map_err(|e| self.err(e))?;
-            Ok(bytes.to_vec())
-        })
+        // `query_raw`: sent verbatim (`?` in the SQL is not a bind
+        // placeholder).
+        let mut cursor = self
+            .client
+            .query_raw(sql)
+            .fetch_bytes(format)
+            .map_err(|e| self.err(e))?;
+        let bytes = self.run(cursor.collect())?;
+        Ok(bytes.to_vec())
     }
 
     fn err(&self, e: clickhouse::error::Error) -> Error {
-        let msg = e.to_string();
+        // The causes too: "client error (Connect)" alone does not say that
+        // the certificate was refused or the host not found.
+        let mut msg = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            let c_msg = c.to_string();
+            if !msg.contains(&c_msg) {
+                msg = format!("{msg}: {c_msg}");
+            }
+            cause = c.source();
+        }
         let msg = msg.trim();
         // Server exceptions speak for themselves; say where a network error
         // happened.
@@ -169,13 +235,7 @@ impl ServerBackend {
 
 impl Backend for ServerBackend {
     fn execute(&self, sql: &str) -> Result<()> {
-        self.rt.block_on(async {
-            self.client
-                .query_raw(sql)
-                .execute()
-                .await
-                .map_err(|e| self.err(e))
-        })
+        self.run(self.client.query_raw(sql).execute())
     }
 
     fn query_tsv(&self, sql: &str) -> Result<String> {
@@ -195,24 +255,74 @@ impl Backend for ServerBackend {
             return Ok(());
         }
         let sql = insert_sql(db, table, structure);
-        self.rt.block_on(async {
-            let mut insert = self
-                .client
-                .insert_formatted_with(sql)
-                .with_setting("insert_deduplication_token", token)
-                .with_setting("deduplicate_blocks_in_dependent_materialized_views", "1");
-            // One request; the body is a stream of compressed blocks (a row
-            // may span two blocks: the server decompresses the stream before
-            // parsing it).
-            for chunk in rows.chunks(self.insert_chunk) {
-                insert
-                    .send(bytes::Bytes::copy_from_slice(chunk))
-                    .await
-                    .map_err(|e| self.err(e))?;
-            }
-            insert.end().await.map_err(|e| self.err(e))
-        })
+        let mut insert = self
+            .client
+            .insert_formatted_with(sql)
+            .with_setting("insert_deduplication_token", token)
+            .with_setting("deduplicate_blocks_in_dependent_materialized_views", "1");
+        // One request; the body is a stream of compressed blocks (a row may
+        // span two blocks: the server decompresses the stream before parsing
+        // it).
+        for chunk in rows.chunks(self.insert_chunk) {
+            self.run(insert.send(bytes::Bytes::copy_from_slice(chunk)))?;
+        }
+        self.run(insert.end())
     }
+}
+
+/// A client over plain HTTP or rustls (the system's CA certificates and
+/// `opts.ca_cert`), with the connect timeout.
+fn http_client(opts: &ServerOptions) -> Result<Client> {
+    use hyper_util::client::legacy::{connect::HttpConnector, Client as HyperClient};
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut http = HttpConnector::new();
+    http.set_keepalive(Some(Duration::from_secs(60)));
+    http.set_connect_timeout(Some(opts.connect_timeout));
+    http.enforce_http(false);
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are skipped (a plain-HTTP user must
+    // not fail for them); a server then shows as untrusted.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = &opts.ca_cert {
+        let bad = |why: String| Error::File {
+            path: path.clone(),
+            cause: std::io::Error::other(why),
+        };
+        let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(format!("reading CA certificates: {e}")))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| bad(format!("reading CA certificates: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad("no PEM certificate in the file".into()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| bad(format!("CA certificate: {e}")))?;
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::Query {
+        message: format!("TLS setup: {e}"),
+    })?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    // ClickHouse closes idle connections after 3 s (keep_alive_timeout).
+    Ok(Client::with_http_client(
+        HyperClient::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(2))
+            .build(https),
+    ))
 }
 
 /// The statement of an insert: the columns named in encoding order, data in

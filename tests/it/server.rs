@@ -21,7 +21,7 @@ use flamehouse::schema::{migrate, SchemaOptions};
 use flamehouse::server::{ServerBackend, ServerOptions};
 use flamehouse_tests::{engine, q, udf_binary};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -82,9 +82,22 @@ const MAX_REQUESTS: usize = 20_000;
 
 impl CaptureServer {
     fn start(respond: Box<Responder>) -> CaptureServer {
+        Self::start_with(respond, None)
+    }
+
+    /// The same server behind TLS with `tls` (an https:// URL on
+    /// `localhost`).
+    fn start_with(
+        respond: Box<Responder>,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> CaptureServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let port = listener.local_addr().unwrap().port();
+        let url = match tls {
+            Some(_) => format!("https://localhost:{port}"),
+            None => format!("http://127.0.0.1:{port}"),
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (stop2, requests2) = (stop.clone(), requests.clone());
@@ -98,7 +111,20 @@ impl CaptureServer {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         served += 1;
-                        if let Some(req) = serve(stream, &*respond) {
+                        let ok = stream.set_nonblocking(false).is_ok()
+                            && stream
+                                .set_read_timeout(Some(Duration::from_secs(30)))
+                                .is_ok();
+                        let req = match (&tls, ok) {
+                            (_, false) => None,
+                            (None, true) => serve(stream, &*respond),
+                            (Some(cfg), true) => rustls::ServerConnection::new(cfg.clone())
+                                .ok()
+                                .and_then(|conn| {
+                                    serve(rustls::StreamOwned::new(conn, stream), &*respond)
+                                }),
+                        };
+                        if let Some(req) = req {
                             requests2.lock().unwrap().push(req);
                         }
                     }
@@ -137,12 +163,8 @@ impl Drop for CaptureServer {
 }
 
 /// Reads one request, answers it, closes the connection.
-fn serve(stream: TcpStream, respond: &Responder) -> Option<Request> {
-    stream.set_nonblocking(false).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    let mut r = BufReader::new(stream.try_clone().ok()?);
+fn serve<S: Read + Write>(stream: S, respond: &Responder) -> Option<Request> {
+    let mut r = BufReader::new(stream);
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
     let mut parts = line.split_whitespace();
@@ -206,7 +228,8 @@ fn serve(stream: TcpStream, respond: &Responder) -> Option<Request> {
     };
     let (status, out) = respond(&req);
     let reason = if status == 200 { "OK" } else { "Error" };
-    let mut w = stream;
+    // One request per connection: nothing the reader buffered is lost.
+    let mut w = r.into_inner();
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: text/tab-separated-values; charset=UTF-8\r\n\
          X-ClickHouse-Server-Display-Name: capture\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -665,4 +688,105 @@ fn server_cli_flags_and_env_select_the_server() {
         .iter()
         .any(|r| r.sql().contains("INSERT INTO fh_cli.schema_migrations")));
     let _ = std::fs::remove_dir_all(data.parent().unwrap());
+}
+
+/// A self-signed certificate for `localhost`, as a rustls server config and
+/// the certificate's PEM (what a user would pass to `--ca-cert`).
+fn self_signed() -> (Arc<rustls::ServerConfig>, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let der = rustls::pki_types::CertificateDer::from(cert.der().to_vec());
+    let key_der = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![der], key_der)
+    .unwrap();
+    (Arc::new(cfg), cert.pem())
+}
+
+/// `https://` through rustls: a server whose certificate the given CA file
+/// vouches for answers; without it the connection is refused as untrusted,
+/// naming the server; a CA file that is not PEM is named in the error.
+#[test]
+fn server_backend_speaks_tls_with_the_given_ca() {
+    let (cfg, pem) = self_signed();
+    let dir = temp_dir("tls");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &pem).unwrap();
+    let server = CaptureServer::start_with(
+        Box::new(|req: &Request| {
+            if req.sql().contains("SELECT 42") {
+                (200, b"42\n".to_vec())
+            } else {
+                (200, Vec::new())
+            }
+        }),
+        Some(cfg),
+    );
+    let url = server.url.clone();
+    let opts = |ca_cert: Option<PathBuf>| ServerOptions {
+        url: url.clone(),
+        ca_cert,
+        timeout: Duration::from_secs(20),
+        ..Default::default()
+    };
+    let trusted = ServerBackend::new(&opts(Some(ca.clone()))).unwrap();
+    assert_eq!(trusted.query_tsv("SELECT 42").unwrap(), "42\n");
+    let rows = vec![0u8; SampleRow::ENCODED_LEN];
+    trusted
+        .insert_rowbinary("db", "samples", SampleRow::STRUCTURE, &rows, "tok")
+        .unwrap();
+    let untrusted = ServerBackend::new(&opts(None))
+        .unwrap()
+        .query_tsv("SELECT 42")
+        .unwrap_err()
+        .to_string();
+    assert!(untrusted.contains(&url), "{untrusted}");
+    assert!(
+        untrusted.to_lowercase().contains("certificate"),
+        "{untrusted}"
+    );
+    let reqs = server.finish();
+    assert!(reqs.iter().any(|r| r.sql().contains("SELECT 42")));
+    assert!(reqs
+        .iter()
+        .any(|r| r.sql().starts_with("INSERT INTO db.samples")));
+    // Not a PEM file.
+    let junk = dir.join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let e = ServerBackend::new(&opts(Some(junk.clone())))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&junk.display().to_string()), "{e}");
+}
+
+/// A server that accepts the connection and never answers: the request
+/// fails after the timeout, saying so.
+#[test]
+fn server_backend_gives_up_after_the_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hold = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(5));
+        drop(s);
+    });
+    let b = ServerBackend::new(&ServerOptions {
+        url: url.clone(),
+        timeout: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .unwrap();
+    let t = Instant::now();
+    let e = b.query_tsv("SELECT 1").unwrap_err().to_string();
+    let took = t.elapsed();
+    assert!(e.contains("no answer within 1 s"), "{e}");
+    assert!(e.contains(&url), "{e}");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    hold.join().unwrap();
 }

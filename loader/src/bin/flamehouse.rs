@@ -52,6 +52,16 @@ struct ServerArgs {
     /// qualify (the flamehouse tables are in --database).
     #[arg(long, global = true, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::server::DEFAULT_DATABASE)]
     server_database: String,
+    /// PEM file of CA certificates to trust for an https:// server, besides
+    /// the system's (SSL_CERT_FILE and SSL_CERT_DIR are honoured too).
+    #[arg(long, global = true, env = "CLICKHOUSE_CA_CERT")]
+    ca_cert: Option<PathBuf>,
+    /// Seconds one server request may take (0: no limit).
+    #[arg(long, global = true, default_value_t = flamehouse::server::DEFAULT_TIMEOUT.as_secs())]
+    timeout: u64,
+    /// Seconds connecting to the server may take.
+    #[arg(long, global = true, default_value_t = flamehouse::server::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    connect_timeout: u64,
 }
 
 impl ServerArgs {
@@ -62,6 +72,9 @@ impl ServerArgs {
             user: self.user.clone(),
             password: self.password.clone(),
             database: self.server_database.clone(),
+            ca_cert: self.ca_cert.clone(),
+            timeout: std::time::Duration::from_secs(self.timeout),
+            connect_timeout: std::time::Duration::from_secs(self.connect_timeout.max(1)),
         })
     }
 }
