@@ -774,25 +774,23 @@ fn main() {
                 flamehouse::flame::format_utc_ms(last)
             ),
         ),
-        (
-            "6 function_series (3 heaviest, step 5)",
-            format!(
-                "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = 5, t1 = '{}', t2 = '{}', functions = [{}])",
-                flamehouse::flame::format_utc_ms(first),
-                flamehouse::flame::format_utc_ms(last),
-                functions.join(", ")
-            ),
-        ),
-        (
-            "6 function_series (3 heaviest, step 60)",
-            format!(
-                "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = 60, t1 = '{}', t2 = '{}', functions = [{}])",
-                flamehouse::flame::format_utc_ms(first),
-                flamehouse::flame::format_utc_ms(last),
-                functions.join(", ")
-            ),
-        ),
     ];
+    // Step 5 reads every sample, step 60 the per-minute rollup.
+    let views: Vec<(String, String)> = views
+        .into_iter()
+        .map(|(n, q)| (n.to_string(), q))
+        .chain([5, 60].map(|step| {
+            (
+                format!("6 function_series (3 heaviest, step {step})"),
+                format!(
+                    "SELECT * FROM flamehouse.function_series(process_id = {pid}, step = {step}, t1 = '{}', t2 = '{}', functions = [{}])",
+                    flamehouse::flame::format_utc_ms(first),
+                    flamehouse::flame::format_utc_ms(last),
+                    functions.join(", ")
+                ),
+            )
+        }))
+        .collect();
     let parts = |engine: &Engine| {
         q(
             engine,
