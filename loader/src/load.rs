@@ -37,6 +37,9 @@ pub struct LoadOptions {
     pub database: String,
     /// Symbolization (sysroot, granularity, debug directories).
     pub symbolizer: SymbolizerOptions,
+    /// Limits on one record of the file (compressed and decompressed
+    /// size), against corrupt or hostile input. Default: 256 MiB and 1 GiB.
+    pub reader: binpb::ReaderOptions,
     /// Path of the main program's binary; default: the profile's
     /// `processFullPath` (under the sysroot, if one is set).
     pub main_binary: Option<PathBuf>,
@@ -60,6 +63,7 @@ impl Default for LoadOptions {
         LoadOptions {
             database: crate::schema::DEFAULT_DATABASE.to_string(),
             symbolizer: SymbolizerOptions::default(),
+            reader: binpb::ReaderOptions::default(),
             main_binary: None,
             batch_snapshots: 300,
             batch_rows: 1_000_000,
@@ -363,7 +367,7 @@ fn read_file(
     // byte stream), not the path, so a moved or copied file resumes too.
     let mut resume: u64 = 0;
 
-    let mut reader = BinpbReader::open(&abs)?;
+    let mut reader = BinpbReader::open_with_options(&abs, opts.reader)?;
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
     let mut summary = LoadSummary {
         source: source.clone(),

@@ -148,3 +148,64 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The decoder's memory limits are load options: a record over
+/// `--max-record-mib` is an error naming the file and the record's offset,
+/// with a non-zero exit, after the records before it are stored.
+#[test]
+fn record_size_limit_is_an_option_and_an_error() {
+    use flamehouse::binpb::{BinpbWriter, ProcessInfo};
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-limit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("memhawk_big_7_protobuf.binpb");
+    let header = ProcessInfo {
+        process_short_name: "big".into(),
+        process_full_path: "/bin/big".into(),
+        pid: 7,
+        start_timestamp: 1_750_000_000_000_000_000,
+    };
+    let w = BinpbWriter::new(Vec::new(), &header).unwrap();
+    let offset = w.offset();
+    let mut bytes = w.into_inner();
+    // A 2 MiB record (not valid zstd: only its size matters here).
+    let len: u64 = 2 << 20;
+    bytes.extend(len.to_be_bytes());
+    bytes.extend(std::iter::repeat_n(0u8, len as usize));
+    std::fs::write(&file, &bytes).unwrap();
+    let data = dir.join("data");
+    let out = Command::new(bin())
+        .arg("--data")
+        .arg(&data)
+        .args(["load", "--max-record-mib", "1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains(&format!("byte {offset}")), "{err}");
+    assert!(err.contains("1048576"), "{err}");
+    // The header before it was stored.
+    assert_eq!(
+        run(
+            &data,
+            &["sql", "SELECT name, pid FROM flamehouse.processes"]
+        ),
+        "big\t7\n"
+    );
+    // With the default limit the same record is read, then refused as
+    // corrupt zstd: a different error at the same offset.
+    let out = Command::new(bin())
+        .arg("--data")
+        .arg(&data)
+        .arg("load")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err2 = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err2}");
+    assert!(err2.contains(&format!("byte {offset}")), "{err2}");
+    assert!(!err2.contains("1048576"), "{err2}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -126,6 +126,13 @@ enum Command {
         /// Path of the profiled program's binary (default: the profile's path).
         #[arg(long)]
         binary: Option<PathBuf>,
+        /// Largest record (compressed) accepted, in MiB: a larger length
+        /// prefix is reported as corruption.
+        #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20)]
+        max_record_mib: u64,
+        /// Largest decompressed record accepted, in MiB.
+        #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
+        max_decompressed_mib: u64,
     },
     /// Write fixture profiles (two processes) from a compiled C workload.
     Fixtures {
@@ -276,6 +283,8 @@ fn run() -> anyhow::Result<()> {
             sysroot,
             granularity,
             binary,
+            max_record_mib,
+            max_decompressed_mib,
         } => {
             let engine = backend(&cli.server, &opts)?;
             schema::migrate(&*engine, &schema.options())?;
@@ -292,6 +301,10 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 main_binary: binary,
+                reader: flamehouse::binpb::ReaderOptions {
+                    max_record_len: max_record_mib.saturating_mul(1 << 20),
+                    max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
+                },
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
                 ..Default::default()
