@@ -152,6 +152,26 @@ pub struct SampleRow {
 impl SampleRow {
     /// Bytes of one encoded row (twelve 8-byte columns).
     pub const ENCODED_LEN: usize = 96;
+
+    /// The row [`RowBinary::encode`] wrote into `b` (at least
+    /// [`SampleRow::ENCODED_LEN`] bytes).
+    pub fn decode(b: &[u8]) -> SampleRow {
+        let f = |i: usize| i64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        SampleRow {
+            process_id: f(0) as u64,
+            ts: f(1),
+            stack_id: f(2) as u64,
+            size: f(3),
+            active: f(4),
+            overhead: f(5),
+            total_count: f(6) as u64,
+            total_bytes: f(7) as u64,
+            size_delta: f(8),
+            active_delta: f(9),
+            count_delta: f(10),
+            bytes_delta: f(11),
+        }
+    }
 }
 
 impl RowBinary for SampleRow {
@@ -207,6 +227,34 @@ impl RowBinary for TotalRow {
         }
         b.extend_from_slice(&self.total_count.to_le_bytes());
         b.extend_from_slice(&self.total_bytes.to_le_bytes());
+    }
+}
+
+/// `samples_1m`: a stack's changes within one minute (summed again by the
+/// table on merge and by the queries).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RollupRow {
+    /// Process.
+    pub process_id: u64,
+    /// Start of the minute, seconds since the epoch (DateTime).
+    pub minute: u32,
+    /// Stack.
+    pub stack_id: u64,
+    /// Change of live bytes.
+    pub size_delta: i64,
+    /// Change of live allocations.
+    pub active_delta: i64,
+}
+
+impl RowBinary for RollupRow {
+    const TABLE: &'static str = "samples_1m";
+    const STRUCTURE: &'static str = "process_id UInt64, minute DateTime('UTC'), stack_id UInt64, size_delta Int64, active_delta Int64";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.minute.to_le_bytes());
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        b.extend_from_slice(&self.size_delta.to_le_bytes());
+        b.extend_from_slice(&self.active_delta.to_le_bytes());
     }
 }
 

@@ -1299,32 +1299,17 @@ fn init_twice_is_a_noop() {
     }
 }
 
-/// Migration 3 fills the per-minute rollup from samples stored before it
-/// (once: a re-run adds nothing), and function_series then agrees with a
-/// database whose rollup was kept by the materialized view from the start.
+/// The loader keeps the per-minute rollup equal to the samples' changes
+/// summed per stack and minute; migration 3 fills it from samples stored
+/// before it (once: a re-run adds nothing), and function_series then agrees
+/// with the database whose rollup the loader wrote.
 #[test]
-fn rollup_migration_backfills_existing_samples_once() {
+fn rollup_matches_the_samples_and_the_migration_backfills_it_once() {
     let db = "flamehouse_mem_backfill";
-    q(&format!("DROP DATABASE IF EXISTS {db}"));
-    let opts = SchemaOptions {
-        database: db.to_string(),
-        cluster: None,
-    };
-    // The schema as it was before migration 3.
-    for (version, name, sql) in &flamehouse::schema::MIGRATIONS[..2] {
-        for stmt in flamehouse_udf::catalog::statements(&opts.render(sql)) {
-            q(&stmt);
-        }
-        q(&format!(
-            "INSERT INTO {db}.schema_migrations (version, name) VALUES ({version}, '{name}')"
-        ));
-    }
+    fresh_db(db);
     let f = &fixtures()[0];
     let pid = load(db, &f.path).unwrap().process_id;
     assert_eq!(loaded()[0], pid);
-    assert_eq!(schema(db), vec![3]);
-    assert_eq!(schema(db), Vec::<u32>::new());
-    // Minute by minute, the rollup holds the sum of the samples' changes.
     let rollup = format!(
         "SELECT stack_id, minute, sum(size_delta), sum(active_delta) FROM {db}.samples_1m \
          GROUP BY ALL HAVING sum(size_delta) != 0 OR sum(active_delta) != 0 ORDER BY ALL"
@@ -1335,9 +1320,15 @@ fn rollup_migration_backfills_existing_samples_once() {
          ORDER BY ALL"
     ));
     assert!(direct.lines().count() > 10, "{direct}");
-    assert_eq!(q(&rollup), direct);
-    // The migration did not run twice, and the views agree with the
-    // database that had the rollup from its first load.
+    assert_eq!(q(&rollup), direct, "as the loader wrote it");
+    // A database from before migration 3: samples, no rollup.
+    q(&format!("TRUNCATE TABLE {db}.samples_1m"));
+    q(&format!(
+        "ALTER TABLE {db}.schema_migrations DELETE WHERE version = 3 SETTINGS mutations_sync = 1"
+    ));
+    assert_eq!(schema(db), vec![3]);
+    assert_eq!(schema(db), Vec::<u32>::new());
+    assert_eq!(q(&rollup), direct, "as the migration filled it");
     let (a, b) = (f.replay.first_ts(), f.replay.last_ts());
     for step in [60, 120, 7] {
         let sql = |d: &str| {

@@ -15,7 +15,7 @@ use flamehouse::error::Result;
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::load::{load_file, LoadOptions};
 use flamehouse::rows::{
-    FrameRow, ProcessRow, ProgressRow, RowBinary, SampleRow, StackRow, TotalRow,
+    FrameRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow, StackRow, TotalRow,
 };
 use flamehouse::schema::{migrate, SchemaOptions};
 use flamehouse::server::{ServerBackend, ServerOptions};
@@ -353,6 +353,7 @@ fn structure_of(table: &str) -> &'static str {
         (StackRow::TABLE, StackRow::STRUCTURE),
         (SampleRow::TABLE, SampleRow::STRUCTURE),
         (TotalRow::TABLE, TotalRow::STRUCTURE),
+        (RollupRow::TABLE, RollupRow::STRUCTURE),
         (ProgressRow::TABLE, ProgressRow::STRUCTURE),
     ]
     .into_iter()
