@@ -195,38 +195,33 @@ struct State {
     spare: Receiver<Spare>,
 }
 
-/// Background merges of `samples` paused (`SYSTEM STOP MERGES`) until
+/// The embedded engine's background merges paused (`SYSTEM STOP MERGES`,
+/// every table: the engine belongs to this process) until
 /// [`MergePause::resume`] or drop.
 struct MergePause<'a> {
     backend: &'a dyn Backend,
-    table: String,
     resumed: bool,
 }
 
 impl<'a> MergePause<'a> {
-    fn new(backend: &'a dyn Backend, db: &str) -> Result<Self> {
-        let table = format!("{db}.{}", SampleRow::TABLE);
-        backend.execute(&format!("SYSTEM STOP MERGES {table}"))?;
+    fn new(backend: &'a dyn Backend) -> Result<Self> {
+        backend.execute("SYSTEM STOP MERGES")?;
         Ok(MergePause {
             backend,
-            table,
             resumed: false,
         })
     }
 
     fn resume(mut self) -> Result<()> {
         self.resumed = true;
-        self.backend
-            .execute(&format!("SYSTEM START MERGES {}", self.table))
+        self.backend.execute("SYSTEM START MERGES")
     }
 }
 
 impl Drop for MergePause<'_> {
     fn drop(&mut self) {
         if !self.resumed {
-            let _ = self
-                .backend
-                .execute(&format!("SYSTEM START MERGES {}", self.table));
+            let _ = self.backend.execute("SYSTEM START MERGES");
         }
     }
 }
@@ -348,11 +343,11 @@ pub fn load_file(
 ) -> Result<LoadSummary> {
     // Merges the embedded engine starts during a load take cores from
     // decoding and inserting, and are cancelled (their work lost) when a
-    // short-lived loader exits: pause them for `samples` until the file is
-    // caught up. The pause is in memory only; a crash cannot leave it on.
+    // short-lived loader exits: pause them until the file is caught up. The
+    // pause is in memory only; a crash cannot leave it on.
     let pause = backend
         .merges_in_process()
-        .then(|| MergePause::new(backend, &opts.database))
+        .then(|| MergePause::new(backend))
         .transpose()?;
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(1);
@@ -521,9 +516,21 @@ fn read_file(
                 if !replay {
                     summary.snapshots_stored += 1;
                     st.pending_snapshots += 1;
-                    if st.pending_snapshots >= opts.batch_snapshots
-                        || st.pending_sample_stacks.len() >= opts.batch_rows
-                    {
+                    // The stream's first batch is an eighth of the others,
+                    // so the writer (the engine, the slower side) starts
+                    // early. Boundaries depend only on where a batch starts
+                    // in the stream, so a resumed load cuts the same
+                    // batches (and tokens) as the load it resumes.
+                    let first = st.batch_start == 0;
+                    let (snaps, rows) = if first {
+                        (
+                            opts.batch_snapshots.div_ceil(8),
+                            opts.batch_rows.div_ceil(8),
+                        )
+                    } else {
+                        (opts.batch_snapshots, opts.batch_rows)
+                    };
+                    if st.pending_snapshots >= snaps || st.pending_sample_stacks.len() >= rows {
                         flush(writer, &source, &mut st, offset, &mut summary, ts)?;
                     }
                 } else {

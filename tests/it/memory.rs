@@ -1092,6 +1092,43 @@ fn loading_twice_changes_nothing_even_without_progress() {
     }
 }
 
+/// A crash after a batch's rows but before its progress (here: the last
+/// progress rows deleted) makes the next load start at an earlier batch
+/// boundary; it must cut the same batches, whose tokens the engine already
+/// has, so nothing is stored twice.
+#[test]
+fn resuming_from_an_earlier_boundary_stores_nothing_twice() {
+    let db = "flamehouse_mem_lost_progress";
+    fresh_db(db);
+    let f = &fixtures()[0];
+    let opts = LoadOptions {
+        database: db.to_string(),
+        batch_snapshots: 16,
+        ..Default::default()
+    };
+    let s = load_file(engine(), &f.path, &opts, &mut |_| {}).unwrap();
+    let pid = s.process_id;
+    let before = snapshot_of(db, pid, &f.replay);
+    let rows = count(&format!("SELECT count() FROM {db}.samples"));
+    // Batches of 16 snapshots, the stream's first one of 2: the third
+    // batch ends after snapshot 34. Progress as if the load had crashed
+    // after storing everything but recording only the first three batches.
+    let kept = 2 + 16 + 16;
+    let end = f.replay.snaps[kept - 1].end;
+    q(&format!(
+        "ALTER TABLE {db}.load_progress DELETE WHERE process_id = {pid} SETTINGS mutations_sync = 1"
+    ));
+    q(&format!(
+        "INSERT INTO {db}.load_progress (source, process_id, offset, snapshots, last_ts) \
+         VALUES ({}, {pid}, {end}, {kept}, 0)",
+        lit(&f.path.display().to_string())
+    ));
+    let again = load_file(engine(), &f.path, &opts, &mut |_| {}).unwrap();
+    assert_eq!(again.snapshots_stored as usize, f.replay.snaps.len() - kept);
+    assert_eq!(count(&format!("SELECT count() FROM {db}.samples")), rows);
+    same_outputs(&snapshot_of(db, pid, &f.replay), &before);
+}
+
 #[test]
 fn torn_tail_loads_every_complete_snapshot_then_resumes() {
     let db = "flamehouse_mem_torn";
