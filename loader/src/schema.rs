@@ -86,3 +86,39 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
     }
     Ok(done)
 }
+
+/// Merges every MergeTree table of the schema into as few parts as it will
+/// go (`OPTIMIZE TABLE ... FINAL`), returning (table, active parts before,
+/// after). The embedded engine's merges only run while a process lives, and
+/// loads pause them, so parts add up over many loads; this is the explicit
+/// way to fold them.
+pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(String, u64, u64)>> {
+    let db = &opts.database;
+    let parts = |table: &str| -> Result<u64> {
+        Ok(backend
+            .query_tsv(&format!(
+                "SELECT count() FROM system.parts WHERE active AND database = {} AND table = {}",
+                crate::backend::sql_string(db),
+                crate::backend::sql_string(table)
+            ))?
+            .trim()
+            .parse()
+            .unwrap_or(0))
+    };
+    let tables = backend.query_tsv(&format!(
+        "SELECT name FROM system.tables WHERE database = {} AND engine LIKE '%MergeTree' ORDER BY name",
+        crate::backend::sql_string(db)
+    ))?;
+    let on_cluster = opts
+        .cluster
+        .as_ref()
+        .map(|c| format!(" ON CLUSTER {c}"))
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for table in tables.lines().map(str::trim).filter(|t| !t.is_empty()) {
+        let before = parts(table)?;
+        backend.execute(&format!("OPTIMIZE TABLE {db}.{table}{on_cluster} FINAL"))?;
+        out.push((table.to_string(), before, parts(table)?));
+    }
+    Ok(out)
+}

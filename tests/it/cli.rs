@@ -146,6 +146,29 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
         text.contains("<svg") && text.contains("main"),
         "not an SVG flame graph"
     );
+
+    // `compact` folds the parts two loads left and changes no answer.
+    let before = std::fs::read_to_string(&p).unwrap();
+    let out = run(&data, &["compact"]);
+    assert!(out.contains("flamehouse.samples: "), "{out}");
+    for line in out.lines() {
+        assert!(
+            line.ends_with(" -> 1 parts") || line.ends_with(" -> 0 parts"),
+            "{line}"
+        );
+    }
+    run(
+        &data,
+        &[
+            "flame",
+            "peak",
+            "--process",
+            "workload",
+            "--out",
+            p.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

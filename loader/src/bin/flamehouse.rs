@@ -104,6 +104,12 @@ enum Command {
         #[command(flatten)]
         schema: SchemaArgs,
     },
+    /// Merge every table's parts (OPTIMIZE TABLE ... FINAL): loads on the
+    /// embedded engine leave their parts for a long-running session to merge.
+    Compact {
+        #[command(flatten)]
+        schema: SchemaArgs,
+    },
     /// Load MemHawk .binpb files (the schema is created if missing).
     Load {
         /// Files to load.
@@ -272,6 +278,13 @@ fn run() -> anyhow::Result<()> {
                 println!("schema {} is up to date", schema.database);
             } else {
                 println!("schema {}: applied migrations {applied:?}", schema.database);
+            }
+            Ok(())
+        }
+        Command::Compact { schema } => {
+            let engine = backend(&cli.server, &opts)?;
+            for (table, before, after) in schema::compact(&*engine, &schema.options())? {
+                println!("{}.{table}: {before} -> {after} parts", schema.database);
             }
             Ok(())
         }
