@@ -91,7 +91,7 @@ impl Backend for Engine {
         // buffer size without an error, so the block goes through a named
         // pipe that the engine reads with file() while a feeder thread
         // writes it: nothing is written to disk and read back.
-        let path = temp_path(self, "fifo")?;
+        let path = fifo_path(self)?;
         make_fifo(&path)?;
         let cancel = AtomicBool::new(false);
         let (queried, fed) = std::thread::scope(|scope| {
@@ -115,13 +115,13 @@ impl Backend for Engine {
     }
 }
 
-/// A fresh path under the engine's `tmp/` directory.
-fn temp_path(engine: &Engine, ext: &str) -> Result<PathBuf> {
+/// A fresh path for a pipe under the engine's `tmp/` directory.
+fn fifo_path(engine: &Engine) -> Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = engine.data_dir().join("tmp");
     std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
     Ok(dir.join(format!(
-        "insert-{}-{}.{ext}",
+        "insert-{}-{}.fifo",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     )))

@@ -87,6 +87,15 @@ impl Layout {
     }
 }
 
+/// The panel unit of a view's `metric`.
+fn unit(metric: &str) -> &'static str {
+    if metric == "bytes" {
+        "bytes"
+    } else {
+        "short"
+    }
+}
+
 /// The body of the latest definition of view `name` in the schema package,
 /// on one line, with its `{name:Type}` parameters replaced by `params`.
 pub fn view_query(name: &str, params: &[(&str, String)]) -> String {
@@ -224,8 +233,7 @@ pub fn memory_dashboard() -> Value {
                 flame_sql("flame_change", &format!("metric = '{metric}', {}, direction = '{dir}'", range())),
                 1,
             );
-            p["fieldConfig"]["defaults"]["unit"] =
-                json!(if metric == "bytes" { "bytes" } else { "short" });
+            p["fieldConfig"]["defaults"]["unit"] = json!(unit(metric));
             panels.push(p);
         }
         y += 10;
@@ -251,7 +259,7 @@ pub fn memory_dashboard() -> Value {
                 ),
                 1,
             );
-            p["fieldConfig"] = json!({"defaults": {"unit": if metric == "bytes" { "bytes" } else { "short" }}, "overrides": []});
+            p["fieldConfig"] = json!({"defaults": {"unit": unit(metric)}, "overrides": []});
             panels.push(p);
         }
         y += 6;
@@ -338,8 +346,7 @@ pub fn memory_dashboard() -> Value {
             ),
             1,
         );
-        p["fieldConfig"]["defaults"]["unit"] =
-            json!(if metric == "bytes" { "bytes" } else { "short" });
+        p["fieldConfig"]["defaults"]["unit"] = json!(unit(metric));
         panels.push(p);
     }
     y += 10;

@@ -81,17 +81,20 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     .parse()
     .unwrap();
     let p = dir.join("peak.folded");
-    run(
-        &data,
-        &[
-            "flame",
-            "peak",
-            "--process",
-            "workload",
-            "--out",
-            p.to_str().unwrap(),
-        ],
-    );
+    let write_peak = || {
+        run(
+            &data,
+            &[
+                "flame",
+                "peak",
+                "--process",
+                "workload",
+                "--out",
+                p.to_str().unwrap(),
+            ],
+        )
+    };
+    write_peak();
     assert_eq!(folded_sum(&p, 0), peak);
 
     // Diff lines carry both sides: their sums are the totals at t1 and t2.
@@ -157,17 +160,7 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
             "{line}"
         );
     }
-    run(
-        &data,
-        &[
-            "flame",
-            "peak",
-            "--process",
-            "workload",
-            "--out",
-            p.to_str().unwrap(),
-        ],
-    );
+    write_peak();
     assert_eq!(std::fs::read_to_string(&p).unwrap(), before);
     let _ = std::fs::remove_dir_all(&dir);
 }
