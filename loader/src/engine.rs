@@ -28,7 +28,8 @@ pub struct EngineOptions {
     pub library: Option<PathBuf>,
     /// Path of the `flamehouse-udf` executable. Default: `$FLAMEHOUSE_UDF`,
     /// else next to the running executable (or its parent directory, for
-    /// test binaries under `target/*/deps`).
+    /// test binaries under `target/*/deps`), else the first on `PATH`
+    /// (see [`find_udf_binary`]).
     pub udf_binary: Option<PathBuf>,
 }
 
@@ -58,27 +59,62 @@ pub fn default_data_dir() -> PathBuf {
         .join("flamehouse")
 }
 
-/// Finds the `flamehouse-udf` executable.
+/// Finds the `flamehouse-udf` executable, in this order: `explicit`, then
+/// `$FLAMEHOUSE_UDF` (an override, so it must name a file), then next to the
+/// running executable (or in its parent directory, for test binaries under
+/// `target/*/deps`), then on `PATH` (where `cargo install` puts both
+/// binaries, or wherever a packager put them). The error lists every place
+/// tried.
 pub fn find_udf_binary(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
     if let Some(p) = std::env::var_os("FLAMEHOUSE_UDF") {
-        return Ok(PathBuf::from(p));
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(Error::UdfBinary(format!(
+                "FLAMEHOUSE_UDF={} is not a file",
+                p.display()
+            )));
+        }
+        return Ok(p);
     }
-    let exe = std::env::current_exe().map_err(|e| Error::UdfBinary(e.to_string()))?;
     let mut tried = Vec::new();
-    for dir in exe.ancestors().skip(1).take(2) {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    match std::env::current_exe() {
+        Ok(exe) => dirs.extend(exe.ancestors().skip(1).take(2).map(Path::to_path_buf)),
+        Err(e) => tried.push(format!("next to this executable ({e})")),
+    }
+    for dir in &dirs {
         let cand = dir.join(catalog::BINARY);
         if cand.is_file() {
             return Ok(cand);
         }
         tried.push(cand.display().to_string());
     }
+    if let Some(cand) = find_on_path(catalog::BINARY) {
+        return Ok(cand);
+    }
+    tried.push("PATH".into());
     Err(Error::UdfBinary(format!(
-        "tried {} (build it with `cargo build --release`, or set FLAMEHOUSE_UDF)",
+        "tried {} (install it beside flamehouse with `cargo install --locked --path udf`, \
+         build it with `cargo build --release`, or set FLAMEHOUSE_UDF)",
         tried.join(", ")
     )))
+}
+
+/// The first executable file named `name` in a `PATH` directory.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        // An empty PATH entry means the current directory to a shell; a
+        // relative one would too. Only absolute directories are searched.
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|c| {
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 type ConnectFn = unsafe extern "C" fn(c_int, *mut *mut c_char) -> *mut *mut c_void;

@@ -225,3 +225,100 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(!err2.contains("1048576"), "{err2}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `flamehouse` finds `flamehouse-udf` as an installed pair would need:
+/// `$FLAMEHOUSE_UDF` first (an override), then next to itself, then on
+/// `PATH` (`cargo install` puts each crate's binaries in `~/.cargo/bin`);
+/// with none, a one-line error that says where it looked. Which binary the
+/// engine runs is read back from the link it made in the data directory.
+#[test]
+fn udf_binary_is_found_next_to_the_cli_then_on_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-lookup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (solo, tools, pair, fake) = (
+        dir.join("solo"),
+        dir.join("tools"),
+        dir.join("pair"),
+        dir.join("fake"),
+    );
+    let udf = flamehouse_tests::udf_binary();
+    for d in [&solo, &tools, &pair, &fake] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::copy(bin(), solo.join("flamehouse")).unwrap();
+    std::fs::copy(bin(), pair.join("flamehouse")).unwrap();
+    std::fs::copy(&udf, tools.join("flamehouse-udf")).unwrap();
+    std::fs::copy(&udf, pair.join("flamehouse-udf")).unwrap();
+    // A decoy on PATH that would fail every call if the engine ran it.
+    let decoy = fake.join("flamehouse-udf");
+    std::fs::write(&decoy, "#!/bin/sh\necho decoy >&2\nexit 3\n").unwrap();
+    std::fs::set_permissions(&decoy, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let path = |first: &Path| format!("{}:/usr/bin:/bin", first.display());
+    let sql = "SELECT n.level, n.label, n.value, n.self FROM \
+               (SELECT stackTree([(['main','f'], 3), (['main','g'], 1)]) AS t) ARRAY JOIN t AS n";
+    let run_in = |exe_dir: &Path, path: &str, env_udf: Option<&Path>, data: &str| {
+        let mut c = Command::new(exe_dir.join("flamehouse"));
+        c.env_remove("FLAMEHOUSE_UDF")
+            .env("PATH", path)
+            .arg("--data")
+            .arg(dir.join(data))
+            .args(["sql", sql]);
+        if let Some(u) = env_udf {
+            c.env("FLAMEHOUSE_UDF", u);
+        }
+        c.output().unwrap()
+    };
+    let ok = |out: std::process::Output, data: &str, want_udf: &Path| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{data}: {err}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "0\ttotal\t4\t0\n1\tmain\t4\t0\n2\tf\t3\t3\n2\tg\t1\t1\n",
+            "{data}"
+        );
+        let link = std::fs::read_link(dir.join(data).join("user_scripts/flamehouse-udf")).unwrap();
+        assert_eq!(link, want_udf.canonicalize().unwrap(), "{data}");
+    };
+
+    // Alone in its directory: the one on PATH.
+    ok(
+        run_in(&solo, &path(&tools), None, "d1"),
+        "d1",
+        &tools.join("flamehouse-udf"),
+    );
+    // Next to it beats PATH.
+    ok(
+        run_in(&pair, &path(&fake), None, "d2"),
+        "d2",
+        &pair.join("flamehouse-udf"),
+    );
+    // $FLAMEHOUSE_UDF beats PATH.
+    ok(
+        run_in(&solo, &path(&fake), Some(&pair.join("flamehouse-udf")), "d3"),
+        "d3",
+        &pair.join("flamehouse-udf"),
+    );
+    // Nowhere: one clear line, non-zero exit.
+    let out = run_in(&solo, "/usr/bin:/bin", None, "d4");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("cannot find the flamehouse-udf executable")
+            && err.contains(&solo.join("flamehouse-udf").display().to_string())
+            && err.contains("PATH"),
+        "{err}"
+    );
+    // A $FLAMEHOUSE_UDF naming nothing is an error, not a silent fallback.
+    let missing = dir.join("nowhere/flamehouse-udf");
+    let out = run_in(&solo, &path(&tools), Some(&missing), "d5");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("FLAMEHOUSE_UDF={}", missing.display())),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
