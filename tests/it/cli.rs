@@ -322,3 +322,52 @@ fn udf_binary_is_found_next_to_the_cli_then_on_path() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `scripts/demo` runs the binaries where cargo put them: its lookup
+/// (`scripts/bin-dir`, through `cargo metadata`) follows CARGO_TARGET_DIR,
+/// and the script hard-codes no `target/` path. The oracle for the default
+/// is where this test's own build put `flamehouse-udf`.
+#[test]
+fn demo_finds_the_binaries_through_cargo() {
+    let root = crate::render::repo();
+    let demo = std::fs::read_to_string(root.join("scripts/demo")).unwrap();
+    let code: Vec<&str> = demo
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    assert!(
+        code.iter().all(|l| !l.contains("target/")),
+        "scripts/demo hard-codes a target directory:\n{demo}"
+    );
+    assert!(
+        code.iter().any(|l| l.contains("scripts/bin-dir")),
+        "scripts/demo does not use scripts/bin-dir"
+    );
+    let bin_dir = |target: Option<&str>| {
+        let mut c = Command::new(root.join("scripts/bin-dir"));
+        c.env_remove("CARGO_BUILD_TARGET");
+        if let Some(t) = target {
+            c.env("CARGO_TARGET_DIR", t);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim_end())
+    };
+    let elsewhere = std::env::temp_dir().join(format!("flamehouse-target-{}", std::process::id()));
+    assert_eq!(
+        bin_dir(Some(elsewhere.to_str().unwrap())),
+        elsewhere.join("release")
+    );
+    assert_eq!(
+        bin_dir(None).canonicalize().unwrap(),
+        flamehouse_tests::udf_binary()
+            .parent()
+            .unwrap()
+            .canonicalize()
+            .unwrap()
+    );
+}
