@@ -117,6 +117,23 @@ pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The unit a view's `metric` counts, as tooltips name it: `bytes` is
+/// `bytes`, `count` is `allocations`; anything else is named as given.
+pub fn count_name(metric: &str) -> &str {
+    match metric {
+        "count" => "allocations",
+        m => m,
+    }
+}
+
+/// The label of the tree's root row (level 0) as the view returned it, so
+/// an SVG's root bar says what the Grafana panel's does.
+pub fn root_label(tsv: &str) -> Option<&str> {
+    tsv.lines()
+        .map(|l| l.split('\t'))
+        .find_map(|mut f| (f.next() == Some("0")).then(|| f.next()).flatten())
+}
+
 /// Resolves a process given as an id or a name (the latest process of that
 /// name).
 pub fn resolve_process(backend: &dyn Backend, db: &str, process: &str) -> Result<u64> {
@@ -211,5 +228,13 @@ mod tests {
         let diff = "0\ttotal\t3\t0\t4\t0\n1\tx\t3\t3\t4\t4\n";
         assert_eq!(rows_to_folded(diff).unwrap(), vec!["x 3 4"]);
         assert!(rows_to_folded("0\ttotal").is_err());
+    }
+
+    #[test]
+    fn root_label_and_unit_names() {
+        assert_eq!(root_label("0\tall of it\t10\t1\n1\ta\t9\t9\n"), Some("all of it"));
+        assert_eq!(root_label(""), None);
+        assert_eq!(count_name("bytes"), "bytes");
+        assert_eq!(count_name("count"), "allocations");
     }
 }

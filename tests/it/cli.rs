@@ -38,6 +38,52 @@ fn folded_sum(path: &Path, column: usize) -> i64 {
         .sum()
 }
 
+/// Every frame of an inferno SVG as (tooltip, bar text), parsed as XML.
+fn svg_frames(path: &Path) -> Vec<(String, String)> {
+    use quick_xml::events::Event;
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut r = quick_xml::Reader::from_str(&text);
+    let (mut frames, mut stack) = (Vec::new(), Vec::<String>::new());
+    let (mut title, mut bar, mut in_g) = (String::new(), String::new(), false);
+    loop {
+        match r.read_event().unwrap() {
+            Event::Start(e) => {
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                if name == "g" && stack.last().is_some_and(|p| p == "svg") {
+                    (in_g, title, bar) = (true, String::new(), String::new());
+                }
+                stack.push(name);
+            }
+            Event::End(_) => {
+                if stack.pop().as_deref() == Some("g") && in_g {
+                    in_g = false;
+                    let un = |s: &str| quick_xml::escape::unescape(s).unwrap().into_owned();
+                    frames.push((un(&title), un(&bar)));
+                }
+            }
+            Event::Text(t) if in_g => {
+                let t = t.decode().unwrap();
+                match stack.last().map(String::as_str) {
+                    Some("title") => title.push_str(&t),
+                    Some("text") => bar.push_str(&t),
+                    _ => {}
+                }
+            }
+            Event::GeneralRef(e) if in_g => {
+                let t = format!("&{};", e.decode().unwrap());
+                match stack.last().map(String::as_str) {
+                    Some("title") => title.push_str(&t),
+                    Some("text") => bar.push_str(&t),
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    frames
+}
+
 #[test]
 fn fixtures_load_and_flame_graphs_from_the_command_line() {
     let dir = std::env::temp_dir().join(format!("flamehouse-cli-{}", std::process::id()));
@@ -96,6 +142,53 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     };
     write_peak();
     assert_eq!(folded_sum(&p, 0), peak);
+
+    // SVG tooltips name the unit, and the root bar is labelled: checked
+    // frame by frame in the parsed SVG against the process's totals.
+    let peak_count: i64 = run(
+        &data,
+        &[
+            "sql",
+            "SELECT p.peak_count FROM flamehouse.process_list AS l, \
+             flamehouse.peak(process_id = (SELECT process_id FROM flamehouse.process_list WHERE name = 'workload')) AS p \
+             WHERE l.name = 'workload'",
+        ],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    for (metric, unit, total) in [("bytes", "bytes", peak), ("count", "allocations", peak_count)] {
+        let svg = dir.join(format!("peak-{metric}.svg"));
+        run(
+            &data,
+            &[
+                "flame",
+                "peak",
+                "--process",
+                "workload",
+                "--metric",
+                metric,
+                "--out",
+                svg.to_str().unwrap(),
+            ],
+        );
+        let frames = svg_frames(&svg);
+        assert!(frames.len() > 5, "{metric}: {} frames", frames.len());
+        let tooltip = regex::Regex::new(&format!(
+            r"^(.+) \(([0-9,]+) {unit}, [0-9.]+%(; [+-]?[0-9.]+%)?\)$"
+        ))
+        .unwrap();
+        let mut roots = Vec::new();
+        for (title, text) in &frames {
+            let c = tooltip
+                .captures(title)
+                .unwrap_or_else(|| panic!("{metric}: tooltip {title:?} does not name {unit}"));
+            if &c[1] == "total" {
+                roots.push((c[2].replace(',', "").parse::<i64>().unwrap(), text.clone()));
+            }
+        }
+        assert_eq!(roots, vec![(total, "total".to_string())], "{metric}");
+    }
 
     // Diff lines carry both sides: their sums are the totals at t1 and t2.
     let d = dir.join("diff.folded");

@@ -438,7 +438,12 @@ fn run() -> anyhow::Result<()> {
             let rows = engine.query_tsv(&flame::view_sql(db, pid, &metric, max_nodes, &fv))?;
             let lines = flame::rows_to_folded(&rows)?;
             if out.extension().is_some_and(|e| e == "svg") {
-                demo::render_svg(&lines, &format!("flamehouse {view} ({metric})"), &out)?;
+                let labels = demo::SvgOptions {
+                    title: format!("flamehouse {view} ({metric})"),
+                    count_name: flame::count_name(&metric).to_string(),
+                    root: flame::root_label(&rows).unwrap_or("total").to_string(),
+                };
+                demo::render_svg(&lines, &labels, &out)?;
             } else {
                 std::fs::write(&out, lines.join("\n") + "\n")?;
             }
