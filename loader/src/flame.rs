@@ -232,7 +232,10 @@ mod tests {
 
     #[test]
     fn root_label_and_unit_names() {
-        assert_eq!(root_label("0\tall of it\t10\t1\n1\ta\t9\t9\n"), Some("all of it"));
+        assert_eq!(
+            root_label("0\tall of it\t10\t1\n1\ta\t9\t9\n"),
+            Some("all of it")
+        );
         assert_eq!(root_label(""), None);
         assert_eq!(count_name("bytes"), "bytes");
         assert_eq!(count_name("count"), "allocations");

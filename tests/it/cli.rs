@@ -157,7 +157,10 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     .trim()
     .parse()
     .unwrap();
-    for (metric, unit, total) in [("bytes", "bytes", peak), ("count", "allocations", peak_count)] {
+    for (metric, unit, total) in [
+        ("bytes", "bytes", peak),
+        ("count", "allocations", peak_count),
+    ] {
         let svg = dir.join(format!("peak-{metric}.svg"));
         run(
             &data,
@@ -389,7 +392,12 @@ fn udf_binary_is_found_next_to_the_cli_then_on_path() {
     );
     // $FLAMEHOUSE_UDF beats PATH.
     ok(
-        run_in(&solo, &path(&fake), Some(&pair.join("flamehouse-udf")), "d3"),
+        run_in(
+            &solo,
+            &path(&fake),
+            Some(&pair.join("flamehouse-udf")),
+            "d3",
+        ),
         "d3",
         &pair.join("flamehouse-udf"),
     );

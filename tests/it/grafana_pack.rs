@@ -357,3 +357,182 @@ fn hostile_variable_values_select_nothing_else() {
     }
     assert_eq!(q("SELECT count() FROM flamehouse.samples"), before);
 }
+
+/// Grafana's provisioning interpolation of one value (Grafana 12,
+/// `pkg/services/provisioning/values`): split on `$$` (a literal `$`); in
+/// each part, `setting.ExpandVar` replaces `${X}` and `$__env{X}` (regex
+/// `\$(|__\w+)\{([^}]+)\}`) with the variable named by everything inside
+/// the braces, then Go's `os.ExpandEnv` replaces `${X}` and `$X` (`X` of
+/// letters, digits, `_`). There are no defaults: `${A:-b}` looks up `A:-b`.
+fn grafana_interpolate(value: &str, env: &BTreeMap<String, String>) -> String {
+    let get = |k: &str| env.get(k).cloned().unwrap_or_default();
+    let expand_var = regex::Regex::new(r"\$(|__\w+)\{([^}]+)\}").unwrap();
+    let os_expand = |s: &str| -> String {
+        // Go's os.Expand / getShellName.
+        let b = s.as_bytes();
+        let (mut out, mut j) = (String::new(), 0);
+        let special = |c: u8| b"*#$@!?-".contains(&c) || c.is_ascii_digit();
+        let alnum = |c: u8| c == b'_' || c.is_ascii_alphanumeric();
+        while j < b.len() {
+            if b[j] != b'$' || j + 1 >= b.len() {
+                out.push(b[j] as char);
+                j += 1;
+                continue;
+            }
+            let r = &s[j + 1..];
+            let rb = r.as_bytes();
+            let (name, w): (&str, usize) = if rb[0] == b'{' {
+                if rb.len() > 2 && special(rb[1]) && rb[2] == b'}' {
+                    (&r[1..2], 3)
+                } else {
+                    match r.find('}') {
+                        Some(1) => ("", 2),
+                        Some(i) => (&r[1..i], i + 1),
+                        None => ("", 1),
+                    }
+                }
+            } else if special(rb[0]) {
+                (&r[..1], 1)
+            } else {
+                let n = rb.iter().take_while(|c| alnum(**c)).count();
+                (&r[..n], n)
+            };
+            if !name.is_empty() {
+                out.push_str(&get(name));
+            } else if w == 0 {
+                out.push('$');
+            }
+            j += 1 + w;
+        }
+        out
+    };
+    value
+        .split("$$")
+        .map(|part| {
+            let part = expand_var.replace_all(part, |c: &regex::Captures| match &c[1] {
+                "" | "__env" => get(&c[2]),
+                _ => c[0].to_string(),
+            });
+            os_expand(&part)
+        })
+        .collect::<Vec<_>>()
+        .join("$")
+}
+
+/// `key: value` pairs of a block of the generated YAML: the lines indented
+/// deeper than `header` (found after the lines `path` in order), quotes off.
+fn yaml_block(text: &str, path: &[&str]) -> Vec<(String, String)> {
+    let mut lines = text.lines().filter(|l| !l.trim_start().starts_with('#'));
+    for p in path {
+        lines
+            .by_ref()
+            .find(|l| l.trim_end() == *p)
+            .unwrap_or_else(|| panic!("no {p:?} in\n{text}"));
+    }
+    let indent = path.last().unwrap().len() - path.last().unwrap().trim_start().len();
+    lines
+        .take_while(|l| l.len() - l.trim_start().len() > indent)
+        .filter_map(|l| l.trim().split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+        .collect()
+}
+
+/// The data source's provisioning, interpolated as Grafana does with the
+/// environment docker-compose.yaml gives Grafana, reaches ClickHouse's
+/// HTTP port: every variable is a plain name that the compose file sets.
+#[test]
+fn datasource_provisioning_expands_with_the_compose_environment() {
+    let compose = std::fs::read_to_string(repo().join("grafana/docker-compose.yaml")).unwrap();
+    let ds =
+        std::fs::read_to_string(repo().join("grafana/provisioning/datasources/flamehouse.yaml"))
+            .unwrap();
+    let env: BTreeMap<String, String> = yaml_block(&compose, &["  grafana:", "    environment:"])
+        .into_iter()
+        .collect();
+    // The ClickHouse service's name and HTTP port in the same file.
+    assert!(compose.contains("\n  clickhouse:\n"), "{compose}");
+    assert!(compose.contains("\"8123:8123\""), "{compose}");
+
+    let reference = regex::Regex::new(r"\$\{([^}]*)\}|\$(\w*)").unwrap();
+    let mut used = Vec::new();
+    for line in ds.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        for c in reference.captures_iter(line) {
+            let name = c.get(1).or(c.get(2)).unwrap().as_str();
+            assert!(
+                regex::Regex::new(r"^[A-Za-z_]\w*$").unwrap().is_match(name),
+                "{line:?}: `{}` is not a plain variable Grafana can expand",
+                &c[0]
+            );
+            assert!(
+                env.contains_key(name),
+                "{line:?}: compose does not set {name}"
+            );
+            used.push(name.to_string());
+        }
+    }
+    assert!(used.len() >= 4, "{used:?}");
+    let json: BTreeMap<String, String> = yaml_block(&ds, &["    jsonData:"])
+        .into_iter()
+        .map(|(k, v)| (k, grafana_interpolate(&v, &env)))
+        .collect();
+    assert_eq!(json["host"], "clickhouse");
+    assert_eq!(json["port"], "8123");
+    assert_eq!(json["protocol"], "http");
+    assert_eq!(json["username"], "default");
+    assert_eq!(json["defaultDatabase"], "flamehouse");
+    let secure: BTreeMap<String, String> = yaml_block(&ds, &["    secureJsonData:"])
+        .into_iter()
+        .map(|(k, v)| (k, grafana_interpolate(&v, &env)))
+        .collect();
+    assert_eq!(secure["password"], env["CLICKHOUSE_PASSWORD"]);
+    // The interpolation itself, on Grafana's documented forms.
+    let e: BTreeMap<String, String> = [("A".to_string(), "x".to_string())].into();
+    assert_eq!(grafana_interpolate("$A-${A}-$__env{A}-$$A", &e), "x-x-x-$A");
+    assert_eq!(grafana_interpolate("${A:-d}", &e), "");
+}
+
+/// `flamehouse grafana --out DIR` writes the whole pack: the same files,
+/// byte for byte, as the committed `grafana/` outside the test renderer.
+#[test]
+fn grafana_command_writes_the_whole_pack() {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            if rel == "render" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("flamehouse-pack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
+        .args(["grafana", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut got, mut want) = (BTreeMap::new(), BTreeMap::new());
+    walk(&dir, &dir, &mut got);
+    walk(&repo().join("grafana"), &repo().join("grafana"), &mut want);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &want {
+        assert!(
+            got[k] == *v,
+            "grafana/{k} differs from what `flamehouse grafana` writes"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
