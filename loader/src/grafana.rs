@@ -141,8 +141,29 @@ fn flame_sql(view: &str, args: &str) -> String {
     )
 }
 
-fn range() -> &'static str {
-    "t1 = $__fromTime_ms, t2 = $__toTime_ms"
+/// One end of the time range the panels query: the dashboard's, unless it
+/// misses the selected process's lifetime (first to last snapshot)
+/// entirely, as a profile from last week opened on Grafana's default "last
+/// 6 hours" does; then the lifetime's, so the dashboard opens showing the
+/// whole process instead of nothing (time series then offer Grafana's "Zoom
+/// to data"). A range that meets the lifetime is kept as it is. Grafana
+/// cannot set the range from a query, and a range baked into the dashboard
+/// would go stale; the processes table's links still set it exactly.
+fn bound(end: bool) -> String {
+    let (own, life) = if end {
+        ("$__toTime_ms", "end_time")
+    } else {
+        ("$__fromTime_ms", "first_ts")
+    };
+    format!(
+        "ifNull((SELECT if($__toTime_ms < first_ts OR $__fromTime_ms > end_time, {life}, {own}) \
+         FROM flamehouse.process_list WHERE process_id = {}), {own})",
+        process()
+    )
+}
+
+fn range() -> String {
+    format!("t1 = {}, t2 = {}", bound(false), bound(true))
 }
 
 /// The memory dashboard.
@@ -154,7 +175,8 @@ pub fn memory_dashboard() -> Value {
         let mut p = l.panel(
             "table",
             "Processes",
-            "Every loaded process. Click a name to select it and set the time range to its lifetime.",
+            "Every loaded process. Click a name to select it and set the time range to its lifetime. \
+             When the time range misses the selected process entirely, the panels show its whole lifetime.",
             [0, 0, 16, 6],
             "SELECT name, pid, process_id, start_time, end_time, peak_bytes, peak_time, \
              toUnixTimestamp64Milli(first_ts) AS from_ms, toUnixTimestamp64Milli(end_time) + 1000 AS to_ms, source \
@@ -313,8 +335,8 @@ pub fn memory_dashboard() -> Value {
                     &[
                         ("process_id:UInt64", process()),
                         ("step:UInt32", "$__interval_s".into()),
-                        ("t1:DateTime64(3, 'UTC')", "$__fromTime_ms".into()),
-                        ("t2:DateTime64(3, 'UTC')", "$__toTime_ms".into()),
+                        ("t1:DateTime64(3, 'UTC')", bound(false)),
+                        ("t2:DateTime64(3, 'UTC')", bound(true)),
                         ("functions:Array(String)", functions()),
                     ],
                 )
@@ -343,7 +365,7 @@ pub fn memory_dashboard() -> Value {
             [12 * i as u32, y, 12, 10],
             flame_sql(
                 "flame_cumulative",
-                &format!("metric = '{metric}', t = $__toTime_ms"),
+                &format!("metric = '{metric}', t = {}", bound(true)),
             ),
             1,
         );
@@ -358,8 +380,9 @@ pub fn memory_dashboard() -> Value {
             "self: allocated with the function as the leaf frame; total: every stack through it, counted once.",
             [0, y, 24, 8],
             format!(
-                "SELECT function, self, total FROM flamehouse.top_functions(process_id = {}, metric = {m}, t = $__toTime_ms, limit = 50)",
-                process()
+                "SELECT function, self, total FROM flamehouse.top_functions(process_id = {}, metric = {m}, t = {}, limit = 50)",
+                process(),
+                bound(true)
             ),
             1,
         );

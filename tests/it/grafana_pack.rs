@@ -536,3 +536,63 @@ fn grafana_command_writes_the_whole_pack() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A dashboard range that misses the selected process's lifetime (Grafana's
+/// default "last 6 hours" on an old profile, or a range before it) shows
+/// the whole lifetime: every time-ranged panel returns what it returns on
+/// the lifetime itself (first to last snapshot, as `process_list` has it),
+/// not nothing. A range that meets the lifetime is kept (the view
+/// equality tests above run sub-ranges).
+#[test]
+fn panels_show_the_process_lifetime_when_the_range_misses_it() {
+    let (pid, _, _) = loaded();
+    let d = dashboard();
+    let life: Vec<i64> = q(&format!(
+        "SELECT toUnixTimestamp64Milli(first_ts), toUnixTimestamp64Milli(end_time) \
+         FROM flamehouse.process_list WHERE process_id = {pid}"
+    ))
+    .split_whitespace()
+    .map(|x| x.parse().unwrap())
+    .collect();
+    let (first, last) = (life[0], life[1]);
+    let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    vars.insert("process", vec![pid.to_string()]);
+    vars.insert("metric", vec!["bytes".into()]);
+    vars.insert("max_nodes", vec!["2000".into()]);
+    vars.insert(
+        "function",
+        q(&format!(
+            "SELECT hex(function) FROM flamehouse.stack_functions WHERE stack_id IN \
+             (SELECT stack_id FROM flamehouse.samples WHERE process_id = {pid}) GROUP BY function ORDER BY function LIMIT 3"
+        ))
+        .lines()
+        .map(String::from)
+        .collect(),
+    );
+    let day = 86_400_000;
+    let (mut checked, mut with_data) = (0, 0);
+    for p in d["panels"].as_array().unwrap() {
+        let sql = p["targets"][0]["rawSql"].as_str().unwrap();
+        if !sql.contains("$__toTime_ms") {
+            continue;
+        }
+        let want = q(&expand(sql, &vars, first, last, 5));
+        // (What was removed over a whole lifetime can be nothing.)
+        if want.lines().count() > 1 {
+            with_data += 1;
+        }
+        for (from, to) in [
+            (last + day, last + day + 6 * 3_600_000), // "last 6 hours", a day later
+            (first - 30 * day, first - 29 * day),     // before the process
+        ] {
+            let got = q(&expand(sql, &vars, from, to, 5));
+            assert_eq!(got, want, "{} on [{from}, {to}]", p["title"]);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} panels checked");
+    assert!(
+        with_data >= 8,
+        "only {with_data} panels have data on the lifetime"
+    );
+}
