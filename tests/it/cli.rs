@@ -55,7 +55,8 @@ fn svg_frames(path: &Path) -> Vec<(String, String)> {
                 stack.push(name);
             }
             Event::End(_) => {
-                if stack.pop().as_deref() == Some("g") && in_g {
+                let closed = stack.pop();
+                if in_g && closed.as_deref() == Some("g") {
                     in_g = false;
                     let un = |s: &str| quick_xml::escape::unescape(s).unwrap().into_owned();
                     frames.push((un(&title), un(&bar)));
