@@ -1,8 +1,8 @@
 //! The Grafana pack, built from code: provisioning for the ClickHouse data
 //! source and the dashboards, the memory dashboard itself, and the compose
-//! file that runs it all. `flamehouse
-//! grafana --out grafana` writes the files; a test checks the committed copies
-//! are fresh and runs every panel's SQL on the engine.
+//! file that runs it all. `flamehouse grafana --out grafana` writes the
+//! files; a test checks the committed copies are fresh and runs every
+//! panel's SQL on the engine.
 //!
 //! Variables never reach SQL raw: every one is written as
 //! `decodeURLComponent('${var:percentencode}')`. Grafana's percent-encoding
