@@ -311,7 +311,17 @@ impl Drop for Engine {
 /// Drops the engine's stack-trace block from an error message: users need
 /// the reason and the scope, not 30 raw addresses.
 pub fn clean_error(msg: &str) -> String {
-    let one_line = msg.trim().replace('\n', " ");
+    let mut one_line = msg.trim().replace('\n', " ");
+    // A view's throwIf message is the point; the expression dump after it
+    // repeats it three times.
+    if let (Some(a), Some(b)) = (
+        one_line.find(": while executing 'FUNCTION throwIf("),
+        one_line.find("'. (FUNCTION_THROW_IF_VALUE_IS_NON_ZERO)"),
+    ) {
+        if a < b {
+            one_line = format!("{}{}", &one_line[..a], &one_line[b + 1..]);
+        }
+    }
     match (one_line.find(", Stack trace"), one_line.find(" (version ")) {
         (Some(a), Some(b)) if a < b => format!("{}{}", &one_line[..a], &one_line[b..]),
         _ => one_line,

@@ -10,9 +10,10 @@ fn bin() -> PathBuf {
 
 fn run(data: &Path, args: &[&str]) -> String {
     let out = Command::new(bin())
+        .arg(args[0])
         .arg("--data")
         .arg(data)
-        .args(args)
+        .args(&args[1..])
         .output()
         .expect("flamehouse runs");
     assert!(
@@ -191,9 +192,8 @@ fn record_size_limit_is_an_option_and_an_error() {
     std::fs::write(&file, &bytes).unwrap();
     let data = dir.join("data");
     let out = Command::new(bin())
-        .arg("--data")
+        .args(["load", "--max-record-mib", "1", "--data"])
         .arg(&data)
-        .args(["load", "--max-record-mib", "1"])
         .arg(&file)
         .output()
         .unwrap();
@@ -213,9 +213,9 @@ fn record_size_limit_is_an_option_and_an_error() {
     // With the default limit the same record is read, then refused as
     // corrupt zstd: a different error at the same offset.
     let out = Command::new(bin())
+        .arg("load")
         .arg("--data")
         .arg(&data)
-        .arg("load")
         .arg(&file)
         .output()
         .unwrap();
