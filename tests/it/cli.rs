@@ -756,3 +756,65 @@ fn help_shows_each_default_once_and_only_options_that_apply() {
         "{flame}"
     );
 }
+
+/// `load` of something that is not a MemHawk stream names the file and
+/// says what it looks like (gzip, as pprof writes; a zstd-compressed
+/// profile without length prefixes; text; a directory; an empty file),
+/// exits non-zero and stores nothing.
+#[test]
+fn non_memhawk_inputs_say_what_they_look_like() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-sniff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "level\tlabel\tvalue\n0\ttotal\t3\n").unwrap();
+    let real = &small_fixtures()[0];
+    // Real gzip and zstd output of a real profile, by the system's tools.
+    let gz = dir.join("profile.binpb.gz");
+    let zst = dir.join("profile.zst");
+    for (tool, out) in [("gzip", &gz), ("zstd", &zst)] {
+        let o = Command::new(tool).arg("-c").arg(real).output().unwrap();
+        assert!(o.status.success());
+        std::fs::write(out, o.stdout).unwrap();
+    }
+    // The stream's records without their length prefixes: bare zstd frames.
+    let bytes = std::fs::read(real).unwrap();
+    let len = u64::from_be_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let bare = dir.join("bare.zst");
+    std::fs::write(&bare, &bytes[8..8 + len]).unwrap();
+    let empty = dir.join("empty.binpb");
+    std::fs::write(&empty, b"").unwrap();
+    let sub = dir.join("a-directory");
+    std::fs::create_dir_all(&sub).unwrap();
+    let cases = [
+        (&gz, "gzip-compressed"),
+        (&text, "looks like text"),
+        (&zst, "bare zstd frame"),
+        (&bare, "bare zstd frame"),
+        (&sub, "is a directory"),
+        (&empty, "no complete header record in 0 bytes"),
+    ];
+    for (file, want) in cases {
+        let f = run_fail(&[
+            "load",
+            "--data",
+            data.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(f.code, Some(1), "{}", f.stderr);
+        assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
+        assert!(
+            f.stderr.contains(&file.display().to_string()),
+            "{}",
+            f.stderr
+        );
+        assert!(f.stderr.contains(want), "{}: {}", file.display(), f.stderr);
+        assert!(!f.stderr.contains("length prefix"), "{}", f.stderr);
+    }
+    assert_eq!(
+        run(&data, &["sql", "SELECT count() FROM flamehouse.processes"]),
+        "0\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
