@@ -818,3 +818,47 @@ fn non_memhawk_inputs_say_what_they_look_like() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A data directory another process has open is named as such, with that
+/// process's pid (here this test process, whose shared engine holds its
+/// directory); a read-only one says it is not writable instead of
+/// "File exists" or a guess about another process.
+#[test]
+fn engine_open_failures_say_the_true_cause() {
+    let held = flamehouse_tests::engine().data_dir().to_path_buf();
+    let f = run_fail(&["sql", "--data", held.to_str().unwrap(), "SELECT 1"]);
+    assert!(
+        f.stderr.contains(&format!(
+            "another process (pid {}) has this directory open",
+            std::process::id()
+        )),
+        "{}",
+        f.stderr
+    );
+
+    // Read-only: a read-only bind mount in a private mount namespace (root
+    // is not stopped by file modes). The directory was prepared first.
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-ro-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (src, mnt) = (dir.join("src"), dir.join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    run(&src, &["sql", "SELECT 1"]);
+    let script = format!(
+        "mount --bind '{s}' '{m}' && mount -o remount,bind,ro '{m}' && exec '{b}' sql --data '{m}' 'SELECT 1'",
+        s = src.display(),
+        m = mnt.display(),
+        b = bin().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .expect("unshare runs (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: the directory is not writable", mnt.display())),
+        "{err}"
+    );
+    assert!(!err.contains("File exists"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
