@@ -263,7 +263,9 @@ fn run_fail(args: &[&str]) -> Failed {
 fn small_fixtures() -> &'static [String] {
     static F: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     F.get_or_init(|| {
-        let fx = std::env::temp_dir().join(format!("flamehouse-cli-fx-{}", std::process::id()));
+        // Inside the shared engine's directory, which the harness removes
+        // at exit (the tests using these end at different times).
+        let fx = flamehouse_tests::engine().data_dir().join("cli-fixtures");
         let _ = std::fs::remove_dir_all(&fx);
         let out = Command::new(flamehouse_tests::udf_binary().with_file_name("flamehouse"))
             .args(["fixtures", "--snapshots", "30", "--stacks", "300", "--out"])
