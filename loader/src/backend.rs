@@ -4,6 +4,7 @@
 
 use crate::engine::Engine;
 use crate::error::{file_err, Error, Result};
+use crate::ident::Ident;
 use crate::rows::{encode_all, RowBinary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,10 +18,10 @@ pub trait Backend: Sync {
     /// Runs a query, returning TabSeparated text.
     fn query_tsv(&self, sql: &str) -> Result<String>;
     /// Inserts one block of RowBinary rows with `structure` (`name Type,
-    /// ...`) into `db.table`.
+    /// ...`) into `db.table` (`table` is checked as an [`Ident`] too).
     fn insert_rowbinary(
         &self,
-        db: &str,
+        db: &Ident,
         table: &str,
         structure: &str,
         rows: &[u8],
@@ -37,7 +38,7 @@ pub trait Backend: Sync {
 /// Inserts typed rows through `backend` as one deduplicated block.
 pub fn insert<R: RowBinary>(
     backend: &dyn Backend,
-    db: &str,
+    db: &Ident,
     rows: &[R],
     token: &str,
 ) -> Result<()> {
@@ -45,6 +46,22 @@ pub fn insert<R: RowBinary>(
         return Ok(());
     }
     backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &encode_all(rows), token)
+}
+
+/// Quotes a name for SQL as a backquoted identifier (for names read back
+/// from the engine; names users type are [`Ident`]s instead).
+pub fn quote_ident(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('`');
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '`' => o.push_str("\\`"),
+            c => o.push(c),
+        }
+    }
+    o.push('`');
+    o
 }
 
 /// Quotes a string for a SQL literal.
@@ -81,7 +98,7 @@ impl Backend for Engine {
 
     fn insert_rowbinary(
         &self,
-        db: &str,
+        db: &Ident,
         table: &str,
         structure: &str,
         rows: &[u8],
@@ -91,6 +108,7 @@ impl Backend for Engine {
         // buffer size without an error, so the block goes through a named
         // pipe that the engine reads with file() while a feeder thread
         // writes it: nothing is written to disk and read back.
+        let table = Ident::parse_as("table", table)?;
         let path = fifo_path(self)?;
         make_fifo(&path)?;
         let cancel = AtomicBool::new(false);
@@ -99,7 +117,7 @@ impl Backend for Engine {
                 let mut file = open_fifo_writer(&path, &cancel)?;
                 file.write_all(rows)
             });
-            let queried = self.execute(&file_insert_sql(db, table, structure, token, &path));
+            let queried = self.execute(&file_insert_sql(db, &table, structure, token, &path));
             // A query that failed before opening the pipe leaves the feeder
             // waiting for a reader: tell it to stop.
             cancel.store(true, Ordering::Relaxed);
@@ -127,7 +145,7 @@ fn fifo_path(engine: &Engine) -> Result<PathBuf> {
     )))
 }
 
-fn file_insert_sql(db: &str, table: &str, structure: &str, token: &str, path: &Path) -> String {
+fn file_insert_sql(db: &Ident, table: &Ident, structure: &str, token: &str, path: &Path) -> String {
     format!(
         "INSERT INTO {db}.{table} ({}) SETTINGS insert_deduplication_token = {}, \
          deduplicate_blocks_in_dependent_materialized_views = 1 \

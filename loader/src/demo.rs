@@ -9,6 +9,7 @@
 use crate::backend::sql_string;
 use crate::engine::Engine;
 use crate::error::{file_err, Error, Result};
+use crate::ident::Ident;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -84,7 +85,12 @@ pub fn synthetic_stacks(p: &SyntheticProfile) -> Vec<Vec<String>> {
 /// Creates `table (ts DateTime, stack Array(String), value Int64)` filled
 /// with `p.samples` rows drawn from [`synthetic_stacks`]; the distinct
 /// stacks are kept in `{table}_stacks (id UInt32, stack Array(String))`.
-pub fn load_synthetic(engine: &Engine, table: &str, p: &SyntheticProfile) -> Result<()> {
+/// The demo's samples table.
+fn demo_table() -> Ident {
+    Ident::new("demo_samples").expect("an identifier")
+}
+
+pub fn load_synthetic(engine: &Engine, table: &Ident, p: &SyntheticProfile) -> Result<()> {
     let stacks = synthetic_stacks(p);
     engine.execute(&format!("DROP TABLE IF EXISTS {table}"))?;
     engine.execute(&format!("DROP TABLE IF EXISTS {table}_stacks"))?;
@@ -130,7 +136,7 @@ pub fn load_synthetic(engine: &Engine, table: &str, p: &SyntheticProfile) -> Res
 /// sample. Grouping by a 64-bit hash of the stack is ~30% faster than
 /// grouping by the array itself; two different stacks would have to collide
 /// in cityHash64 to merge (about 3e-8 for a million distinct stacks).
-pub fn grouped_sql(table: &str, filter: &str) -> String {
+pub fn grouped_sql(table: &Ident, filter: &str) -> String {
     format!(
         "(SELECT any(st) AS stack, sum(value) AS v FROM \
          (SELECT stack AS st, value FROM {table} {filter}) GROUP BY cityHash64(st))"
@@ -138,7 +144,7 @@ pub fn grouped_sql(table: &str, filter: &str) -> String {
 }
 
 /// The SQL that folds `table`'s samples through the flamehouse functions.
-pub fn fold_sql(table: &str, filter: &str) -> String {
+pub fn fold_sql(table: &Ident, filter: &str) -> String {
     format!(
         "SELECT line, v FROM (SELECT stackFold(groupArray((stack, v))) AS folded FROM {}) \
          ARRAY JOIN folded.1 AS line, folded.2 AS v",
@@ -235,10 +241,10 @@ pub struct DemoOutput {
 /// Grafana tree frame (TSV) and the diff of the first and second half hour.
 pub fn run_demo(engine: &Engine, out_dir: &Path, p: &SyntheticProfile) -> Result<DemoOutput> {
     std::fs::create_dir_all(out_dir).map_err(file_err(out_dir))?;
-    load_synthetic(engine, "demo_samples", p)?;
+    load_synthetic(engine, &demo_table(), p)?;
     let mut files = Vec::new();
 
-    let folded = engine.query_tsv(&fold_sql("demo_samples", ""))?;
+    let folded = engine.query_tsv(&fold_sql(&demo_table(), ""))?;
     let lines: Vec<String> = folded.lines().map(|l| l.replacen('\t', " ", 1)).collect();
     let folded_path = out_dir.join("demo.folded");
     std::fs::write(&folded_path, lines.join("\n") + "\n").map_err(file_err(&folded_path))?;
@@ -255,7 +261,7 @@ pub fn run_demo(engine: &Engine, out_dir: &Path, p: &SyntheticProfile) -> Result
         "SELECT n.level, n.label, n.value, n.self FROM \
          (SELECT stackTreeWith(groupArray((stack, v)), map('max_nodes', '2000')) AS t FROM {}) \
          ARRAY JOIN t AS n",
-        grouped_sql("demo_samples", "")
+        grouped_sql(&demo_table(), "")
     ))?;
     let tree_path = out_dir.join("demo-tree.tsv");
     std::fs::write(&tree_path, format!("level\tlabel\tvalue\tself\n{tree}"))

@@ -4,7 +4,11 @@
 //! Opening an engine prepares the data directory so the engine registers
 //! the flamehouse functions: `DIR/user_scripts/flamehouse-udf` links to the
 //! UDF executable, `DIR/udf/flamehouse_function.xml` is written from the
-//! catalog, and the SQL wrapper functions are (re)created. chDB allows one
+//! catalog, and the SQL wrapper functions are (re)created; each only when
+//! it is missing or differs, so opening writes nothing of flamehouse's own
+//! into a directory already prepared. (The engine itself still writes its
+//! status file and its tables' logs on open: a read-only directory cannot
+//! be opened, and the error says so.) chDB allows one
 //! open database path per process, so an `Engine` is opened once and shared.
 
 use crate::error::{file_err, Error, Result};
@@ -13,6 +17,9 @@ use libloading::Library;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// The copy of the SQL wrappers last created, in `DIR/udf/`.
+const FUNCTIONS_APPLIED: &str = "flamehouse_functions_applied.sql";
 
 /// The pinned chDB release; `scripts/setup-engine.sh` fetches the same.
 pub const CHDB_VERSION: &str = "26.5.3";
@@ -212,18 +219,7 @@ impl Engine {
         let udf = find_udf_binary(opts.udf_binary.as_deref())?;
         let udf = std::fs::canonicalize(&udf).map_err(file_err(&udf))?;
 
-        std::fs::create_dir_all(&data_dir).map_err(file_err(&data_dir))?;
-        let data_dir = std::fs::canonicalize(&data_dir).map_err(file_err(&data_dir))?;
-        let scripts = data_dir.join("user_scripts");
-        let configs = data_dir.join("udf");
-        for d in [&scripts, &configs] {
-            std::fs::create_dir_all(d).map_err(file_err(d))?;
-        }
-        let link = scripts.join(catalog::BINARY);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&udf, &link).map_err(file_err(&link))?;
-        let xml = configs.join("flamehouse_function.xml");
-        std::fs::write(&xml, catalog::functions_xml()).map_err(file_err(&xml))?;
+        let (data_dir, scripts, configs) = prepare_data_dir(&data_dir, &udf)?;
 
         let api = Api::load(&library)?;
         let args = [
@@ -248,8 +244,8 @@ impl Engine {
         // SAFETY: a non-null result points at the connection handle.
         if conn.is_null() || unsafe { (*conn).is_null() } {
             return Err(Error::Connect {
+                reason: connect_failure(&data_dir),
                 path: data_dir,
-                reason: "chdb_connect failed (is another process using this directory?)".into(),
             });
         }
         let engine = Engine {
@@ -257,8 +253,25 @@ impl Engine {
             conn: Mutex::new(conn),
             data_dir,
         };
-        for stmt in catalog::statements(&catalog::functions_sql()) {
-            engine.execute(&stmt)?;
+        // The wrappers are stored in the directory: (re)create them only
+        // when the copy of their SQL kept beside them differs or one is
+        // missing, so a read-only directory that has them opens.
+        let sql = catalog::functions_sql();
+        let applied = configs.join(FUNCTIONS_APPLIED);
+        let existing = engine
+            .query_tsv("SELECT name FROM system.functions WHERE origin = 'SQLUserDefined'")?;
+        let stmts = catalog::statements(&sql);
+        let current = std::fs::read(&applied).ok().as_deref() == Some(sql.as_bytes())
+            && stmts.iter().all(|s| {
+                s.split_whitespace()
+                    .nth(4)
+                    .is_some_and(|name| existing.lines().any(|l| l == name))
+            });
+        if !current {
+            for stmt in &stmts {
+                engine.execute(stmt)?;
+            }
+            std::fs::write(&applied, &sql).map_err(|e| write_err(&applied, e))?;
         }
         Ok(engine)
     }
@@ -344,12 +357,155 @@ impl Drop for Engine {
     }
 }
 
+/// Prepares `dir` so the engine registers the flamehouse functions: the
+/// `user_scripts/flamehouse-udf` link to `udf` and the functions' XML in
+/// `udf/`. Returns the canonical directory, the scripts and the configs
+/// directories. Nothing already in place is rewritten, so a read-only
+/// directory prepared before opens; a write that is needed and fails says
+/// which file and why.
+pub fn prepare_data_dir(dir: &Path, udf: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir).map_err(file_err(dir))?;
+    let dir = std::fs::canonicalize(dir).map_err(file_err(dir))?;
+    let scripts = dir.join("user_scripts");
+    let configs = dir.join("udf");
+    for d in [&scripts, &configs] {
+        std::fs::create_dir_all(d).map_err(file_err(d))?;
+    }
+    let link = scripts.join(catalog::BINARY);
+    if std::fs::read_link(&link).ok().as_deref() != Some(udf) {
+        match std::fs::remove_file(&link) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(write_err(&link, e));
+            }
+            _ => {}
+        }
+        std::os::unix::fs::symlink(udf, &link).map_err(|e| write_err(&link, e))?;
+    }
+    let xml = configs.join("flamehouse_function.xml");
+    let text = catalog::functions_xml();
+    if std::fs::read(&xml).ok().as_deref() != Some(text.as_bytes()) {
+        std::fs::write(&xml, text).map_err(|e| write_err(&xml, e))?;
+    }
+    Ok((dir, scripts, configs))
+}
+
+/// A failed write in the data directory, with the cause the OS gave (a
+/// read-only directory says so).
+fn write_err(path: &Path, cause: std::io::Error) -> Error {
+    let hint = match cause.raw_os_error() {
+        Some(libc::EROFS) | Some(libc::EACCES) | Some(libc::EPERM) => {
+            " (the data directory is not writable; it needs this file)"
+        }
+        _ => "",
+    };
+    Error::File {
+        path: path.to_path_buf(),
+        cause: std::io::Error::new(cause.kind(), format!("{cause}{hint}")),
+    }
+}
+
+/// Why the engine would not open `dir`, as far as can be told from outside
+/// (the engine prints its own message to stderr): another process holds
+/// the lock on `DIR/status` (ClickHouse's one-server-per-directory lock), or
+/// the directory is not writable (the engine writes its status file and its
+/// tables' deduplication logs on open, even to read).
+fn connect_failure(dir: &Path) -> String {
+    use std::os::unix::io::AsRawFd;
+    let status = dir.join("status");
+    if let Ok(f) = std::fs::File::open(&status) {
+        // SAFETY: flock on a descriptor this function owns; released when
+        // `f` is dropped.
+        let busy = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK);
+        if busy {
+            let pid = std::fs::read_to_string(&status)
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix("PID: ").map(|p| p.trim().to_string()))
+                })
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default();
+            return format!(
+                "another process{pid} has this directory open; chDB allows one process per directory"
+            );
+        }
+    }
+    if !writable(dir) {
+        return "the directory is not writable: the engine writes its status file and its \
+                tables' logs there even to read (copy it somewhere writable)"
+            .into();
+    }
+    "chdb_connect failed (the engine's message is above)".into()
+}
+
+/// Whether this process may write in `dir`.
+fn writable(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
 /// Drops the engine's stack-trace block from an error message: users need
 /// the reason and the scope, not 30 raw addresses.
 pub fn clean_error(msg: &str) -> String {
-    let one_line = msg.trim().replace('\n', " ");
+    let mut one_line = msg.trim().replace('\n', " ");
+    // A view's throwIf message is the point; the expression dump after it
+    // repeats it three times.
+    if let (Some(a), Some(b)) = (
+        one_line.find(": while executing 'FUNCTION throwIf("),
+        one_line.find("'. (FUNCTION_THROW_IF_VALUE_IS_NON_ZERO)"),
+    ) {
+        if a < b {
+            one_line = format!("{}{}", &one_line[..a], &one_line[b + 1..]);
+        }
+    }
     match (one_line.find(", Stack trace"), one_line.find(" (version ")) {
         (Some(a), Some(b)) if a < b => format!("{}{}", &one_line[..a], &one_line[b..]),
         _ => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// Preparing a directory twice rewrites nothing (the link and the XML
+    /// keep their inodes, so a directory prepared before and then made
+    /// read-only is not written to); a stale link is replaced; a link that
+    /// cannot be replaced is an error with the true cause (it used to be
+    /// "File exists").
+    #[test]
+    fn prepared_directory_is_not_rewritten() {
+        let dir = std::env::temp_dir().join(format!("flamehouse-prep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let udf = std::env::current_exe().unwrap();
+        let (d, scripts, configs) = prepare_data_dir(&dir, &udf).unwrap();
+        let link = scripts.join(catalog::BINARY);
+        let xml = configs.join("flamehouse_function.xml");
+        assert_eq!(std::fs::read_link(&link).unwrap(), udf);
+        let ino = |p: &Path| std::fs::symlink_metadata(p).unwrap().ino();
+        let (l0, x0) = (ino(&link), ino(&xml));
+        assert_eq!(prepare_data_dir(&dir, &udf).unwrap().0, d);
+        assert_eq!((ino(&link), ino(&xml)), (l0, x0));
+
+        // A link to another build is replaced.
+        let other = dir.join("other-udf");
+        std::fs::write(&other, b"").unwrap();
+        prepare_data_dir(&dir, &other).unwrap();
+        assert_eq!(std::fs::read_link(&link).unwrap(), other);
+
+        // Something that cannot be removed in its place: the OS's reason.
+        std::fs::remove_file(&link).unwrap();
+        std::fs::create_dir_all(link.join("x")).unwrap();
+        let e = prepare_data_dir(&dir, &udf).unwrap_err().to_string();
+        assert!(e.starts_with(&link.display().to_string()), "{e}");
+        assert!(e.contains("Is a directory"), "{e}");
+        assert!(!e.contains("File exists"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -48,6 +48,20 @@ pub enum Error {
     /// byte offset).
     #[error("{0}")]
     Decode(String),
+    /// A name given for SQL (database, cluster) is not a plain identifier.
+    #[error("invalid {what} {name:?}: {why}")]
+    Ident {
+        /// Which option (`database`, `cluster`).
+        what: String,
+        /// The name as given.
+        name: String,
+        /// Why it was refused.
+        why: String,
+    },
+    /// A command's arguments do not fit (a time that is no time, an empty
+    /// result); the message says what and why.
+    #[error("{0}")]
+    Usage(String),
     /// Rendering an SVG failed.
     #[error("rendering the flame graph: {0}")]
     Render(String),

@@ -1,8 +1,196 @@
 //! `flamehouse flame`: render any flame-graph view to folded text or SVG, for
-//! people without Grafana.
+//! people without Grafana. It owns the view, metric and time arguments of
+//! the command (parsed and checked before any SQL runs) and the check that a
+//! view is not empty before anything is written.
 
 use crate::backend::{sql_string, Backend};
 use crate::error::{Error, Result};
+use crate::ident::Ident;
+
+/// A flame-graph view of the schema (the `flame_*` views).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ViewKind {
+    /// Live memory at the process's peak (`flame_peak`).
+    Peak,
+    /// Live memory at an instant `--t` (`flame_at`).
+    At,
+    /// What grew over [`--t1`, `--t2`] (`flame_change`, direction `added`).
+    Added,
+    /// What shrank over [`--t1`, `--t2`] (`flame_change`, direction `removed`).
+    Removed,
+    /// Both instants in one differential flame graph (`flame_diff`).
+    Diff,
+    /// Allocated bytes or allocations up to `--t` (`flame_cumulative`).
+    Cumulative,
+}
+
+impl ViewKind {
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViewKind::Peak => "peak",
+            ViewKind::At => "at",
+            ViewKind::Added => "added",
+            ViewKind::Removed => "removed",
+            ViewKind::Diff => "diff",
+            ViewKind::Cumulative => "cumulative",
+        }
+    }
+}
+
+/// What a view's values count: the views' `metric` parameter, which since
+/// schema version 4 refuses anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Metric {
+    /// Live bytes (`cumulative`: bytes allocated).
+    #[default]
+    Bytes,
+    /// Live allocations (`cumulative`: allocations made).
+    Count,
+}
+
+impl Metric {
+    /// The views' parameter value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Bytes => "bytes",
+            Metric::Count => "count",
+        }
+    }
+
+    /// The unit as tooltips name it: `bytes` or `allocations`.
+    pub fn unit_name(self) -> &'static str {
+        match self {
+            Metric::Bytes => "bytes",
+            Metric::Count => "allocations",
+        }
+    }
+}
+
+/// A time argument, as typed: checked for form at parse time, resolved
+/// against the process's snapshots later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeArg {
+    /// An absolute UTC instant, milliseconds since the epoch.
+    Utc(i64),
+    /// Milliseconds after the process's first snapshot (`+90s`, `+5m`).
+    Offset(i64),
+    /// The process's first snapshot.
+    Start,
+    /// The process's last snapshot.
+    End,
+}
+
+/// The forms a time argument takes, for messages and `--help`.
+pub const TIME_FORMS: &str =
+    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot, `start` or `end`";
+
+impl std::str::FromStr for TimeArg {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<TimeArg> {
+        let bad = |why: &str| Error::Usage(format!("bad time {s:?}: {why}; use {TIME_FORMS}"));
+        let t = s.trim();
+        if t == "end" {
+            return Ok(TimeArg::End);
+        }
+        if t == "start" {
+            return Ok(TimeArg::Start);
+        }
+        if let Some(rest) = t.strip_prefix('+') {
+            let (num, unit_ms) = match rest.char_indices().last() {
+                Some((i, 's')) => (&rest[..i], 1_000.0),
+                Some((i, 'm')) => (&rest[..i], 60_000.0),
+                Some((i, 'h')) => (&rest[..i], 3_600_000.0),
+                _ => (rest, 1_000.0),
+            };
+            let n: f64 = num
+                .parse()
+                .ok()
+                .filter(|n: &f64| n.is_finite() && *n >= 0.0 && !num.starts_with('+'))
+                .ok_or_else(|| bad("not a number of seconds, minutes or hours"))?;
+            let ms = n * unit_ms;
+            if ms > 1e15 {
+                return Err(bad("offset too large"));
+            }
+            return Ok(TimeArg::Offset(ms.round() as i64));
+        }
+        parse_utc_ms(t).map(TimeArg::Utc).map_err(|why| bad(&why))
+    }
+}
+
+/// Parses `YYYY-MM-DD hh:mm:ss[.fff]` (a `T` in place of the space and a
+/// trailing `Z` are accepted too) into milliseconds since the epoch,
+/// checking every field's range (no 13th month, no 30 February).
+pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
+    let s = s.strip_suffix('Z').unwrap_or(s);
+    let b = s.as_bytes();
+    let shape_ok = b.len() >= 19
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b' ' || b[10] == b'T')
+        && b[13] == b':'
+        && b[16] == b':';
+    if !shape_ok {
+        return Err("not a time".into());
+    }
+    let num = |r: std::ops::Range<usize>| -> std::result::Result<i64, String> {
+        let f = &s[r];
+        if f.bytes().all(|c| c.is_ascii_digit()) {
+            Ok(f.parse().expect("digits"))
+        } else {
+            Err("not a time".into())
+        }
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let ms = match &s[19..] {
+        "" => 0,
+        f if f.len() >= 2 && f.len() <= 4 && f.starts_with('.') => {
+            let digits = &f[1..];
+            if !digits.bytes().all(|c| c.is_ascii_digit()) {
+                return Err("not a time".into());
+            }
+            digits.parse::<i64>().expect("digits") * 10i64.pow(3 - digits.len() as u32)
+        }
+        _ => return Err("fractions of a second take 1 to 3 digits".into()),
+    };
+    if !(1..=12).contains(&mo) {
+        return Err(format!("month {mo} does not exist"));
+    }
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ][(mo - 1) as usize];
+    if d < 1 || d > days_in_month {
+        return Err(format!("day {d} does not exist in {y:04}-{mo:02}"));
+    }
+    if h > 23 || mi > 59 || sec > 59 {
+        return Err(format!("{h:02}:{mi:02}:{sec:02} is not a time of day"));
+    }
+    // Days since the epoch from a civil date (Howard Hinnant's algorithm).
+    let (yy, mm) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * mm + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Ok(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
+}
 
 /// Which view to render, with its parameters.
 #[derive(Debug, Clone)]
@@ -46,15 +234,15 @@ pub enum FlameView {
 
 /// The SQL that selects the view's `(level, label, value, self)` rows.
 pub fn view_sql(
-    db: &str,
+    db: &Ident,
     process_id: u64,
-    metric: &str,
+    metric: Metric,
     max_nodes: u32,
     view: &FlameView,
 ) -> String {
     let common = format!(
         "process_id = {process_id}, metric = {}, max_nodes = {max_nodes}",
-        sql_string(metric)
+        sql_string(metric.as_str())
     );
     let call = match view {
         FlameView::At { t } => format!("flame_at({common}, t = {})", sql_string(t)),
@@ -117,15 +305,6 @@ pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// The unit a view's `metric` counts, as tooltips name it: `bytes` is
-/// `bytes`, `count` is `allocations`; anything else is named as given.
-pub fn count_name(metric: &str) -> &str {
-    match metric {
-        "count" => "allocations",
-        m => m,
-    }
-}
-
 /// The label of the tree's root row (level 0) as the view returned it, so
 /// an SVG's root bar says what the Grafana panel's does.
 pub fn root_label(tsv: &str) -> Option<&str> {
@@ -134,54 +313,255 @@ pub fn root_label(tsv: &str) -> Option<&str> {
         .find_map(|mut f| (f.next() == Some("0")).then(|| f.next()).flatten())
 }
 
-/// Resolves a process given as an id or a name (the latest process of that
-/// name).
-pub fn resolve_process(backend: &dyn Backend, db: &str, process: &str) -> Result<u64> {
-    if let Ok(id) = process.parse::<u64>() {
-        return Ok(id);
+/// A process of the schema and the span of its snapshots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// `process_id`.
+    pub id: u64,
+    /// Short name.
+    pub name: String,
+    /// First and last snapshot, milliseconds since the epoch (`None`: no
+    /// snapshot stored).
+    pub span: Option<(i64, i64)>,
+}
+
+impl Process {
+    /// `process 4242 (workload), snapshots 2026-... .. 2026-...` for messages.
+    pub fn describe(&self) -> String {
+        match self.span {
+            Some((a, b)) => format!(
+                "process {} ({}) has snapshots from {} to {} UTC",
+                self.id,
+                self.name,
+                format_utc_ms(a),
+                format_utc_ms(b)
+            ),
+            None => format!("process {} ({}) has no snapshots", self.id, self.name),
+        }
     }
+
+    /// A time argument as milliseconds since the epoch.
+    pub fn resolve(&self, t: TimeArg) -> Result<i64> {
+        let (first, last) = self.span.ok_or_else(|| Error::Usage(self.describe()))?;
+        Ok(match t {
+            TimeArg::Utc(ms) => ms,
+            TimeArg::Offset(ms) => first.saturating_add(ms),
+            TimeArg::Start => first,
+            TimeArg::End => last,
+        })
+    }
+}
+
+/// Resolves a process given as an id or a name (the latest process of that
+/// name), with its span; an unknown one is an error that says how to list
+/// the known ones.
+pub fn resolve_process(backend: &dyn Backend, db: &Ident, process: &str) -> Result<Process> {
+    let filter = match process.parse::<u64>() {
+        Ok(id) => format!("process_id = {id}"),
+        Err(_) => format!("name = {}", sql_string(process)),
+    };
     let out = backend.query_tsv(&format!(
-        "SELECT process_id FROM {db}.processes FINAL WHERE name = {} ORDER BY start_time DESC LIMIT 1",
-        sql_string(process)
+        "SELECT process_id, name, isNotNull(first_ts), toUnixTimestamp64Milli(ifNull(first_ts, 0)), \
+         toUnixTimestamp64Milli(ifNull(end_time, 0)) \
+         FROM {db}.process_list WHERE {filter} ORDER BY start_time DESC LIMIT 1"
     ))?;
-    out.trim().parse().map_err(|_| Error::Query {
-        message: format!("no process named {process:?} (see `flamehouse sql \"SELECT * FROM {db}.process_list\"`)"),
+    let f: Vec<&str> = out.trim_end_matches('\n').split('\t').collect();
+    if f.len() < 5 {
+        return Err(Error::Usage(format!(
+            "no process {process:?} in database {db} (list them: flamehouse sql \"SELECT process_id, name, first_ts, end_time FROM {db}.process_list\")"
+        )));
+    }
+    let bad = || Error::Query {
+        message: format!("unexpected process_list row {out:?}"),
+    };
+    let id = f[0].parse().map_err(|_| bad())?;
+    let span = if f[2] == "1" {
+        Some((
+            f[3].parse().map_err(|_| bad())?,
+            f[4].parse().map_err(|_| bad())?,
+        ))
+    } else {
+        None
+    };
+    Ok(Process {
+        id,
+        name: unescape_tsv(f[1]),
+        span,
     })
 }
 
-/// Resolves a time argument: an absolute UTC time as is, or `+N` / `+Ns` /
-/// `+Nm` as an offset from the process's first snapshot; `end` is the last.
-pub fn resolve_time(backend: &dyn Backend, db: &str, process_id: u64, t: &str) -> Result<String> {
-    let bad = || Error::Query {
-        message: format!(
-            "bad time {t:?}: use `YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s`, `+5m` or `end`"
-        ),
-    };
-    let expr = if t == "end" {
-        "end_time".to_string()
-    } else if let Some(rest) = t.strip_prefix('+') {
-        let (num, mult) = match rest.strip_suffix('m') {
-            Some(n) => (n, 60_000),
-            None => (rest.strip_suffix('s').unwrap_or(rest), 1000),
-        };
-        let n: f64 = num.parse().map_err(|_| bad())?;
-        format!(
-            "first_ts + toIntervalMillisecond({})",
-            (n * mult as f64) as i64
-        )
-    } else {
-        return Ok(t.to_string());
-    };
-    let out = backend.query_tsv(&format!(
-        "SELECT toString({expr}) FROM {db}.process_list WHERE process_id = {process_id}"
-    ))?;
-    let v = out.trim();
-    if v.is_empty() {
-        return Err(Error::Query {
-            message: format!("process {process_id} has no snapshots"),
-        });
+/// Undoes TabSeparated escaping of one field.
+fn unescape_tsv(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('0') => out.push('\0'),
+            Some(c) => out.push(c),
+            None => out.push('\\'),
+        }
     }
-    Ok(v.to_string())
+    out
+}
+
+/// What `flamehouse flame` renders: the view, its times as typed, metric
+/// and pruning. Defaults: metric `bytes`, `max_nodes` 0 (no limit).
+#[derive(Debug, Clone)]
+pub struct FlameRequest {
+    /// The view.
+    pub view: ViewKind,
+    /// Process id or name.
+    pub process: String,
+    /// Instant of `at` and `cumulative`.
+    pub t: Option<TimeArg>,
+    /// Interval start of `added`, `removed` and `diff`.
+    pub t1: Option<TimeArg>,
+    /// Interval end of `added`, `removed` and `diff`.
+    pub t2: Option<TimeArg>,
+    /// What values count.
+    pub metric: Metric,
+    /// Prune to at most this many nodes (0: no limit).
+    pub max_nodes: u32,
+}
+
+/// A rendered view: folded lines (never empty) and a title.
+#[derive(Debug, Clone)]
+pub struct Flame {
+    /// Folded lines (`a;b;c value` or, for `diff`, `a;b;c before after`).
+    pub lines: Vec<String>,
+    /// `flamehouse added (bytes)`.
+    pub title: String,
+    /// What the values count, as tooltips name it: `bytes` or `allocations`.
+    pub unit: &'static str,
+    /// The tree's root label as the view returned it (so an SVG's root bar
+    /// says what the Grafana panel's does).
+    pub root: String,
+}
+
+/// Checks the request's arguments against its view, resolves the process and
+/// its times, runs the view and returns its folded lines. An argument the
+/// view does not use, a time outside the process's snapshots that leaves the
+/// view empty, and an empty view are errors that say why (with the
+/// process's span), so no empty or misleading file is written.
+pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Flame> {
+    let view = req.view.name();
+    let (needs_t, needs_range) = match req.view {
+        ViewKind::Peak => (false, false),
+        ViewKind::At | ViewKind::Cumulative => (true, false),
+        ViewKind::Added | ViewKind::Removed | ViewKind::Diff => (false, true),
+    };
+    let usage = |m: String| Err(Error::Usage(m));
+    if !needs_t && req.t.is_some() {
+        return usage(format!("view {view} takes no --t"));
+    }
+    if !needs_range && (req.t1.is_some() || req.t2.is_some()) {
+        return usage(format!("view {view} takes no --t1/--t2"));
+    }
+    let need = |v: Option<TimeArg>, name: &str| {
+        v.ok_or_else(|| Error::Usage(format!("view {view} needs --{name} ({TIME_FORMS})")))
+    };
+    let (t, t1, t2) = (
+        if needs_t {
+            Some(need(req.t, "t")?)
+        } else {
+            None
+        },
+        if needs_range {
+            Some(need(req.t1, "t1")?)
+        } else {
+            None
+        },
+        if needs_range {
+            Some(need(req.t2, "t2")?)
+        } else {
+            None
+        },
+    );
+    let p = resolve_process(backend, db, &req.process)?;
+    let (first, _) = p.span.ok_or_else(|| Error::Usage(p.describe()))?;
+    let fmt = format_utc_ms;
+    let fv = match (t, t1, t2) {
+        (Some(t), _, _) => {
+            let t = p.resolve(t)?;
+            if t < first {
+                return usage(format!(
+                    "view {view} is empty at {}, before the first snapshot: {}",
+                    fmt(t),
+                    p.describe()
+                ));
+            }
+            let t = fmt(t);
+            if req.view == ViewKind::At {
+                FlameView::At { t }
+            } else {
+                FlameView::Cumulative { t }
+            }
+        }
+        (None, Some(t1), Some(t2)) => {
+            let (t1, t2) = (p.resolve(t1)?, p.resolve(t2)?);
+            if t2 < t1 {
+                return usage(format!(
+                    "--t2 {} is before --t1 {}: the interval is empty",
+                    fmt(t2),
+                    fmt(t1)
+                ));
+            }
+            if t2 < first {
+                return usage(format!(
+                    "view {view} is empty from {} to {}, before the first snapshot: {}",
+                    fmt(t1),
+                    fmt(t2),
+                    p.describe()
+                ));
+            }
+            let (t1, t2) = (fmt(t1), fmt(t2));
+            match req.view {
+                ViewKind::Added => FlameView::Added { t1, t2 },
+                ViewKind::Removed => FlameView::Removed { t1, t2 },
+                _ => FlameView::Diff { t1, t2 },
+            }
+        }
+        _ => FlameView::Peak,
+    };
+    let rows = backend.query_tsv(&view_sql(db, p.id, req.metric, req.max_nodes, &fv))?;
+    let lines = rows_to_folded(&rows)?;
+    if lines.is_empty() {
+        let what = match &fv {
+            FlameView::Peak => "at its peak".to_string(),
+            FlameView::At { t } | FlameView::Cumulative { t } => format!("at {t}"),
+            FlameView::Added { t1, t2 } => {
+                format!(
+                    "from {t1} to {t2}: no stack grew in {}",
+                    req.metric.as_str()
+                )
+            }
+            FlameView::Removed { t1, t2 } => {
+                format!(
+                    "from {t1} to {t2}: no stack shrank in {}",
+                    req.metric.as_str()
+                )
+            }
+            FlameView::Diff { t1, t2 } => format!("at both {t1} and {t2}"),
+        };
+        return usage(format!(
+            "view {view} ({}) is empty {what}; {}",
+            req.metric.as_str(),
+            p.describe()
+        ));
+    }
+    Ok(Flame {
+        lines,
+        title: format!("flamehouse {view} ({})", req.metric.as_str()),
+        unit: req.metric.unit_name(),
+        root: root_label(&rows).unwrap_or("total").to_string(),
+    })
 }
 
 /// `YYYY-MM-DD hh:mm:ss.sss` (UTC) of milliseconds since the epoch, the form
@@ -222,6 +602,56 @@ mod tests {
     }
 
     #[test]
+    fn times_are_checked_for_form_and_range() {
+        use std::str::FromStr;
+        let ok = |s: &str| TimeArg::from_str(s).unwrap();
+        assert_eq!(ok("1970-01-01 00:00:00"), TimeArg::Utc(0));
+        assert_eq!(
+            ok("2026-01-01 00:00:12.345"),
+            TimeArg::Utc(1_767_225_612_345)
+        );
+        assert_eq!(
+            ok("2026-01-01T00:00:12.3Z"),
+            TimeArg::Utc(1_767_225_612_300)
+        );
+        assert_eq!(ok("2000-02-29 00:00:00.001"), TimeArg::Utc(951_782_400_001));
+        assert_eq!(ok("+90s"), TimeArg::Offset(90_000));
+        assert_eq!(ok("+90"), TimeArg::Offset(90_000));
+        assert_eq!(ok("+1.5m"), TimeArg::Offset(90_000));
+        assert_eq!(ok("+2h"), TimeArg::Offset(7_200_000));
+        assert_eq!(ok("end"), TimeArg::End);
+        assert_eq!(ok("start"), TimeArg::Start);
+        for (bad, why) in [
+            ("2026-13-45 99:00:00", "month 13"),
+            ("2026-02-29 00:00:00", "day 29"),
+            ("2026-01-01 24:00:00", "not a time of day"),
+            ("yesterday", "not a time"),
+            ("2026-01-01", "not a time"),
+            ("2026-01-01 00:00:00.1234", "1 to 3 digits"),
+            ("+", "not a number"),
+            ("+-5s", "not a number"),
+            ("+5x", "not a number"),
+            ("+inf", "not a number"),
+        ] {
+            let e = TimeArg::from_str(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains(&format!("{bad:?}")),
+                "{bad}: {e}"
+            );
+        }
+        // The oracle of the parser: the formatter (an independent algorithm
+        // direction) round-trips every day of a few centuries.
+        let mut ms = -2_208_988_800_000i64; // 1900-01-01
+        while ms < 4_102_444_800_000 {
+            assert_eq!(
+                TimeArg::from_str(&format_utc_ms(ms)).unwrap(),
+                TimeArg::Utc(ms)
+            );
+            ms += 86_400_000 + 3_600_123;
+        }
+    }
+
+    #[test]
     fn folded_lines_from_tree_and_diff_rows() {
         let tree = "0\ttotal\t10\t1\n1\ta\t9\t4\n2\tb;c\t5\t5\n";
         assert_eq!(rows_to_folded(tree).unwrap(), vec!["a 4", "a;b:c 5"]);
@@ -237,7 +667,7 @@ mod tests {
             Some("all of it")
         );
         assert_eq!(root_label(""), None);
-        assert_eq!(count_name("bytes"), "bytes");
-        assert_eq!(count_name("count"), "allocations");
+        assert_eq!(Metric::Bytes.unit_name(), "bytes");
+        assert_eq!(Metric::Count.unit_name(), "allocations");
     }
 }

@@ -9,6 +9,7 @@
 //! - [`fixture`]: generator of realistic `.binpb` fixtures from a compiled
 //!   workload binary;
 //! - [`server`]: the backend for a ClickHouse server over HTTP;
+//! - [`ident`]: validated SQL identifiers (database, cluster);
 //! - [`error`]: the crate's error type.
 
 pub mod backend;
@@ -19,6 +20,7 @@ pub mod error;
 pub mod fixture;
 pub mod flame;
 pub mod grafana;
+pub mod ident;
 pub mod load;
 pub mod rows;
 pub mod schema;
@@ -27,3 +29,4 @@ pub mod symbolize;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
+pub use ident::Ident;

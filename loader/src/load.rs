@@ -35,7 +35,7 @@ pub const PROFILER_LABEL: &str = "[memhawk]";
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Database. Default: `flamehouse`.
-    pub database: String,
+    pub database: crate::ident::Ident,
     /// Symbolization (sysroot, granularity, debug directories).
     pub symbolizer: SymbolizerOptions,
     /// Limits on one record of the file (compressed and decompressed
@@ -62,7 +62,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
-            database: crate::schema::DEFAULT_DATABASE.to_string(),
+            database: crate::schema::default_database(),
             symbolizer: SymbolizerOptions::default(),
             reader: binpb::ReaderOptions::default(),
             main_binary: None,
@@ -302,7 +302,7 @@ fn rollup(rows: &[u8]) -> Vec<RollupRow> {
     out
 }
 
-fn write_batch(backend: &dyn Backend, db: &str, b: Batch) -> Result<Spare> {
+fn write_batch(backend: &dyn Backend, db: &crate::ident::Ident, b: Batch) -> Result<Spare> {
     let tok = &b.token;
     // Dictionaries first, progress last: a crash in between re-sends the
     // batch, which the tokens deduplicate.

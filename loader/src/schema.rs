@@ -4,6 +4,7 @@
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::ident::Ident;
 use flamehouse_udf::catalog;
 
 /// Default database name.
@@ -14,22 +15,32 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
     (1, "tables", include_str!("../../sql/schema/001_tables.sql")),
     (2, "views", include_str!("../../sql/schema/002_views.sql")),
     (3, "rollup", include_str!("../../sql/schema/003_rollup.sql")),
+    (
+        4,
+        "checked_views",
+        include_str!("../../sql/schema/004_checked_views.sql"),
+    ),
 ];
+
+/// [`DEFAULT_DATABASE`] as an identifier.
+pub fn default_database() -> Ident {
+    Ident::new(DEFAULT_DATABASE).expect("the default database is an identifier")
+}
 
 /// Where the schema goes.
 #[derive(Debug, Clone)]
 pub struct SchemaOptions {
     /// Database name. Default: `flamehouse`.
-    pub database: String,
+    pub database: Ident,
     /// Cluster name for `ON CLUSTER` and Replicated engines. Default: none
     /// (single node).
-    pub cluster: Option<String>,
+    pub cluster: Option<Ident>,
 }
 
 impl Default for SchemaOptions {
     fn default() -> Self {
         SchemaOptions {
-            database: DEFAULT_DATABASE.to_string(),
+            database: default_database(),
             cluster: None,
         }
     }
@@ -42,7 +53,7 @@ impl SchemaOptions {
             Some(c) => (format!("ON CLUSTER {c}"), "Replicated"),
             None => (String::new(), ""),
         };
-        sql.replace("{db}", &self.database)
+        sql.replace("{db}", self.database.as_str())
             .replace(" {on_cluster}", format!(" {on_cluster}").trim_end())
             .replace("{replicated}", replicated)
     }
@@ -98,7 +109,7 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
         Ok(backend
             .query_tsv(&format!(
                 "SELECT count() FROM system.parts WHERE active AND database = {} AND table = {}",
-                crate::backend::sql_string(db),
+                crate::backend::sql_string(db.as_str()),
                 crate::backend::sql_string(table)
             ))?
             .trim()
@@ -107,7 +118,7 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
     };
     let tables = backend.query_tsv(&format!(
         "SELECT name FROM system.tables WHERE database = {} AND engine LIKE '%MergeTree' ORDER BY name",
-        crate::backend::sql_string(db)
+        crate::backend::sql_string(db.as_str())
     ))?;
     let on_cluster = opts
         .cluster
@@ -117,7 +128,12 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
     let mut out = Vec::new();
     for table in tables.lines().map(str::trim).filter(|t| !t.is_empty()) {
         let before = parts(table)?;
-        backend.execute(&format!("OPTIMIZE TABLE {db}.{table}{on_cluster} FINAL"))?;
+        // Names read back from system.tables may be anything a user created
+        // in the database: quoted, not trusted.
+        backend.execute(&format!(
+            "OPTIMIZE TABLE {db}.{}{on_cluster} FINAL",
+            crate::backend::quote_ident(table)
+        ))?;
         out.push((table.to_string(), before, parts(table)?));
     }
     Ok(out)

@@ -28,6 +28,7 @@
 
 use crate::backend::{column_names, Backend};
 use crate::error::{Error, Result};
+use crate::ident::Ident;
 use clickhouse::{Client, Compression};
 use std::future::Future;
 use std::path::PathBuf;
@@ -245,7 +246,7 @@ impl Backend for ServerBackend {
 
     fn insert_rowbinary(
         &self,
-        db: &str,
+        db: &Ident,
         table: &str,
         structure: &str,
         rows: &[u8],
@@ -254,7 +255,8 @@ impl Backend for ServerBackend {
         if rows.is_empty() {
             return Ok(());
         }
-        let sql = insert_sql(db, table, structure);
+        let table = Ident::parse_as("table", table)?;
+        let sql = insert_sql(db, &table, structure);
         let mut insert = self
             .client
             .insert_formatted_with(sql)
@@ -327,7 +329,7 @@ fn http_client(opts: &ServerOptions) -> Result<Client> {
 
 /// The statement of an insert: the columns named in encoding order, data in
 /// RowBinary after it.
-pub fn insert_sql(db: &str, table: &str, structure: &str) -> String {
+pub fn insert_sql(db: &Ident, table: &Ident, structure: &str) -> String {
     format!(
         "INSERT INTO {db}.{table} ({}) FORMAT RowBinary",
         column_names(structure).join(", ")
@@ -342,7 +344,11 @@ mod tests {
     #[test]
     fn insert_statement_names_columns_in_encoding_order() {
         assert_eq!(
-            insert_sql("fh", SampleRow::TABLE, SampleRow::STRUCTURE),
+            insert_sql(
+                &Ident::new("fh").unwrap(),
+                &Ident::new(SampleRow::TABLE).unwrap(),
+                SampleRow::STRUCTURE
+            ),
             "INSERT INTO fh.samples (process_id, ts, stack_id, size, active, overhead, \
              total_count, total_bytes, size_delta, active_delta, count_delta, bytes_delta) \
              FORMAT RowBinary"

@@ -71,7 +71,7 @@ fn main() {
         ..Default::default()
     };
     let t = Instant::now();
-    load_synthetic(engine(), "bench", &p).unwrap();
+    load_synthetic(engine(), &"bench".parse().unwrap(), &p).unwrap();
     println!(
         "data: {} samples, {} distinct stacks, depth {}-{}, cubic skew (loaded in {:.1?})",
         samples,
@@ -88,7 +88,7 @@ fn main() {
         frames.trim().replace('\t', ", distinct stacks: ")
     );
 
-    let grouped = grouped_sql("bench", "");
+    let grouped = grouped_sql(&"bench".parse().unwrap(), "");
     let cases = [
         (
             "builtin flameGraph()",

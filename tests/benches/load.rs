@@ -549,7 +549,7 @@ fn main() {
     let short_data = dir.join("data-short");
     let flamehouse = |data: &Path, args: &[&str]| {
         let mut c = Command::new(&cli);
-        c.arg("--data").arg(data).args(args);
+        c.arg(args[0]).arg("--data").arg(data).args(&args[1..]);
         c
     };
     let init = run_measured(&mut flamehouse(&full_data, &["init"]), "init");

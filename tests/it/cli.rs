@@ -4,17 +4,23 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The `flamehouse` binary next to the built `flamehouse-udf`;
+/// `FLAMEHOUSE_TEST_CLI` runs these tests on another build (an older one,
+/// to see a test fail before its fix).
 fn bin() -> PathBuf {
-    flamehouse_tests::udf_binary().with_file_name("flamehouse")
+    std::env::var_os("FLAMEHOUSE_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
 }
 
 fn run(data: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin())
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .output()
-        .expect("flamehouse runs");
+    let mut cmd = Command::new(bin());
+    cmd.arg(args[0]);
+    // Commands without an engine take no --data.
+    if !["fixtures", "grafana"].contains(&args[0]) {
+        cmd.arg("--data").arg(data);
+    }
+    let out = cmd.args(&args[1..]).output().expect("flamehouse runs");
     assert!(
         out.status.success(),
         "flamehouse {args:?} failed: {}",
@@ -288,9 +294,8 @@ fn record_size_limit_is_an_option_and_an_error() {
     std::fs::write(&file, &bytes).unwrap();
     let data = dir.join("data");
     let out = Command::new(bin())
-        .arg("--data")
+        .args(["load", "--max-record-mib", "1", "--data"])
         .arg(&data)
-        .args(["load", "--max-record-mib", "1"])
         .arg(&file)
         .output()
         .unwrap();
@@ -310,9 +315,9 @@ fn record_size_limit_is_an_option_and_an_error() {
     // With the default limit the same record is read, then refused as
     // corrupt zstd: a different error at the same offset.
     let out = Command::new(bin())
+        .arg("load")
         .arg("--data")
         .arg(&data)
-        .arg("load")
         .arg(&file)
         .output()
         .unwrap();
@@ -320,6 +325,640 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(!out.status.success(), "{err2}");
     assert!(err2.contains(&format!("byte {offset}")), "{err2}");
     assert!(!err2.contains("1048576"), "{err2}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a failed run said: exit code, stderr, stdout.
+struct Failed {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs `flamehouse ARGS` (no `--data` added), which must fail; returns the
+/// exit code and stderr.
+fn run_fail(args: &[&str]) -> Failed {
+    let out = Command::new(bin())
+        .args(args)
+        .env_remove("CLICKHOUSE_URL")
+        .env_remove("FLAMEHOUSE_DATA")
+        .output()
+        .expect("flamehouse runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "flamehouse {args:?} succeeded: {}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Failed {
+        code: out.status.code(),
+        stderr,
+    }
+}
+
+/// Fixture profiles (small: 30 snapshots one second apart, from
+/// 2026-01-01 00:00:00 for `workload`), written once for the tests below.
+fn small_fixtures() -> &'static [String] {
+    static F: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        // Inside the shared engine's directory, which the harness removes
+        // at exit (the tests using these end at different times).
+        let fx = flamehouse_tests::engine().data_dir().join("cli-fixtures");
+        let _ = std::fs::remove_dir_all(&fx);
+        let out = Command::new(flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+            .args(["fixtures", "--snapshots", "30", "--stacks", "300", "--out"])
+            .arg(&fx)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut files: Vec<String> = std::fs::read_dir(&fx)
+            .unwrap()
+            .map(|e| e.unwrap().path().display().to_string())
+            .filter(|p| p.ends_with(".binpb"))
+            .collect();
+        files.sort();
+        files
+    })
+}
+
+/// A temporary directory of one test, with `data/` holding both small
+/// fixtures loaded into database `flamehouse`.
+fn loaded_dir(name: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let mut load = vec!["load"];
+    load.extend(small_fixtures().iter().map(String::as_str));
+    run(&data, &load);
+    (dir, data)
+}
+
+/// Every table of `db` with its row count, and the list of databases: what
+/// a hostile name must leave as it was.
+fn state(data: &Path) -> String {
+    run(
+        data,
+        &[
+            "sql",
+            "SELECT name, engine, total_rows FROM system.tables WHERE database = 'flamehouse' ORDER BY name \
+             UNION ALL SELECT name, '', NULL FROM system.databases ORDER BY 1, 2",
+        ],
+    )
+}
+
+/// A database or cluster name that is not a plain identifier is refused by
+/// every command that takes one, with a one-line error and a non-zero exit,
+/// before anything runs: the existing schema keeps every table and row (the
+/// first name below used to drop the database).
+#[test]
+fn hostile_names_are_refused_and_touch_nothing() {
+    let (dir, data) = loaded_dir("hostile");
+    let before = state(&data);
+    assert!(before.lines().count() > 20, "{before}");
+    assert!(before.contains("samples\tMergeTree\t"), "{before}");
+    let data_s = data.to_str().unwrap();
+    let file = small_fixtures()[0].as_str();
+    let out = dir.join("hostile.folded");
+    let out_s = out.to_str().unwrap();
+    let hostile = [
+        "x; DROP DATABASE flamehouse",
+        "flamehouse.samples; DROP TABLE flamehouse.samples",
+        "bad-name",
+        "x` ON CLUSTER c --",
+        "1st",
+        "",
+        "a b",
+    ];
+    for name in hostile {
+        let with = |cmd: &[&str], opt: &str| -> Vec<String> {
+            let mut v: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            v.extend([
+                opt.to_string(),
+                name.to_string(),
+                "--data".into(),
+                data_s.into(),
+            ]);
+            v
+        };
+        let flame = ["flame", "peak", "--process", "workload", "--out", out_s];
+        let mut cases = vec![
+            (with(&["init"], "--database"), "database"),
+            (with(&["compact"], "--database"), "database"),
+            (with(&["load", file], "--database"), "database"),
+            (with(&flame, "--database"), "database"),
+            (with(&["init"], "--cluster"), "cluster"),
+            (with(&["compact"], "--cluster"), "cluster"),
+            (with(&["load", file], "--cluster"), "cluster"),
+        ];
+        // The same through a server: refused before any request is sent.
+        for (mut a, what) in cases.clone() {
+            a.truncate(a.len() - 2);
+            a.extend(["--url".into(), "http://127.0.0.1:9".into()]);
+            cases.push((a, what));
+        }
+        for (args, what) in &cases {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let f = run_fail(&args);
+            assert_eq!(f.code, Some(2), "{args:?}: {}", f.stderr);
+            assert!(
+                f.stderr.contains(&format!("invalid {what} {name:?}")),
+                "{args:?}: {}",
+                f.stderr
+            );
+            assert!(!f.stderr.contains("Exception"), "{args:?}: {}", f.stderr);
+            assert!(!out.exists(), "{args:?} wrote {}", out.display());
+        }
+    }
+    assert_eq!(state(&data), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Values typed for an enumeration or a time are checked before anything
+/// runs: a clear one-line error naming the value, a non-zero exit, no file
+/// (`--metric bogus` used to draw bytes titled "(bogus)", and a 13th month
+/// used to read as 1900).
+#[test]
+fn enumerations_and_times_are_checked() {
+    let (dir, data) = loaded_dir("enums");
+    let data_s = data.to_str().unwrap();
+    let out = dir.join("x.svg");
+    let out_s = out.to_str().unwrap();
+    let flame = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["flame"].iter().map(|s| s.to_string()).collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend(["--process", "workload", "--out", out_s, "--data", data_s].map(String::from));
+        v
+    };
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            flame(&["peak", "--metric", "bogus"]),
+            "'bogus' for '--metric",
+        ),
+        (flame(&["flames"]), "'flames' for '<VIEW>'"),
+        (
+            flame(&["at", "--t", "2026-13-45 99:00:00"]),
+            "month 13 does not exist",
+        ),
+        (
+            flame(&["at", "--t", "2026-02-30 00:00:00"]),
+            "day 30 does not exist",
+        ),
+        (flame(&["at", "--t", "yesterday"]), "bad time \"yesterday\""),
+        (
+            flame(&["added", "--t1", "+5s", "--t2", "+5 min"]),
+            "bad time \"+5 min\"",
+        ),
+        (
+            [
+                "load",
+                "--granularity",
+                "file",
+                "--data",
+                data_s,
+                &small_fixtures()[0],
+            ]
+            .map(String::from)
+            .to_vec(),
+            "'file' for '--granularity",
+        ),
+    ];
+    for (args, want) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let f = run_fail(&args);
+        assert_eq!(f.code, Some(2), "{args:?}: {}", f.stderr);
+        let first = f.stderr.lines().next().unwrap_or("");
+        assert!(first.contains(want), "{args:?}: {}", f.stderr);
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A view that would be empty is an error that says why, with the process's
+/// real span of snapshots, and writes no file (it used to write an "ERROR"
+/// SVG or a one-byte file and exit 0).
+#[test]
+fn empty_views_are_errors_with_the_process_span() {
+    let (dir, data) = loaded_dir("empty");
+    let data_s = data.to_str().unwrap();
+    // The span from the table, in the form the messages use.
+    let span = run(
+        &data,
+        &[
+            "sql",
+            "SELECT toString(min(ts)), toString(max(ts)) FROM flamehouse.totals t \
+             JOIN flamehouse.processes p USING process_id WHERE p.name = 'workload'",
+        ],
+    );
+    let (first, last) = span.trim().split_once('\t').unwrap();
+    assert_eq!(first, "2026-01-01 00:00:00.000");
+    let span = format!("has snapshots from {first} to {last} UTC");
+    for out in ["x.svg", "x.folded"] {
+        let out = dir.join(out);
+        let out_s = out.to_str().unwrap();
+        let flame = |extra: &[&str]| -> Vec<String> {
+            let mut v = vec!["flame".to_string()];
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v.extend(["--out", out_s, "--data", data_s].map(String::from));
+            v
+        };
+        let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+            // Nothing grows between an instant and itself.
+            (
+                flame(&[
+                    "added",
+                    "--process",
+                    "workload",
+                    "--t1",
+                    "+10s",
+                    "--t2",
+                    "+10s",
+                ]),
+                vec!["view added (bytes) is empty from", "no stack grew", &span],
+            ),
+            (
+                flame(&[
+                    "removed",
+                    "--process",
+                    "workload",
+                    "--t1",
+                    "end",
+                    "--t2",
+                    "end",
+                    "--metric",
+                    "count",
+                ]),
+                vec![
+                    "view removed (count) is empty",
+                    "no stack shrank in count",
+                    &span,
+                ],
+            ),
+            (
+                flame(&["at", "--process", "4242", "--t", "end"]),
+                vec!["no process \"4242\" in database flamehouse", "process_list"],
+            ),
+            (
+                flame(&[
+                    "diff",
+                    "--process",
+                    "workload",
+                    "--t1",
+                    "+20s",
+                    "--t2",
+                    "+10s",
+                ]),
+                vec!["--t2 2026-01-01 00:00:10.000 is before --t1 2026-01-01 00:00:20.000"],
+            ),
+            (
+                flame(&["at", "--process", "workload", "--t", "2025-12-31 23:59:59"]),
+                vec![
+                    "view at is empty at 2025-12-31 23:59:59.000, before the first snapshot",
+                    &span,
+                ],
+            ),
+            (
+                flame(&[
+                    "cumulative",
+                    "--process",
+                    "workload",
+                    "--t",
+                    "2020-01-01 00:00:00",
+                ]),
+                vec!["before the first snapshot", &span],
+            ),
+            (
+                flame(&["peak", "--process", "workload", "--t", "end"]),
+                vec!["view peak takes no --t"],
+            ),
+            (
+                flame(&["at", "--process", "workload", "--t1", "+1s"]),
+                vec!["view at takes no --t1/--t2"],
+            ),
+            (
+                flame(&["added", "--process", "workload", "--t1", "+1s"]),
+                vec!["view added needs --t2"],
+            ),
+        ];
+        for (args, wants) in &cases {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let f = run_fail(&args);
+            assert_eq!(f.code, Some(1), "{args:?}: {}", f.stderr);
+            assert_eq!(f.stderr.lines().count(), 1, "{args:?}: {}", f.stderr);
+            for w in wants {
+                assert!(f.stderr.contains(w), "{args:?}: want {w:?} in {}", f.stderr);
+            }
+            assert!(!out.exists(), "{args:?} wrote {}", out.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's `flamehouse flame` examples, run as written against the
+/// fixtures (`flamehouse fixtures` then `load`), each draw a non-empty
+/// flame graph: the sum of the folded values is the view's root value from
+/// SQL.
+#[test]
+fn readme_flame_examples_show_data() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let examples: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("flamehouse flame "))
+        .collect();
+    assert!(examples.len() >= 4, "{examples:?}");
+    // The README's fixtures have the default size (120 snapshots).
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-readme-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.join("data");
+    let fx = dir.join("fx");
+    let fx_s = fx.to_str().unwrap();
+    run(&data, &["fixtures", "--out", fx_s, "--stacks", "300"]);
+    let mut load = vec!["load".to_string()];
+    for e in std::fs::read_dir(&fx).unwrap() {
+        let p = e.unwrap().path().display().to_string();
+        if p.ends_with(".binpb") {
+            load.push(p);
+        }
+    }
+    run(&data, &load.iter().map(String::as_str).collect::<Vec<_>>());
+    for ex in examples {
+        let ex = ex.split(" #").next().unwrap();
+        let mut args = shell_words(ex);
+        assert_eq!(args.remove(0), "flamehouse");
+        let out = args.iter().position(|a| a == "--out").unwrap() + 1;
+        let file = dir.join(&args[out]);
+        args[out] = file.display().to_string();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let said = run(&data, &args);
+        assert!(said.starts_with("wrote "), "{ex}: {said}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        if file.extension().is_some_and(|e| e == "svg") {
+            assert!(text.contains("<svg") && !text.contains("ERROR"), "{ex}");
+            assert!(text.contains("main"), "{ex}");
+        } else {
+            assert!(folded_sum(&file, 0) > 0, "{ex}: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Splits a README command line on spaces, keeping '...' quoted words.
+fn shell_words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut quoted, mut any) = (false, false);
+    for c in s.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(cur);
+    }
+    out
+}
+
+/// Options that would do nothing are errors: server options without a
+/// server, `--data` with one, `--cluster` on the embedded engine,
+/// `--idle-exit` without `--watch`; commands that use neither the engine
+/// nor a server take neither option (`--url ... demo` used to run
+/// embedded).
+#[test]
+fn options_that_do_nothing_are_errors() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-unused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.join("data");
+    let d = d.to_str().unwrap();
+    let url = "http://127.0.0.1:9";
+    let cases: &[(&[&str], &str)] = &[
+        (&["demo", "--url", url], "unexpected argument '--url'"),
+        (&["grafana", "--url", url], "unexpected argument '--url'"),
+        (&["fixtures", "--url", url], "unexpected argument '--url'"),
+        (&["grafana", "--data", d], "unexpected argument '--data'"),
+        (&["fixtures", "--data", d], "unexpected argument '--data'"),
+        (&["demo", "--user", "u"], "unexpected argument '--user'"),
+        (
+            &["--url", url, "sql", "SELECT 1"],
+            "unexpected argument '--url'",
+        ),
+        (
+            &["sql", "--user", "u", "--data", d, "SELECT 1"],
+            "--user needs --url",
+        ),
+        (
+            &["init", "--password", "p", "--data", d],
+            "--password needs --url",
+        ),
+        (
+            &["init", "--timeout", "5", "--data", d],
+            "--timeout needs --url",
+        ),
+        (
+            &["compact", "--ca-cert", "x.pem", "--data", d],
+            "--ca-cert needs --url",
+        ),
+        (
+            &["sql", "--server-database", "x", "--data", d, "SELECT 1"],
+            "--server-database needs --url",
+        ),
+        (
+            &["init", "--cluster", "c", "--data", d],
+            "--cluster needs --url",
+        ),
+        (
+            &["sql", "--url", url, "--data", d, "SELECT 1"],
+            "--data is the embedded engine's directory",
+        ),
+        (
+            &["load", "--idle-exit", "5", "--data", d, "x.binpb"],
+            "--watch",
+        ),
+    ];
+    for (args, want) in cases {
+        let f = run_fail(args);
+        assert!(
+            f.code == Some(1) || f.code == Some(2),
+            "{args:?}: {}",
+            f.stderr
+        );
+        assert!(f.stderr.contains(want), "{args:?}: {}", f.stderr);
+    }
+    // Refused before the engine opened its directory.
+    assert!(!dir.exists());
+}
+
+/// `--help` shows each default once: clap's `[default: x]`, never also a
+/// "(default ...)" in the text; server options are listed only by the
+/// commands that use them.
+#[test]
+fn help_shows_each_default_once_and_only_options_that_apply() {
+    let help = |args: &[&str]| -> String {
+        let out = Command::new(bin())
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let commands = [
+        "sql", "init", "compact", "load", "fixtures", "flame", "grafana", "demo",
+    ];
+    for cmd in commands {
+        let h = help(&[cmd]);
+        assert!(!h.to_lowercase().contains("(default"), "{cmd}: {h}");
+        let server = [
+            "--url",
+            "--user",
+            "--password",
+            "--server-database",
+            "--ca-cert",
+            "--timeout",
+            "--connect-timeout",
+        ];
+        let uses_server = ["sql", "init", "compact", "load", "flame"].contains(&cmd);
+        for opt in server {
+            assert_eq!(
+                h.contains(&format!("{opt} ")),
+                uses_server,
+                "{cmd} {opt}: {h}"
+            );
+        }
+        let uses_data = cmd != "grafana" && cmd != "fixtures";
+        assert_eq!(h.contains("--data "), uses_data, "{cmd}: {h}");
+    }
+    let top = help(&[]);
+    assert!(
+        !top.contains("--url <") && !top.contains("--data <"),
+        "{top}"
+    );
+    let flame = help(&["flame"]);
+    assert!(
+        flame.contains("[default: bytes]") && flame.contains("- count:"),
+        "{flame}"
+    );
+}
+
+/// `load` of something that is not a MemHawk stream names the file and
+/// says what it looks like (gzip, as pprof writes; a zstd-compressed
+/// profile without length prefixes; text; a directory; an empty file),
+/// exits non-zero and stores nothing.
+#[test]
+fn non_memhawk_inputs_say_what_they_look_like() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-sniff-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "level\tlabel\tvalue\n0\ttotal\t3\n").unwrap();
+    let real = &small_fixtures()[0];
+    // Real gzip and zstd output of a real profile, by the system's tools.
+    let gz = dir.join("profile.binpb.gz");
+    let zst = dir.join("profile.zst");
+    for (tool, out) in [("gzip", &gz), ("zstd", &zst)] {
+        let o = Command::new(tool).arg("-c").arg(real).output().unwrap();
+        assert!(o.status.success());
+        std::fs::write(out, o.stdout).unwrap();
+    }
+    // The stream's records without their length prefixes: bare zstd frames.
+    let bytes = std::fs::read(real).unwrap();
+    let len = u64::from_be_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let bare = dir.join("bare.zst");
+    std::fs::write(&bare, &bytes[8..8 + len]).unwrap();
+    let empty = dir.join("empty.binpb");
+    std::fs::write(&empty, b"").unwrap();
+    let sub = dir.join("a-directory");
+    std::fs::create_dir_all(&sub).unwrap();
+    let cases = [
+        (&gz, "gzip-compressed"),
+        (&text, "looks like text"),
+        (&zst, "bare zstd frame"),
+        (&bare, "bare zstd frame"),
+        (&sub, "is a directory"),
+        (&empty, "no complete header record in 0 bytes"),
+    ];
+    for (file, want) in cases {
+        let f = run_fail(&[
+            "load",
+            "--data",
+            data.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(f.code, Some(1), "{}", f.stderr);
+        assert_eq!(f.stderr.lines().count(), 1, "{}", f.stderr);
+        assert!(
+            f.stderr.contains(&file.display().to_string()),
+            "{}",
+            f.stderr
+        );
+        assert!(f.stderr.contains(want), "{}: {}", file.display(), f.stderr);
+        assert!(!f.stderr.contains("length prefix"), "{}", f.stderr);
+    }
+    assert_eq!(
+        run(&data, &["sql", "SELECT count() FROM flamehouse.processes"]),
+        "0\n"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A data directory another process has open is named as such, with that
+/// process's pid (here this test process, whose shared engine holds its
+/// directory); a read-only one says it is not writable instead of
+/// "File exists" or a guess about another process.
+#[test]
+fn engine_open_failures_say_the_true_cause() {
+    let held = flamehouse_tests::engine().data_dir().to_path_buf();
+    let f = run_fail(&["sql", "--data", held.to_str().unwrap(), "SELECT 1"]);
+    assert!(
+        f.stderr.contains(&format!(
+            "another process (pid {}) has this directory open",
+            std::process::id()
+        )),
+        "{}",
+        f.stderr
+    );
+
+    // Read-only: a read-only bind mount in a private mount namespace (root
+    // is not stopped by file modes). The directory was prepared first.
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-ro-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (src, mnt) = (dir.join("src"), dir.join("mnt"));
+    std::fs::create_dir_all(&mnt).unwrap();
+    run(&src, &["sql", "SELECT 1"]);
+    let script = format!(
+        "mount --bind '{s}' '{m}' && mount -o remount,bind,ro '{m}' && exec '{b}' sql --data '{m}' 'SELECT 1'",
+        s = src.display(),
+        m = mnt.display(),
+        b = bin().display()
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .expect("unshare runs (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("{}: the directory is not writable", mnt.display())),
+        "{err}"
+    );
+    assert!(!err.contains("File exists"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -359,9 +998,10 @@ fn udf_binary_is_found_next_to_the_cli_then_on_path() {
         let mut c = Command::new(exe_dir.join("flamehouse"));
         c.env_remove("FLAMEHOUSE_UDF")
             .env("PATH", path)
+            .arg("sql")
             .arg("--data")
             .arg(dir.join(data))
-            .args(["sql", sql]);
+            .arg(sql);
         if let Some(u) = env_udf {
             c.env("FLAMEHOUSE_UDF", u);
         }

@@ -131,7 +131,13 @@ fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
     // No such table: the engine never opens the pipe.
     let t = Instant::now();
     let err = e
-        .insert_rowbinary("pipe_test", "missing", structure, &rows, "tok-missing")
+        .insert_rowbinary(
+            &"pipe_test".parse().unwrap(),
+            "missing",
+            structure,
+            &rows,
+            "tok-missing",
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("missing"), "{err}");
@@ -141,7 +147,13 @@ fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
     let mut hostile = vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01];
     hostile.extend(std::iter::repeat_n(b'x', 2 << 20));
     let err = e
-        .insert_rowbinary("pipe_test", "t", "a String", &hostile, "tok-hostile")
+        .insert_rowbinary(
+            &"pipe_test".parse().unwrap(),
+            "t",
+            "a String",
+            &hostile,
+            "tok-hostile",
+        )
         .unwrap_err()
         .to_string();
     assert!(!err.is_empty());
@@ -150,7 +162,13 @@ fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
     let mut torn = rows.clone();
     torn.push(1);
     let err = e
-        .insert_rowbinary("pipe_test", "t", structure, &torn, "tok-torn")
+        .insert_rowbinary(
+            &"pipe_test".parse().unwrap(),
+            "t",
+            structure,
+            &torn,
+            "tok-torn",
+        )
         .unwrap_err()
         .to_string();
     assert!(!err.is_empty());
@@ -158,8 +176,14 @@ fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
 
     // Whole rows, sent twice with one token: stored once, exactly.
     for _ in 0..2 {
-        e.insert_rowbinary("pipe_test", "t", structure, &rows, "tok-ok")
-            .unwrap();
+        e.insert_rowbinary(
+            &"pipe_test".parse().unwrap(),
+            "t",
+            structure,
+            &rows,
+            "tok-ok",
+        )
+        .unwrap();
     }
     assert_eq!(
         q("SELECT count(), sum(a), sum(b) FROM pipe_test.t"),

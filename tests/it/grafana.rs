@@ -16,19 +16,19 @@ fn tree_and_diff_frames_render_in_grafanas_flame_graph() {
         seed: 9,
         ..Default::default()
     };
-    load_synthetic(engine(), "grafana_samples", &p).unwrap();
-    let g = grouped_sql("grafana_samples", "");
+    load_synthetic(engine(), &"grafana_samples".parse().unwrap(), &p).unwrap();
+    let g = grouped_sql(&"grafana_samples".parse().unwrap(), "");
     let tree = parse_rows(&q(&format!(
         "SELECT n.* FROM (SELECT stackTreeWith(groupArray((stack, v)), map('max_nodes', '600')) AS t FROM {g}) \
          ARRAY JOIN t AS n"
     )));
     check_tree(&tree);
     let first = grouped_sql(
-        "grafana_samples",
+        &"grafana_samples".parse().unwrap(),
         "WHERE ts < toDateTime('2026-01-01 10:30:00')",
     );
     let second = grouped_sql(
-        "grafana_samples",
+        &"grafana_samples".parse().unwrap(),
         "WHERE ts >= toDateTime('2026-01-01 10:30:00')",
     );
     let diff = parse_rows(&q(&format!(

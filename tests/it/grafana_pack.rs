@@ -339,6 +339,17 @@ fn hostile_variable_values_select_nothing_else() {
                 to_ms,
                 5,
             );
+            // Since migration 4 a view refuses an unknown metric: the
+            // value comes back verbatim in the error, and nothing runs.
+            if p["targets"][0]["rawSql"]
+                .as_str()
+                .unwrap()
+                .contains("${metric:")
+            {
+                let e = q_err(&sql);
+                assert!(e.contains("unknown metric '"), "{}: {e}", p["title"]);
+                continue;
+            }
             let out = q(&sql); // must not fail
             match p["type"].as_str().unwrap() {
                 "flamegraph" => {

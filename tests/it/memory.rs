@@ -377,7 +377,7 @@ fn fixtures() -> &'static [Fixture] {
 
 fn schema(db: &str) -> Vec<u32> {
     let opts = SchemaOptions {
-        database: db.to_string(),
+        database: db.parse().unwrap(),
         cluster: None,
     };
     migrate(engine(), &opts).unwrap_or_else(|e| panic!("migrate {db}: {e}"))
@@ -385,7 +385,7 @@ fn schema(db: &str) -> Vec<u32> {
 
 fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
     let opts = LoadOptions {
-        database: db.to_string(),
+        database: db.parse().unwrap(),
         ..Default::default()
     };
     load_file(engine(), path, &opts, &mut |_| {})
@@ -395,7 +395,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3]);
+        assert_eq!(schema(DB), vec![1, 2, 3, 4]);
         fixtures()
             .iter()
             .map(|f| {
@@ -902,7 +902,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1102,7 +1102,7 @@ fn resuming_from_an_earlier_boundary_stores_nothing_twice() {
     fresh_db(db);
     let f = &fixtures()[0];
     let opts = LoadOptions {
-        database: db.to_string(),
+        database: db.parse().unwrap(),
         batch_snapshots: 16,
         ..Default::default()
     };
@@ -1294,7 +1294,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1315,7 +1315,10 @@ fn init_twice_is_a_noop() {
         )),
         migrations
     );
-    assert_eq!(migrations, "1\ttables\n2\tviews\n3\trollup\n");
+    assert_eq!(
+        migrations,
+        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n"
+    );
     for view in [
         "process_list",
         "peak",
@@ -1378,5 +1381,54 @@ fn rollup_matches_the_samples_and_the_migration_backfills_it_once() {
         let mine = q(&sql(db));
         assert!(!mine.is_empty());
         assert_eq!(mine, q(&sql(DB)), "step {step}");
+    }
+}
+
+/// Since migration 4 the views refuse a metric other than `bytes`/`count`
+/// and a direction other than `added`/`removed` (before it, every other
+/// metric read as bytes), also where no row would be read (an unknown
+/// process); the accepted values still answer.
+#[test]
+fn views_refuse_unknown_metric_and_direction() {
+    let pid = loaded()[0];
+    let r = &fixtures()[0].replay;
+    let (t1, t2) = (ts(r.first_ts()), ts(r.last_ts()));
+    let calls = |metric: &str, direction: &str, pid: u64| {
+        let m = lit(metric);
+        let d = lit(direction);
+        vec![
+            format!("flame_at(process_id = {pid}, metric = {m}, max_nodes = 0, t = '{t2}')"),
+            format!("flame_peak(process_id = {pid}, metric = {m}, max_nodes = 0)"),
+            format!("flame_change(process_id = {pid}, metric = {m}, max_nodes = 0, t1 = '{t1}', t2 = '{t2}', direction = {d})"),
+            format!("flame_diff(process_id = {pid}, metric = {m}, max_nodes = 0, t1 = '{t1}', t2 = '{t2}')"),
+            format!("flame_cumulative(process_id = {pid}, metric = {m}, max_nodes = 0, t = '{t2}')"),
+            format!("top_functions(process_id = {pid}, metric = {m}, t = '{t2}', limit = 10)"),
+            format!("top_functions_change(process_id = {pid}, metric = {m}, t1 = '{t1}', t2 = '{t2}', limit = 10)"),
+        ]
+    };
+    for p in [pid, 1] {
+        for call in calls("bogus", "added", p) {
+            let e = q_err(&format!("SELECT count() FROM {DB}.{call}"));
+            assert!(
+                e.contains("unknown metric 'bogus'") && e.contains("'bytes' or 'count'"),
+                "{call}: {e}"
+            );
+        }
+        let e = q_err(&format!(
+            "SELECT count() FROM {DB}.{}",
+            calls("bytes", "sideways", p)[2]
+        ));
+        assert!(e.contains("unknown direction 'sideways'"), "{e}");
+    }
+    for metric in METRICS {
+        for dir in ["added", "removed"] {
+            for call in calls(metric, dir, pid) {
+                let n: u64 = q(&format!("SELECT count() FROM {DB}.{call}"))
+                    .trim()
+                    .parse()
+                    .unwrap();
+                assert!(n > 0, "{call}");
+            }
+        }
     }
 }

@@ -24,12 +24,15 @@ fn fold_agrees_with_builtin_flamegraph() {
         seed: 3,
         ..Default::default()
     };
-    load_synthetic(engine(), "oracle_samples", &p).unwrap();
+    load_synthetic(engine(), &"oracle_samples".parse().unwrap(), &p).unwrap();
     let builtin = q(
         "SELECT arrayJoin(flameGraph(stack, value)) FROM oracle_samples \
                      SETTINGS allow_introspection_functions = 1, max_threads = 1",
     );
-    let ours = q(&flamehouse::demo::fold_sql("oracle_samples", ""));
+    let ours = q(&flamehouse::demo::fold_sql(
+        &"oracle_samples".parse().unwrap(),
+        "",
+    ));
     let builtin = lines_to_map(&builtin, ' ');
     let ours = lines_to_map(&ours, '\t');
     assert!(ours.len() > 1_000, "{} lines", ours.len());

@@ -13,7 +13,7 @@ fn million_samples_through_group_by() {
         seed: 5,
         ..Default::default()
     };
-    load_synthetic(engine(), "million", &p).unwrap();
+    load_synthetic(engine(), &"million".parse().unwrap(), &p).unwrap();
     let total: i64 = q("SELECT sum(value) FROM million").trim().parse().unwrap();
     let rows = parse_rows(&q(
         "SELECT n.* FROM (SELECT stackTree(groupArray((stack, v))) AS t \
@@ -37,7 +37,7 @@ fn million_samples_through_group_by() {
         .map(|(p, v)| (p.join(";"), v[1]))
         .collect();
     assert_eq!(from_tree, builtin);
-    let ours: BTreeMap<String, i64> = q(&fold_sql("million", ""))
+    let ours: BTreeMap<String, i64> = q(&fold_sql(&"million".parse().unwrap(), ""))
         .lines()
         .map(|l| {
             let (k, v) = l.split_once('\t').unwrap();

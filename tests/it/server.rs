@@ -329,7 +329,7 @@ impl Backend for Recording<'_> {
 
     fn insert_rowbinary(
         &self,
-        db: &str,
+        db: &flamehouse::Ident,
         table: &str,
         structure: &str,
         rows: &[u8],
@@ -415,13 +415,13 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
     fo.stacks = 400;
     generate(&fo).expect("generate the fixture");
     let lo = |db: &str| LoadOptions {
-        database: db.to_string(),
+        database: db.parse().unwrap(),
         // Several batches, so several deduplication tokens per table.
         batch_snapshots: 6,
         ..Default::default()
     };
     let schema = |db: &str| SchemaOptions {
-        database: db.to_string(),
+        database: db.parse().unwrap(),
         cluster: None,
     };
     let (db_a, db_b) = ("fh_server_a", "fh_server_b");
@@ -506,7 +506,7 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
             if blocks > 1 {
                 multi_block += 1;
             }
-            eng.insert_rowbinary(db_b, table, structure, &rows, &token)
+            eng.insert_rowbinary(&db_b.parse().unwrap(), table, structure, &rows, &token)
                 .unwrap_or_else(|e| panic!("replaying the insert into {table}: {e}"));
             captured.push(Insert {
                 table: table.to_string(),
@@ -643,11 +643,11 @@ fn server_cli_flags_and_env_select_the_server() {
     // Flags.
     let out = run(
         &[
+            "sql",
             "--url",
             &server.url,
             "--user",
             "u1",
-            "sql",
             "--format",
             "CSV",
             "SELECT 1",
@@ -665,7 +665,7 @@ fn server_cli_flags_and_env_select_the_server() {
             ("CLICKHOUSE_DATABASE", "other"),
         ],
     );
-    assert!(out.contains("applied migrations [1, 2, 3]"), "{out}");
+    assert!(out.contains("applied migrations [1, 2, 3, 4]"), "{out}");
     let reqs = server.finish();
     // The embedded engine was never opened.
     assert!(
@@ -740,7 +740,13 @@ fn server_backend_speaks_tls_with_the_given_ca() {
     assert_eq!(trusted.query_tsv("SELECT 42").unwrap(), "42\n");
     let rows = vec![0u8; SampleRow::ENCODED_LEN];
     trusted
-        .insert_rowbinary("db", "samples", SampleRow::STRUCTURE, &rows, "tok")
+        .insert_rowbinary(
+            &"db".parse().unwrap(),
+            "samples",
+            SampleRow::STRUCTURE,
+            &rows,
+            "tok",
+        )
         .unwrap();
     let untrusted = ServerBackend::new(&opts(None))
         .unwrap()

@@ -35,7 +35,7 @@ fn watch_follows_a_growing_file() {
         migrate(
             engine(),
             &SchemaOptions {
-                database: db.into(),
+                database: db.parse().unwrap(),
                 cluster: None,
             },
         )
@@ -43,7 +43,7 @@ fn watch_follows_a_growing_file() {
     }
     // Reference: one load of the finished file.
     let full_opts = LoadOptions {
-        database: "fh_watch_a".into(),
+        database: "fh_watch_a".parse().unwrap(),
         ..Default::default()
     };
     load_file(engine(), &o.output, &full_opts, &mut |_| {}).unwrap();
@@ -72,7 +72,7 @@ fn watch_follows_a_growing_file() {
         })
     };
     let watch_opts = LoadOptions {
-        database: "fh_watch_b".into(),
+        database: "fh_watch_b".parse().unwrap(),
         watch: true,
         poll_interval: Duration::from_millis(50),
         idle_exit: Some(Duration::from_millis(1500)),

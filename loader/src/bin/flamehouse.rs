@@ -1,15 +1,16 @@
 //! `flamehouse`: the command line over the flamehouse library.
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use flamehouse::backend::Backend;
 use flamehouse::demo::{self, SyntheticProfile};
 use flamehouse::engine::{Engine, EngineOptions};
-use flamehouse::flame::{self, FlameView};
+use flamehouse::flame::{self, Metric, TimeArg, ViewKind};
 use flamehouse::load::{self, LoadOptions, LoadSummary};
 use flamehouse::schema::{self, SchemaOptions};
 use flamehouse::server::{ServerBackend, ServerOptions};
 use flamehouse::symbolize::{Granularity, SymbolizerOptions};
+use flamehouse::Ident;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,32 +18,52 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(version, about = "Flame graphs computed inside ClickHouse")]
 struct Cli {
-    /// Database directory of the embedded engine (default:
-    /// ~/.local/share/flamehouse).
-    #[arg(long, global = true, env = "FLAMEHOUSE_DATA")]
-    data: Option<PathBuf>,
-    #[command(flatten)]
-    server: ServerArgs,
     #[command(subcommand)]
     command: Command,
 }
 
-/// A ClickHouse server to use instead of the embedded engine (`init`,
-/// `load`, `flame` and `sql`).
+/// The embedded engine's data directory (commands that open it).
+#[derive(clap::Args, Debug)]
+struct DataArgs {
+    /// Database directory of the embedded engine (when not given:
+    /// ~/.local/share/flamehouse).
+    #[arg(long, env = "FLAMEHOUSE_DATA")]
+    data: Option<PathBuf>,
+}
+
+impl DataArgs {
+    fn options(&self) -> EngineOptions {
+        EngineOptions {
+            data_dir: self.data.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Where a command's SQL runs: the embedded engine on --data, or the server
+/// given by --url.
+#[derive(clap::Args, Debug)]
+struct TargetArgs {
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// A ClickHouse server to use instead of the embedded engine.
 #[derive(clap::Args, Debug)]
 struct ServerArgs {
     /// URL of a ClickHouse server's HTTP interface (e.g.
-    /// http://localhost:8123): `init`, `load`, `flame` and `sql` then run
-    /// there instead of on the embedded engine.
-    #[arg(long, global = true, env = "CLICKHOUSE_URL")]
+    /// http://localhost:8123): the command then runs there instead of on
+    /// the embedded engine.
+    #[arg(long, env = "CLICKHOUSE_URL")]
     url: Option<String>,
     /// Server user.
-    #[arg(long, global = true, env = "CLICKHOUSE_USER", default_value = flamehouse::server::DEFAULT_USER)]
+    #[arg(long, env = "CLICKHOUSE_USER", default_value = flamehouse::server::DEFAULT_USER)]
     user: String,
     /// Server password.
     #[arg(
         long,
-        global = true,
         env = "CLICKHOUSE_PASSWORD",
         hide_env_values = true,
         default_value = ""
@@ -50,19 +71,29 @@ struct ServerArgs {
     password: String,
     /// The server session's default database, for names `sql` does not
     /// qualify (the flamehouse tables are in --database).
-    #[arg(long, global = true, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::server::DEFAULT_DATABASE)]
+    #[arg(long, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::server::DEFAULT_DATABASE)]
     server_database: String,
     /// PEM file of CA certificates to trust for an https:// server, besides
     /// the system's (SSL_CERT_FILE and SSL_CERT_DIR are honoured too).
-    #[arg(long, global = true, env = "CLICKHOUSE_CA_CERT")]
+    #[arg(long, env = "CLICKHOUSE_CA_CERT")]
     ca_cert: Option<PathBuf>,
     /// Seconds one server request may take (0: no limit).
-    #[arg(long, global = true, default_value_t = flamehouse::server::DEFAULT_TIMEOUT.as_secs())]
+    #[arg(long, default_value_t = flamehouse::server::DEFAULT_TIMEOUT.as_secs())]
     timeout: u64,
     /// Seconds connecting to the server may take.
-    #[arg(long, global = true, default_value_t = flamehouse::server::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    #[arg(long, default_value_t = flamehouse::server::DEFAULT_CONNECT_TIMEOUT.as_secs())]
     connect_timeout: u64,
 }
+
+/// Options of ServerArgs that only mean something with --url.
+const SERVER_ONLY: &[&str] = &[
+    "user",
+    "password",
+    "server_database",
+    "ca_cert",
+    "timeout",
+    "connect_timeout",
+];
 
 impl ServerArgs {
     /// The server's options, when --url (or CLICKHOUSE_URL) is set.
@@ -79,13 +110,52 @@ impl ServerArgs {
     }
 }
 
-/// Where a command's SQL runs: the server given by --url, or the embedded
-/// engine.
-fn backend(server: &ServerArgs, opts: &EngineOptions) -> anyhow::Result<Box<dyn Backend>> {
-    Ok(match server.options() {
-        Some(o) => Box::new(ServerBackend::new(&o)?),
-        None => Box::new(Engine::open(opts)?),
-    })
+impl TargetArgs {
+    /// The backend: the server given by --url, or the embedded engine.
+    fn backend(&self) -> anyhow::Result<Box<dyn Backend>> {
+        Ok(match self.server.options() {
+            Some(o) => Box::new(ServerBackend::new(&o)?),
+            None => Box::new(Engine::open(&self.data.options())?),
+        })
+    }
+}
+
+/// A `--granularity` value.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum GranularityArg {
+    /// The function name only.
+    Function,
+    /// Function and source line: `parse_record (workload.c:42)`.
+    Line,
+}
+
+/// The database and cluster of the flamehouse schema.
+#[derive(clap::Args, Debug)]
+struct SchemaArgs {
+    /// Database holding the flamehouse schema (letters, digits and `_`).
+    #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
+    database: Ident,
+    /// Cluster for ON CLUSTER / Replicated engines (needs --url: the
+    /// embedded engine is one node).
+    #[arg(long, value_parser = parse_cluster)]
+    cluster: Option<Ident>,
+}
+
+fn parse_database(s: &str) -> Result<Ident, flamehouse::Error> {
+    Ident::parse_as("database", s)
+}
+
+fn parse_cluster(s: &str) -> Result<Ident, flamehouse::Error> {
+    Ident::parse_as("cluster", s)
+}
+
+impl SchemaArgs {
+    fn options(&self) -> SchemaOptions {
+        SchemaOptions {
+            database: self.database.clone(),
+            cluster: self.cluster.clone(),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -98,17 +168,23 @@ enum Command {
         format: String,
         /// The query.
         query: String,
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// Create or upgrade the schema (idempotent: re-running is a no-op).
     Init {
         #[command(flatten)]
         schema: SchemaArgs,
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// Merge every table's parts (OPTIMIZE TABLE ... FINAL): loads on the
     /// embedded engine leave their parts for a long-running session to merge.
     Compact {
         #[command(flatten)]
         schema: SchemaArgs,
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// Load MemHawk .binpb files (the schema is created if missing).
     Load {
@@ -121,15 +197,16 @@ enum Command {
         #[arg(long)]
         watch: bool,
         /// With --watch: exit after the file has not grown for this many seconds.
-        #[arg(long)]
+        #[arg(long, requires = "watch")]
         idle_exit: Option<u64>,
         /// Root directory where the profiled machine's files are found.
         #[arg(long)]
         sysroot: Option<PathBuf>,
-        /// Frame labels: `function` (default) or `line` (function + file:line).
-        #[arg(long, default_value = "function")]
-        granularity: String,
-        /// Path of the profiled program's binary (default: the profile's path).
+        /// Frame labels.
+        #[arg(long, value_enum, default_value_t = GranularityArg::Function)]
+        granularity: GranularityArg,
+        /// Path of the profiled program's binary (when not given: the
+        /// profile's own path, under --sysroot).
         #[arg(long)]
         binary: Option<PathBuf>,
         /// Largest record (compressed) accepted, in MiB: a larger length
@@ -139,6 +216,8 @@ enum Command {
         /// Largest decompressed record accepted, in MiB.
         #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// Write fixture profiles (two processes) from a compiled C workload.
     Fixtures {
@@ -154,32 +233,37 @@ enum Command {
     },
     /// Render a flame-graph view to folded text or SVG.
     Flame {
-        /// `peak`, `at`, `added`, `removed`, `diff` or `cumulative`.
-        view: String,
+        /// The view.
+        #[arg(value_enum)]
+        view: ViewKind,
         /// Process id or name.
         #[arg(long)]
         process: String,
-        /// Instant for `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss`, or
-        /// `+90s` / `+5m` from the process's first snapshot, or `end`.
-        #[arg(long)]
-        t: Option<String>,
-        /// Interval start for `added` / `removed`.
-        #[arg(long)]
-        t1: Option<String>,
-        /// Interval end for `added` / `removed`.
-        #[arg(long)]
-        t2: Option<String>,
-        /// `bytes` (default) or `count` (`cumulative`: allocated bytes or allocations).
-        #[arg(long, default_value = "bytes")]
-        metric: String,
+        /// Instant of `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss[.fff]`,
+        /// `+90s` / `+5m` / `+1h` after the process's first snapshot,
+        /// `start` or `end`.
+        #[arg(long, allow_hyphen_values = true)]
+        t: Option<TimeArg>,
+        /// Interval start of `added`, `removed` and `diff` (forms as --t).
+        #[arg(long, allow_hyphen_values = true)]
+        t1: Option<TimeArg>,
+        /// Interval end of `added`, `removed` and `diff` (forms as --t).
+        #[arg(long, allow_hyphen_values = true)]
+        t2: Option<TimeArg>,
+        /// What values count (`cumulative`: bytes allocated or allocations).
+        #[arg(long, value_enum, default_value_t = Metric::Bytes)]
+        metric: Metric,
         /// Prune to at most this many nodes (0 = no limit).
         #[arg(long, default_value_t = 0)]
         max_nodes: u32,
         /// Output file: `.svg` renders with inferno, anything else is folded text.
         #[arg(long)]
         out: PathBuf,
+        /// Database holding the flamehouse schema (letters, digits and `_`).
+        #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
+        database: Ident,
         #[command(flatten)]
-        schema: SchemaArgs,
+        target: TargetArgs,
     },
     /// Write the Grafana pack (provisioning and dashboards) into a directory.
     Grafana {
@@ -187,7 +271,8 @@ enum Command {
         #[arg(long, default_value = "grafana")]
         out: PathBuf,
     },
-    /// Load a generated demo profile and write its flame graphs.
+    /// Load a generated demo profile into the embedded engine and write its
+    /// flame graphs.
     Demo {
         /// Output directory.
         #[arg(long, default_value = "out")]
@@ -198,26 +283,43 @@ enum Command {
         /// Number of distinct stacks.
         #[arg(long, default_value_t = SyntheticProfile::default().distinct)]
         distinct: usize,
+        #[command(flatten)]
+        data: DataArgs,
     },
 }
 
-#[derive(clap::Args, Debug)]
-struct SchemaArgs {
-    /// Database holding the flamehouse schema.
-    #[arg(long, default_value = schema::DEFAULT_DATABASE)]
-    database: String,
-    /// Cluster for ON CLUSTER / Replicated engines (servers only).
-    #[arg(long)]
-    cluster: Option<String>,
-}
-
-impl SchemaArgs {
-    fn options(&self) -> SchemaOptions {
-        SchemaOptions {
-            database: self.database.clone(),
-            cluster: self.cluster.clone(),
+/// Options that would do nothing are errors: server options without a
+/// server, --data with one, --cluster on the embedded engine. Only values
+/// typed on the command line count: CLICKHOUSE_* and FLAMEHOUSE_DATA may be
+/// set in the environment for other commands.
+fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
+    let Some((_, m)) = matches.subcommand() else {
+        return Ok(());
+    };
+    let typed = |id: &str| {
+        m.try_get_raw(id).ok().flatten().is_some()
+            && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+    };
+    let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+    let target = match &cli.command {
+        Command::Sql { target, .. }
+        | Command::Init { target, .. }
+        | Command::Compact { target, .. }
+        | Command::Load { target, .. }
+        | Command::Flame { target, .. } => target,
+        _ => return Ok(()),
+    };
+    if target.server.url.is_none() {
+        if let Some(id) = SERVER_ONLY.iter().find(|id| typed(id)) {
+            anyhow::bail!("{} needs --url (it only applies to a server)", flag(id));
         }
+        if typed("cluster") {
+            anyhow::bail!("--cluster needs --url (the embedded engine is a single node)");
+        }
+    } else if typed("data") {
+        anyhow::bail!("--data is the embedded engine's directory: it does nothing with --url");
     }
+    Ok(())
 }
 
 fn print_summary(s: &LoadSummary) {
@@ -254,16 +356,18 @@ fn main() {
 }
 
 fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let opts = EngineOptions {
-        data_dir: cli.data.clone(),
-        ..Default::default()
-    };
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    check_unused(&matches, &cli)?;
     match cli.command {
-        Command::Sql { format, query } => {
-            let out = match cli.server.options() {
+        Command::Sql {
+            format,
+            query,
+            target,
+        } => {
+            let out = match target.server.options() {
                 Some(o) => ServerBackend::new(&o)?.query(&query, &format)?,
-                None => Engine::open(&opts)?.query(&query, &format)?,
+                None => Engine::open(&target.data.options())?.query(&query, &format)?,
             };
             let mut stdout = std::io::stdout().lock();
             match stdout.write_all(&out).and_then(|_| stdout.flush()) {
@@ -271,8 +375,8 @@ fn run() -> anyhow::Result<()> {
                 r => r.context("writing stdout"),
             }
         }
-        Command::Init { schema } => {
-            let engine = backend(&cli.server, &opts)?;
+        Command::Init { schema, target } => {
+            let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;
             if applied.is_empty() {
                 println!("schema {} is up to date", schema.database);
@@ -281,8 +385,8 @@ fn run() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Compact { schema } => {
-            let engine = backend(&cli.server, &opts)?;
+        Command::Compact { schema, target } => {
+            let engine = target.backend()?;
             for (table, before, after) in schema::compact(&*engine, &schema.options())? {
                 println!("{}.{table}: {before} -> {after} parts", schema.database);
             }
@@ -298,13 +402,13 @@ fn run() -> anyhow::Result<()> {
             binary,
             max_record_mib,
             max_decompressed_mib,
+            target,
         } => {
-            let engine = backend(&cli.server, &opts)?;
+            let engine = target.backend()?;
             schema::migrate(&*engine, &schema.options())?;
-            let granularity = match granularity.as_str() {
-                "function" => Granularity::Function,
-                "line" => Granularity::FunctionFileLine,
-                g => anyhow::bail!("--granularity must be `function` or `line`, not {g:?}"),
+            let granularity = match granularity {
+                GranularityArg::Function => Granularity::Function,
+                GranularityArg::Line => Granularity::FunctionFileLine,
             };
             let lo = LoadOptions {
                 database: schema.database.clone(),
@@ -406,48 +510,32 @@ fn run() -> anyhow::Result<()> {
             metric,
             max_nodes,
             out,
-            schema,
+            database,
+            target,
         } => {
-            let engine = backend(&cli.server, &opts)?;
-            let db = &schema.database;
-            let pid = flame::resolve_process(&*engine, db, &process)?;
-            let need = |v: Option<String>, name: &str| -> anyhow::Result<String> {
-                let v = v.ok_or_else(|| anyhow::anyhow!("view {view} needs --{name}"))?;
-                Ok(flame::resolve_time(&*engine, db, pid, &v)?)
+            let engine = target.backend()?;
+            let req = flame::FlameRequest {
+                view,
+                process,
+                t,
+                t1,
+                t2,
+                metric,
+                max_nodes,
             };
-            let fv = match view.as_str() {
-                "peak" => FlameView::Peak,
-                "at" => FlameView::At { t: need(t, "t")? },
-                "cumulative" => FlameView::Cumulative { t: need(t, "t")? },
-                "added" => FlameView::Added {
-                    t1: need(t1, "t1")?,
-                    t2: need(t2, "t2")?,
-                },
-                "removed" => FlameView::Removed {
-                    t1: need(t1, "t1")?,
-                    t2: need(t2, "t2")?,
-                },
-                "diff" => FlameView::Diff {
-                    t1: need(t1, "t1")?,
-                    t2: need(t2, "t2")?,
-                },
-                v => {
-                    anyhow::bail!("unknown view {v:?} (peak, at, added, removed, diff, cumulative)")
-                }
-            };
-            let rows = engine.query_tsv(&flame::view_sql(db, pid, &metric, max_nodes, &fv))?;
-            let lines = flame::rows_to_folded(&rows)?;
+            let f = flame::flame(&*engine, &database, &req)?;
             if out.extension().is_some_and(|e| e == "svg") {
                 let labels = demo::SvgOptions {
-                    title: format!("flamehouse {view} ({metric})"),
-                    count_name: flame::count_name(&metric).to_string(),
-                    root: flame::root_label(&rows).unwrap_or("total").to_string(),
+                    title: f.title.clone(),
+                    count_name: f.unit.to_string(),
+                    root: f.root.clone(),
                 };
-                demo::render_svg(&lines, &labels, &out)?;
+                demo::render_svg(&f.lines, &labels, &out)?;
             } else {
-                std::fs::write(&out, lines.join("\n") + "\n")?;
+                std::fs::write(&out, f.lines.join("\n") + "\n")
+                    .with_context(|| format!("writing {}", out.display()))?;
             }
-            println!("wrote {} ({} stacks)", out.display(), lines.len());
+            println!("wrote {} ({} stacks)", out.display(), f.lines.len());
             Ok(())
         }
         Command::Grafana { out } => {
@@ -465,8 +553,9 @@ fn run() -> anyhow::Result<()> {
             out,
             samples,
             distinct,
+            data,
         } => {
-            let engine = Engine::open(&opts)?;
+            let engine = Engine::open(&data.options())?;
             let p = SyntheticProfile {
                 samples,
                 distinct,

@@ -188,6 +188,18 @@ pub enum Error {
         /// The evidence.
         reason: String,
     },
+    /// The file's first bytes show it is something else (gzip, a bare zstd
+    /// frame, text): said instead of misreading them as a length prefix.
+    #[error(
+        "{}: not a MemHawk .binpb stream: {looks_like}",
+        path.display()
+    )]
+    NotBinpb {
+        /// The file.
+        path: PathBuf,
+        /// What its first bytes look like.
+        looks_like: String,
+    },
     /// The first record is neither a ProcessInfo header nor an old-variant
     /// snapshot.
     #[error(
@@ -218,7 +230,8 @@ impl Error {
             | Self::Protobuf { path, .. }
             | Self::Dictionary { path, .. }
             | Self::OldVariant { path, .. }
-            | Self::BadHeader { path, .. } => path,
+            | Self::BadHeader { path, .. }
+            | Self::NotBinpb { path, .. } => path,
         }
     }
 
@@ -226,7 +239,7 @@ impl Error {
     #[must_use]
     pub fn offset(&self) -> Option<u64> {
         match self {
-            Self::Open { .. } => None,
+            Self::Open { .. } | Self::NotBinpb { .. } => None,
             Self::Io { offset, .. }
             | Self::RecordTooLarge { offset, .. }
             | Self::Zstd { offset, .. }

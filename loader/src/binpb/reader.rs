@@ -194,6 +194,14 @@ impl BinpbReader<BufReader<File>> {
             path: path.to_owned(),
             cause,
         })?;
+        // A directory opens fine on Linux and fails only at the first read
+        // (EISDIR): say so up front.
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(Error::Open {
+                path: path.to_owned(),
+                cause: io::Error::other("is a directory, not a .binpb file"),
+            });
+        }
         Ok(Self::with_options(BufReader::new(file), path, options))
     }
 }
@@ -257,6 +265,14 @@ impl<R: Read> BinpbReader<R> {
         if got == 0 {
             self.state = State::Ended(Tail::Clean { offset });
             return Ok(None);
+        }
+        // A stream starts with the big-endian length of its first record,
+        // far below 2^56: a non-zero first byte means another kind of file.
+        if offset == 0 && prefix[0] != 0 {
+            return Err(Error::NotBinpb {
+                path: self.path.clone(),
+                looks_like: sniff(&prefix[..got]),
+            });
         }
         if got < PREFIX_LEN {
             self.state = State::Ended(Tail::Torn {
@@ -420,6 +436,40 @@ impl<R: Read> BinpbReader<R> {
             },
         }
     }
+}
+
+/// What a file's first bytes (up to 8) look like, when they cannot start a
+/// `.binpb` stream.
+pub fn sniff(first: &[u8]) -> String {
+    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    if first.starts_with(&[0x1f, 0x8b]) {
+        return "it is gzip-compressed (pprof profiles are gzip too); MemHawk writes \
+                length-prefixed zstd records"
+            .into();
+    }
+    if first.starts_with(&ZSTD_MAGIC) {
+        return "it starts with a bare zstd frame; every .binpb record starts with its \
+                8-byte big-endian length"
+            .into();
+    }
+    if !first.is_empty()
+        && first
+            .iter()
+            .all(|&b| b.is_ascii_graphic() || b" \t\r\n".contains(&b))
+    {
+        return format!(
+            "it looks like text (starts with {:?})",
+            String::from_utf8_lossy(first)
+        );
+    }
+    format!(
+        "its first bytes {} are no length prefix (a .binpb stream starts with 00)",
+        first
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
 }
 
 impl<R> BinpbReader<R> {

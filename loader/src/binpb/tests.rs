@@ -828,3 +828,46 @@ proptest! {
         prop_assert_eq!(out.records, expected_records(&header(), &snaps));
     }
 }
+
+/// A file that is something else says what it looks like (it used to be
+/// read as a length prefix: "length prefix 2272919271507955307 exceeds the
+/// limit"), naming the file; a real stream's first byte is 0.
+#[test]
+fn other_kinds_of_file_are_named_not_misread() {
+    let (stream, _) = write(&header(), &generate(1, 2));
+    assert_eq!(stream[0], 0);
+    let bare_zstd = zstd::encode_all(&stream[8..], 3).unwrap();
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3],
+            "gzip-compressed",
+        ),
+        (bare_zstd, "bare zstd frame"),
+        (
+            b"level\tlabel\tvalue\n0\ttotal".to_vec(),
+            "looks like text (starts with \"level\\tla\")",
+        ),
+        (b"hi\n".to_vec(), "looks like text (starts with \"hi\\n\")"),
+        (
+            vec![0xff, 0xfe, 0x00, 0x01],
+            "first bytes ff fe 00 01 are no length prefix",
+        ),
+    ];
+    for (bytes, want) in cases {
+        let mut r = BinpbReader::new(Cursor::new(&bytes), "/p/profile.binpb");
+        let e = r.next_record().unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::NotBinpb { .. }), "{msg}");
+        assert!(
+            msg.starts_with("/p/profile.binpb: not a MemHawk .binpb stream: ")
+                && msg.contains(want),
+            "{msg}"
+        );
+    }
+    let dir = std::env::temp_dir();
+    let e = BinpbReader::open(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains(&dir.display().to_string()) && e.contains("is a directory"),
+        "{e}"
+    );
+}
