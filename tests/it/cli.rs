@@ -225,3 +225,45 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(!err2.contains("1048576"), "{err2}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `flamehouse fixtures` from an installed binary: the binary copied to a
+/// temp dir and run from there in a mount namespace where the repository
+/// is an empty tmpfs, so a source path baked in at build time cannot be
+/// read (it was, before the C source was embedded).
+#[test]
+fn fixtures_from_an_installed_binary_without_the_repository() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("flamehouse-installed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(!dir.canonicalize().unwrap().starts_with(&repo));
+    let installed = dir.join("flamehouse");
+    std::fs::copy(bin(), &installed).unwrap();
+    let script = format!(
+        "mount -t tmpfs none '{repo}' && test ! -e '{repo}/fixtures/gen/workload.c' \
+         && exec ./flamehouse --data data fixtures --out fx --snapshots 3 --stacks 50",
+        repo = repo.display()
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .current_dir(&dir)
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "installed flamehouse fixtures failed: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches(" stacks, ").count(), 2, "{stdout}");
+    assert!(stdout.contains("4 snapshots, 50 stacks"), "{stdout}");
+    // The embedded source was written next to the binary it compiled.
+    let source = std::fs::read_to_string(dir.join("fx/workload.c")).unwrap();
+    assert_eq!(source, flamehouse::fixture::WORKLOAD_C);
+    assert!(source.contains("wl_tree_build"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
