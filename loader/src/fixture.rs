@@ -1094,7 +1094,7 @@ mod tests {
                 // Every program frame follows a call instruction; the leaf
                 // (return address - 1 in both variants) calls an allocator.
                 for (depth, &addr) in stack.iter().enumerate() {
-                    if !map.lookup(addr).is_some_and(|(m, _)| m == 0) {
+                    if map.lookup(addr).is_none_or(|(m, _)| m != 0) {
                         continue;
                     }
                     let ret = addr - made.bias + if depth == 0 { 1 } else { shift };
