@@ -6,14 +6,13 @@
 //! stacks of depth 10-40 that share prefixes like real call trees, and the
 //! sample rows are drawn in SQL with a skewed (cubic) distribution over them.
 
-use crate::backend::sql_string;
+use crate::backend::Backend;
 use crate::engine::Engine;
 use crate::error::{file_err, Error, Result};
 use crate::ident::Ident;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Shape of a synthetic profile.
@@ -101,20 +100,28 @@ pub fn load_synthetic(engine: &Engine, table: &Ident, p: &SyntheticProfile) -> R
         "CREATE TABLE {table} (ts DateTime, stack Array(String), value Int64) \
          ENGINE = MergeTree ORDER BY ts"
     ))?;
+    // RowBinary through the backend's pipe path: data inline after `FORMAT`
+    // can be cut by the engine without an error.
+    let db = Ident::new(engine.query_tsv("SELECT currentDatabase()")?.trim())?;
     for (chunk_no, chunk) in stacks.chunks(5_000).enumerate() {
-        let mut sql = format!("INSERT INTO {table}_stacks FORMAT TabSeparated\n");
+        let mut rows = Vec::new();
         for (i, s) in chunk.iter().enumerate() {
-            let _ = write!(sql, "{}\t[", chunk_no * 5_000 + i);
-            for (j, f) in s.iter().enumerate() {
-                if j > 0 {
-                    sql.push(',');
-                }
-                sql.push_str(&sql_string(f));
+            let id = u32::try_from(chunk_no * 5_000 + i).expect("fewer than 2^32 stacks");
+            rows.extend_from_slice(&id.to_le_bytes());
+            crate::rows::uleb(&mut rows, s.len() as u64);
+            for f in s {
+                crate::rows::string(&mut rows, f);
             }
-            sql.push_str("]\n");
         }
-        engine.execute(&sql)?;
+        engine.insert_rowbinary(
+            &db,
+            &format!("{table}_stacks"),
+            "id UInt32, stack Array(String)",
+            &rows,
+            &format!("{table}-stacks-{}-{chunk_no}", p.seed),
+        )?;
     }
+    expect_rows(engine, &format!("{table}_stacks"), stacks.len() as u64)?;
     // Skewed ids: u^3 piles most samples on a few hot stacks.
     engine.execute(&format!(
         "INSERT INTO {table} SELECT toDateTime('2026-01-01 10:00:00') + intDiv(n.number * 3600, {samples}), \
@@ -127,7 +134,19 @@ pub fn load_synthetic(engine: &Engine, table: &Ident, p: &SyntheticProfile) -> R
         seed = p.seed,
         distinct = stacks.len(),
     ))?;
-    Ok(())
+    expect_rows(engine, table.as_str(), p.samples)
+}
+
+/// Fails unless `table` holds exactly `expected` rows.
+fn expect_rows(engine: &Engine, table: &str, expected: u64) -> Result<()> {
+    let got = engine.query_tsv(&format!("SELECT count() FROM {table}"))?;
+    if got.trim().parse::<u64>().ok() == Some(expected) {
+        Ok(())
+    } else {
+        Err(Error::Query {
+            message: format!("{table}: {} rows stored, {expected} expected", got.trim()),
+        })
+    }
 }
 
 /// The per-stack pre-aggregation every flame-graph query starts with:

@@ -1,11 +1,13 @@
-//! Generator of realistic `.binpb` fixtures whose stack addresses are real
-//! instruction addresses of a compiled program.
+//! Generator of realistic `.binpb` fixtures whose stacks are call paths the
+//! compiled program really has.
 //!
-//! The program is `fixtures/gen/workload.c` ([`WORKLOAD_SOURCE`]), compiled on
-//! demand with `gcc -g -O1` by [`compile_workload`] (or
-//! `fixtures/gen/build.sh`); no binary is committed. [`generate`] reads the
-//! binary's program headers, function symbols and DWARF line table, and
-//! writes a MemHawk snapshot stream through [`BinpbWriter`]:
+//! The program is `fixtures/gen/workload.c`, embedded in this library
+//! ([`WORKLOAD_C`]) so an installed `flamehouse` needs no checkout: the
+//! source is written next to the binary and compiled on demand with
+//! `gcc -g -O1` by [`compile_workload`] (or `fixtures/gen/build.sh`); no
+//! binary is committed. [`generate`] reads the binary's program headers,
+//! function symbols and the compiler's DWARF call-site records, and writes a
+//! MemHawk snapshot stream through [`BinpbWriter`]:
 //!
 //! - a ProcessInfo header (configurable pid and name; `processFullPath` is
 //!   the binary's absolute path, so the symbolizer finds the main program);
@@ -24,13 +26,33 @@
 //! `libc.so.6` at a path that does not exist (its frames symbolize to
 //! `libc.so.6+0xOFFSET`), a fake profiler library and the vdso.
 //!
-//! Stacks (`stacks` distinct ones) follow the program's real call graph
-//! (`_start` → libc start-up → `main` → ... → allocating function → libc
-//! `malloc`/`calloc`/`realloc`), choosing for each workload frame one of the
-//! addresses of that function's DWARF line-table rows (so some fall inside
-//! the inlined `wl_inline_alloc`), and one or two frames for the recursive
-//! `wl_tree_build` (MemHawk collapses deep recursion). Frame addresses are
-//! absolute (bias + ELF address), as MemHawk stores them.
+//! # Stacks
+//!
+//! Stacks are walks of the workload's real call graph, as an unwinder
+//! records them: every frame inside the program is the return address of a
+//! real call instruction (the `DW_TAG_call_site` records gcc writes with
+//! `-g -O1`: `DW_AT_call_return_pc` and the callee). A walk starts at
+//! `_start`'s call of `__libc_start_main` (found by its GOT slot), goes
+//! through two fake libc frames (`__libc_start_main`,
+//! `__libc_start_call_main`), `main`, and follows calls from function to
+//! function down to a call of `malloc`, `calloc` or `realloc`: that call's
+//! return address is the leaf (the allocating function; MemHawk's own hook
+//! frames are not part of a stack). Allocations inside libc functions
+//! (`printf`'s buffer) are not modelled. Recursion (`wl_tree_build`) is
+//! written level by level, one frame per level up to the workload's 13
+//! levels, as an unwinder sees it; MemHawk's collapsing of deep recursion is
+//! not imitated, because those levels are what makes thousands of distinct
+//! real call paths. [`generate`] takes every path with at most two frames of
+//! one function first, then a seeded random choice of the deeper ones; a
+//! request for more stacks than the program has paths (16,385) gets them
+//! all ([`GeneratedFixture::stacks`] says how many).
+//!
+//! What is written per frame is [`FrameAddresses`]: by default the return
+//! address minus 1 for every frame, as MemHawk stores them
+//! (`shared/reference/binpb-format.md`); [`FrameAddresses::Unwound`] writes
+//! the callers' raw return addresses instead, which the symbolizer must
+//! look up at `addr - 1` ([`crate::symbolize::Symbolizer::symbolize_stack`]):
+//! both variants of one seed must give the same flame graph.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
@@ -39,8 +61,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
-use object::{Object, ObjectKind, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{
+    Object, ObjectKind, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
+    SymbolKind,
+};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::binpb::{
@@ -48,9 +74,9 @@ use crate::binpb::{
     TracedAllocSummary, PROFILER_TRACE_BIT,
 };
 
-/// The workload's C source (in the repository).
-pub const WORKLOAD_SOURCE: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/gen/workload.c");
+/// The workload's C source (`fixtures/gen/workload.c`), embedded so the
+/// generator works from an installed binary.
+pub const WORKLOAD_C: &str = include_str!("../../fixtures/gen/workload.c");
 
 /// Load bias of a PIE main program (what Linux uses without ASLR on x86-64).
 pub const PIE_BIAS: u64 = 0x5555_5555_4000;
@@ -61,12 +87,18 @@ pub const LIBC_BIAS: u64 = 0x7fff_f7d8_0000;
 /// Path of the fake libc (does not exist, so it has no symbols).
 pub const FAKE_LIBC: &str = "/nonexistent/flamehouse-fixture/lib/libc.so.6";
 
-/// Module-relative offsets of the fake libc's frames.
-const LIBC_MALLOC: &[u64] = &[0xa50fe, 0xa5183, 0xa5231];
-const LIBC_CALLOC: &[u64] = &[0xa6c12, 0xa6c9d];
-const LIBC_REALLOC: &[u64] = &[0xa7a40, 0xa7b1f];
+/// Module-relative addresses of the fake libc's two start-up frames
+/// (`__libc_start_call_main` calling `main`, `__libc_start_main` calling
+/// it), written as they are in both [`FrameAddresses`] variants.
 const LIBC_START_CALL_MAIN: u64 = 0x29d8f;
 const LIBC_START_MAIN: u64 = 0x29e3f;
+
+/// The allocators whose calls end a stack.
+pub const ALLOCATORS: &[&str] = &["malloc", "calloc", "realloc"];
+
+/// Frames of one function in one stack at most: the workload's recursion
+/// (`wl_tree_build`, depth capped at 12 by `main`) has 13 levels.
+pub const MAX_LEVELS: usize = 13;
 
 /// Errors of the generator; each names the file concerned.
 #[derive(Debug, thiserror::Error)]
@@ -96,14 +128,15 @@ pub enum Error {
         /// What `gimli` said.
         cause: gimli::Error,
     },
-    /// A function of the workload is missing (not the workload binary, or
-    /// built without symbols).
-    #[error("{}: no function symbol {name:?} (not built from workload.c with symbols?)", path.display())]
-    MissingFunction {
+    /// The workload's call graph is not there: no `main`, or no call path
+    /// from it to an allocator in the DWARF call-site records (not the
+    /// workload, or built without `-g`).
+    #[error("{}: {what} (not built from workload.c with -g -O1?)", path.display())]
+    NoCallGraph {
         /// The binary.
         path: PathBuf,
-        /// The function.
-        name: &'static str,
+        /// What is missing.
+        what: String,
     },
     /// The compiler failed.
     #[error("compiling {}: {detail}", path.display())]
@@ -113,6 +146,23 @@ pub enum Error {
         /// The command and its stderr.
         detail: String,
     },
+}
+
+/// What a fixture writes as the address of each frame inside the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FrameAddresses {
+    /// Every frame, the leaf included, is its return address minus 1 (an
+    /// address inside the call instruction), as MemHawk stores them. The
+    /// default.
+    #[default]
+    ReturnMinusOne,
+    /// Caller frames are raw return addresses (the instruction after each
+    /// call), as a frame-pointer unwinder records them; the leaf stays
+    /// return address minus 1 (inside the call to the allocator, where
+    /// execution is). Symbolizing it right needs the `addr - 1` rule for
+    /// non-leaf frames; the return address of some calls lies on another
+    /// line or outside an inlined function (`wl_index_root`).
+    Unwound,
 }
 
 /// Options of [`generate`].
@@ -125,7 +175,8 @@ pub struct FixtureOptions {
     /// Snapshots after snapshot 0, one second apart. Default 30 (at least 2
     /// are written).
     pub snapshots: usize,
-    /// Distinct stack traces. Default 3000.
+    /// Distinct stack traces, at most the program's call paths (16,385).
+    /// Default 3000.
     pub stacks: usize,
     /// Random seed (same seed and binary: same file). Default 1.
     pub seed: u64,
@@ -135,6 +186,9 @@ pub struct FixtureOptions {
     pub name: String,
     /// Start time, ns since the Unix epoch. Default 2026-01-01T00:00:00Z.
     pub start_timestamp_ns: u64,
+    /// What is written per frame. Default [`FrameAddresses::ReturnMinusOne`]
+    /// (MemHawk's form).
+    pub frame_addresses: FrameAddresses,
 }
 
 impl FixtureOptions {
@@ -150,6 +204,7 @@ impl FixtureOptions {
             pid: 4242,
             name: "workload".to_owned(),
             start_timestamp_ns: 1_767_225_600_000_000_000,
+            frame_addresses: FrameAddresses::default(),
         }
     }
 }
@@ -170,7 +225,7 @@ pub struct GeneratedFixture {
     /// Distinct frame addresses defined.
     pub frames: usize,
     /// The distinct absolute addresses inside the main program used in
-    /// stacks, sorted.
+    /// stacks (as written), sorted.
     pub main_addresses: Vec<u64>,
     /// Snapshot index (0-based, counting snapshot 0) of the peak live size.
     pub peak_snapshot: usize,
@@ -178,19 +233,24 @@ pub struct GeneratedFixture {
     pub bytes: u64,
 }
 
-/// Compiles [`WORKLOAD_SOURCE`] with `$CC` (default `gcc`) `-g -O1` into
-/// `out_dir/workload` and returns that path.
+/// Writes [`WORKLOAD_C`] to `out_dir/workload.c`, compiles it with `$CC`
+/// (default `gcc`) `-g -O1 -fno-omit-frame-pointer` into `out_dir/workload`
+/// and returns that path.
 ///
 /// # Errors
-/// If the directory cannot be created or the compiler fails.
+/// If the directory or source cannot be written or the compiler fails.
 pub fn compile_workload(out_dir: &Path) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(out_dir).map_err(|cause| Error::Io {
         path: out_dir.to_path_buf(),
         cause,
     })?;
+    let source = out_dir.join("workload.c");
+    std::fs::write(&source, WORKLOAD_C).map_err(|cause| Error::Io {
+        path: source.clone(),
+        cause,
+    })?;
     let out = out_dir.join("workload");
     let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".to_owned());
-    let source = PathBuf::from(WORKLOAD_SOURCE);
     let mut cmd = Command::new(&cc);
     cmd.args(["-g", "-O1", "-fno-omit-frame-pointer", "-o"])
         .arg(&out)
@@ -212,26 +272,24 @@ pub fn compile_workload(out_dir: &Path) -> Result<PathBuf, Error> {
     Ok(out)
 }
 
-/// The functions of the workload whose line-table rows give frame addresses.
-const FUNCTIONS: &[&str] = &[
-    "_start",
-    "main",
-    "wl_load_file",
-    "wl_parse_record",
-    "wl_serve_requests",
-    "wl_cache_insert",
-    "wl_grow_buffer",
-    "wl_build_index",
-    "wl_tree_build",
-];
+/// One call instruction of the program (ELF addresses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CallSite {
+    /// The return address: the instruction after the call.
+    ret: u64,
+    /// The called function's name.
+    callee: String,
+}
 
 /// What the generator needs from the binary.
 #[derive(Debug)]
 struct BinaryInfo {
     bias: u64,
     segments: Vec<Segment>,
-    /// ELF (module-relative) addresses per function, sorted.
-    sites: HashMap<&'static str, Vec<u64>>,
+    /// Call sites per calling function, by return address.
+    calls: BTreeMap<String, Vec<CallSite>>,
+    /// Return address of `_start`'s call of `__libc_start_main`, if found.
+    start_ret: Option<u64>,
 }
 
 fn read_binary(path: &Path) -> Result<BinaryInfo, Error> {
@@ -261,47 +319,57 @@ fn read_binary(path: &Path) -> Result<BinaryInfo, Error> {
         0
     };
 
-    let mut ranges: HashMap<&'static str, (u64, u64)> = HashMap::new();
+    // Function ranges, to name the caller of each call site.
+    let mut functions: BTreeMap<u64, (u64, String)> = BTreeMap::new();
     for sym in elf.symbols() {
-        if sym.kind() != SymbolKind::Text || sym.size() == 0 && sym.name() != Ok("_start") {
+        if sym.kind() != SymbolKind::Text || sym.size() == 0 {
             continue;
         }
-        let Ok(name) = sym.name() else { continue };
-        if let Some(&known) = FUNCTIONS.iter().find(|&&f| f == name) {
-            ranges.insert(known, (sym.address(), sym.address() + sym.size().max(1)));
+        if let Ok(name) = sym.name() {
+            functions.insert(sym.address(), (sym.address() + sym.size(), name.to_owned()));
         }
     }
-    for &name in FUNCTIONS {
-        if !ranges.contains_key(name) {
-            return Err(Error::MissingFunction {
-                path: path.to_path_buf(),
-                name,
-            });
-        }
-    }
+    let function_at = |addr: u64| {
+        functions
+            .range(..=addr)
+            .next_back()
+            .filter(|(_, (end, _))| addr < *end)
+            .map(|(_, (_, name))| name.clone())
+    };
 
-    let rows = line_rows(path, &elf)?;
-    let mut sites = HashMap::new();
-    for (&name, &(start, end)) in &ranges {
-        let mut addrs: Vec<u64> = rows.range(start + 1..end).map(|(&addr, ())| addr).collect();
-        if addrs.is_empty() {
-            // No line rows (e.g. `_start` from crt1.o): a byte inside it.
-            addrs.push(start + (end - start).min(0x20) / 2);
+    let mut calls: BTreeMap<String, Vec<CallSite>> = BTreeMap::new();
+    for site in call_sites(path, &elf)? {
+        // The call instruction ends at `ret`, so `ret - 1` is inside it.
+        if let Some(caller) = function_at(site.ret - 1) {
+            calls.entry(caller).or_default().push(site);
         }
-        sites.insert(name, addrs);
     }
+    for sites in calls.values_mut() {
+        sites.sort_by_key(|s| s.ret);
+        sites.dedup();
+    }
+    if !calls.contains_key("main") {
+        return Err(Error::NoCallGraph {
+            path: path.to_path_buf(),
+            what: "no DWARF call sites in main".to_owned(),
+        });
+    }
+    let start_ret = start_call(&elf);
     Ok(BinaryInfo {
         bias,
         segments,
-        sites,
+        calls,
+        start_ret,
     })
 }
 
-/// Every address of a DWARF line-table row (end-of-sequence rows excluded).
-fn line_rows(
+/// Every call the compiler recorded: `DW_TAG_call_site` (DWARF 5) or
+/// `DW_TAG_GNU_call_site`, with its return address and callee name. Calls
+/// through a pointer (no callee) are skipped.
+fn call_sites(
     path: &Path,
     elf: &ElfFile64<'_, object::Endianness>,
-) -> Result<BTreeMap<u64, ()>, Error> {
+) -> Result<Vec<CallSite>, Error> {
     let endian = if elf.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -319,70 +387,167 @@ fn line_rows(
         path: path.to_path_buf(),
         cause,
     };
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     let mut units = dwarf.units();
     while let Some(header) = units.next().map_err(dwarf_err)? {
         let unit = dwarf.unit(header).map_err(dwarf_err)?;
-        let Some(program) = unit.line_program.clone() else {
-            continue;
-        };
-        let mut rows = program.rows();
-        while let Some((_, row)) = rows.next_row().map_err(dwarf_err)? {
-            if !row.end_sequence() && row.address() != 0 {
-                out.insert(row.address(), ());
+        let mut entries = unit.entries();
+        while let Some(entry) = entries.next_dfs().map_err(dwarf_err)? {
+            let (ret_attr, origin_attr) = match entry.tag() {
+                gimli::DW_TAG_call_site => (gimli::DW_AT_call_return_pc, gimli::DW_AT_call_origin),
+                gimli::DW_TAG_GNU_call_site => (gimli::DW_AT_low_pc, gimli::DW_AT_abstract_origin),
+                _ => continue,
+            };
+            let Some(ret_value) = entry.attr_value(ret_attr) else {
+                continue;
+            };
+            let Some(ret) = dwarf.attr_address(&unit, ret_value).map_err(dwarf_err)? else {
+                continue;
+            };
+            let Some(gimli::AttributeValue::UnitRef(origin)) = entry.attr_value(origin_attr) else {
+                continue;
+            };
+            if let Some(callee) = entry_name(&dwarf, &unit, origin).map_err(dwarf_err)? {
+                out.push(CallSite { ret, callee });
             }
         }
     }
     Ok(out)
 }
 
-/// One call path of the workload, root first, as function names; the leaf
-/// allocator is chosen separately.
-const PATHS: &[(&[&str], &[u64])] = &[
-    (&["main", "wl_load_file", "wl_parse_record"], LIBC_MALLOC),
-    (
-        &["main", "wl_serve_requests", "wl_cache_insert"],
-        LIBC_MALLOC,
-    ),
-    (
-        &["main", "wl_serve_requests", "wl_grow_buffer"],
-        LIBC_REALLOC,
-    ),
-    (&["main", "wl_build_index", "wl_tree_build"], LIBC_MALLOC),
-    (&["main", "wl_build_index", "wl_tree_build"], LIBC_CALLOC),
-];
-
-fn pick(rng: &mut StdRng, from: &[u64]) -> u64 {
-    from[rng.gen_range(0..from.len())]
-}
-
-/// Distinct stacks, leaf first, absolute addresses.
-fn make_stacks(info: &BinaryInfo, count: usize, rng: &mut StdRng) -> Vec<Vec<u64>> {
-    let mut seen = HashSet::new();
-    let mut stacks = Vec::with_capacity(count);
-    let mut attempts = 0usize;
-    while stacks.len() < count && attempts < count.saturating_mul(50).max(1000) {
-        attempts += 1;
-        let (path, leaf) = PATHS[rng.gen_range(0..PATHS.len())];
-        let mut root_first = vec![
-            info.bias + pick(rng, &info.sites["_start"]),
-            LIBC_BIAS + LIBC_START_MAIN,
-            LIBC_BIAS + LIBC_START_CALL_MAIN,
-        ];
-        for &function in path {
-            let sites = &info.sites[function];
-            root_first.push(info.bias + pick(rng, sites));
-            if function == "wl_tree_build" && rng.gen_bool(0.5) {
-                root_first.push(info.bias + pick(rng, sites));
-            }
+/// The name of a DIE, following `DW_AT_abstract_origin` / `DW_AT_specification`
+/// a few times.
+fn entry_name<R: gimli::Reader>(
+    dwarf: &gimli::Dwarf<R>,
+    unit: &gimli::Unit<R>,
+    mut offset: gimli::UnitOffset<R::Offset>,
+) -> gimli::Result<Option<String>> {
+    for _ in 0..4 {
+        let entry = unit.entry(offset)?;
+        if let Some(name) = entry.attr_value(gimli::DW_AT_name) {
+            let name = dwarf.attr_string(unit, name)?;
+            return Ok(Some(name.to_string_lossy()?.into_owned()));
         }
-        root_first.push(LIBC_BIAS + pick(rng, leaf));
-        root_first.reverse();
-        if seen.insert(root_first.clone()) {
-            stacks.push(root_first);
+        match entry
+            .attr_value(gimli::DW_AT_abstract_origin)
+            .or_else(|| entry.attr_value(gimli::DW_AT_specification))
+        {
+            Some(gimli::AttributeValue::UnitRef(next)) => offset = next,
+            _ => return Ok(None),
         }
     }
-    stacks
+    Ok(None)
+}
+
+/// The return address of `_start`'s `call *__libc_start_main@GOTPCREL(%rip)`
+/// (`ff 15 rel32`, found by its GOT slot's dynamic relocation); `None` when
+/// the start-up code is not that (static binary, other libc).
+fn start_call(elf: &ElfFile64<'_, object::Endianness>) -> Option<u64> {
+    let dynsyms = elf.dynamic_symbol_table()?;
+    let got = elf.dynamic_relocations()?.find_map(|(offset, reloc)| {
+        let RelocationTarget::Symbol(index) = reloc.target() else {
+            return None;
+        };
+        let sym = dynsyms.symbol_by_index(index).ok()?;
+        (sym.name().ok()? == "__libc_start_main").then_some(offset)
+    })?;
+    let start = elf.symbols().find(|s| s.name() == Ok("_start"))?.address();
+    let text = elf
+        .sections()
+        .find(|s| (s.address()..s.address() + s.size()).contains(&start))?;
+    let bytes = text.data().ok()?;
+    let from = usize::try_from(start - text.address()).ok()?;
+    let window = bytes.get(from..bytes.len().min(from + 64))?;
+    window.windows(6).enumerate().find_map(|(i, w)| {
+        let rel = i32::from_le_bytes([w[2], w[3], w[4], w[5]]);
+        let next = start + i as u64 + 6;
+        (w[0] == 0xff && w[1] == 0x15 && next.wrapping_add_signed(i64::from(rel)) == got)
+            .then_some(next)
+    })
+}
+
+/// Every call path from `main` to an allocator, root first, as return
+/// addresses (ELF addresses), each function at most [`MAX_LEVELS`] times.
+fn call_paths(info: &BinaryInfo) -> Vec<Vec<u64>> {
+    fn walk<'a>(
+        info: &'a BinaryInfo,
+        function: &'a str,
+        names: &mut Vec<&'a str>,
+        rets: &mut Vec<u64>,
+        out: &mut Vec<Vec<u64>>,
+    ) {
+        let Some(sites) = info.calls.get(function) else {
+            return;
+        };
+        for site in sites {
+            rets.push(site.ret);
+            if ALLOCATORS.contains(&site.callee.as_str()) {
+                out.push(rets.clone());
+            } else if info.calls.contains_key(&site.callee)
+                && names.iter().filter(|&&n| n == site.callee).count() < MAX_LEVELS
+            {
+                names.push(&site.callee);
+                walk(info, &site.callee, names, rets, out);
+                names.pop();
+            }
+            rets.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(info, "main", &mut vec!["main"], &mut Vec::new(), &mut out);
+    out
+}
+
+/// The most frames of one function in a path (1 without recursion).
+fn levels(path: &[u64], info: &BinaryInfo) -> usize {
+    let mut callers: HashMap<&str, usize> = HashMap::new();
+    for &ret in path {
+        for (name, sites) in &info.calls {
+            if sites.iter().any(|s| s.ret == ret) {
+                *callers.entry(name.as_str()).or_default() += 1;
+            }
+        }
+    }
+    callers.values().copied().max().unwrap_or(0)
+}
+
+/// Distinct stacks, leaf first, absolute addresses as written (see the
+/// module documentation).
+fn make_stacks(
+    info: &BinaryInfo,
+    count: usize,
+    frames: FrameAddresses,
+    rng: &mut StdRng,
+) -> Vec<Vec<u64>> {
+    let (mut shallow, mut deep): (Vec<Vec<u64>>, Vec<Vec<u64>>) = call_paths(info)
+        .into_iter()
+        .partition(|p| levels(p, info) <= 2);
+    shallow.shuffle(rng);
+    deep.shuffle(rng);
+    let caller = |ret: u64| match frames {
+        FrameAddresses::ReturnMinusOne => info.bias + ret - 1,
+        FrameAddresses::Unwound => info.bias + ret,
+    };
+    let mut seen = HashSet::new();
+    shallow
+        .into_iter()
+        .chain(deep)
+        .take(count)
+        .map(|path| {
+            let mut stack: Vec<u64> = Vec::with_capacity(path.len() + 3);
+            if let Some(ret) = info.start_ret {
+                stack.push(caller(ret));
+            }
+            stack.push(LIBC_BIAS + LIBC_START_MAIN);
+            stack.push(LIBC_BIAS + LIBC_START_CALL_MAIN);
+            let (leaf, callers) = path.split_last().expect("a path has a leaf call");
+            stack.extend(callers.iter().map(|&r| caller(r)));
+            stack.push(info.bias + leaf - 1);
+            stack.reverse();
+            stack
+        })
+        .filter(|s| seen.insert(s.clone()))
+        .collect()
 }
 
 /// Live and cumulative state of one trace.
@@ -481,7 +646,13 @@ pub fn generate(opts: &FixtureOptions) -> Result<GeneratedFixture, Error> {
     })?;
     let info = read_binary(&binary)?;
     let mut rng = StdRng::seed_from_u64(opts.seed);
-    let stacks = make_stacks(&info, opts.stacks, &mut rng);
+    let stacks = make_stacks(&info, opts.stacks, opts.frame_addresses, &mut rng);
+    if stacks.is_empty() && opts.stacks > 0 {
+        return Err(Error::NoCallGraph {
+            path: binary,
+            what: "no call path from main to malloc, calloc or realloc".to_owned(),
+        });
+    }
     let snapshots = opts.snapshots.max(2);
     let peak = (snapshots * 2 / 3).max(1);
     // Trace k+1 is born in snapshot 1 + k * births / len (first half).
@@ -699,7 +870,7 @@ pub(crate) mod test_support {
 mod tests {
     use std::collections::HashMap;
 
-    use super::test_support::{workload, TempDir};
+    use super::test_support::{run, workload, TempDir};
     use super::*;
     use crate::binpb::{BinpbReader, Record};
     use crate::symbolize::ModuleMap;
@@ -833,18 +1004,156 @@ mod tests {
                 assert!(module == 0 || map.modules()[module].filename == FAKE_LIBC);
             }
         }
-        let rec = traced
-            .iter()
-            .filter(|s| {
-                s.iter()
-                    .filter(|&&a| map.lookup(a).is_some_and(|(m, _)| m == 0))
-                    .count()
-                    == 5
-            })
-            .count();
-        assert!(rec > 0, "some stacks carry two wl_tree_build frames");
-        assert!(made.main_addresses.len() > 20);
+        // Recursion: one frame per level, up to the workload's 13 levels.
+        let program_frames = |s: &Vec<u64>| {
+            s.iter()
+                .filter(|&&a| map.lookup(a).is_some_and(|(m, _)| m == 0))
+                .count()
+        };
+        let shallowest = traced.iter().map(|s| program_frames(s)).min().unwrap();
+        let deepest = traced.iter().map(|s| program_frames(s)).max().unwrap();
+        // _start, main, wl_load_file / wl_serve_requests, the allocating
+        // function; and _start, main, wl_build_index, wl_tree_plant, then
+        // 13 levels of wl_tree_build.
+        assert_eq!((shallowest, deepest), (4, 4 + MAX_LEVELS));
+        assert!(made.main_addresses.len() >= 12, "{:?}", made.main_addresses);
         assert!(made.bytes > 0 && made.bytes == std::fs::metadata(&opts.output).unwrap().len());
+    }
+
+    /// The call instructions of `objdump -d`: return address (the next
+    /// instruction) -> (calling function, called symbol without `@plt` /
+    /// `@GLIBC...`), and every function's name by start address.
+    fn objdump_calls(binary: &Path) -> HashMap<u64, (String, String)> {
+        let text = run("objdump", &["-d".as_ref(), binary.as_os_str()]);
+        let mut calls = HashMap::new();
+        let mut function = String::new();
+        let mut pending: Option<(String, String)> = None;
+        for line in text.lines() {
+            // `0000000000001189 <wl_parse_record>:`
+            if let Some(name) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) {
+                function = name.1.to_owned();
+                pending = None;
+                continue;
+            }
+            // `    11e1:\te8 ca fe ff ff       \tcall   10b0 <malloc@plt>`
+            let mut parts = line.trim_start().splitn(3, '\t');
+            let (Some(addr), Some(_bytes)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let Some(addr) = addr
+                .strip_suffix(':')
+                .and_then(|a| u64::from_str_radix(a, 16).ok())
+            else {
+                continue;
+            };
+            if let Some(call) = pending.take() {
+                calls.insert(addr, call);
+            }
+            let insn = parts.next().unwrap_or("");
+            if insn.starts_with("call") {
+                let target = insn
+                    .rsplit_once('<')
+                    .and_then(|(_, t)| t.strip_suffix('>'))
+                    .unwrap_or("");
+                let target = target.split('@').next().unwrap_or("").to_owned();
+                pending = Some((function.clone(), target));
+            }
+        }
+        calls
+    }
+
+    /// Every caller -> callee edge of every generated stack exists in the
+    /// binary's disassembly (objdump, not the DWARF the generator reads):
+    /// each program frame is (return address - 1 of) a call instruction
+    /// whose target is the function of the next inner frame, and each leaf
+    /// calls an allocator. Both frame-address variants.
+    #[test]
+    fn call_graph_of_the_stacks_is_in_the_disassembly() {
+        let dir = TempDir::new("fixture-objdump");
+        let bin = workload(&dir);
+        let calls = objdump_calls(&bin);
+        assert!(calls.len() > 20, "objdump found {} calls", calls.len());
+        for (frames, shift) in [
+            (FrameAddresses::ReturnMinusOne, 1),
+            (FrameAddresses::Unwound, 0),
+        ] {
+            let mut opts = FixtureOptions::new(&bin, dir.path().join("g.binpb"));
+            opts.snapshots = 4;
+            opts.stacks = 20_000;
+            opts.frame_addresses = frames;
+            let made = generate(&opts).expect("generate");
+            // Every real call path, no more: 3 + 2 * (2^13 - 1).
+            assert_eq!(made.stacks, 3 + 2 * ((1 << MAX_LEVELS) - 1));
+            let read = read_back(&opts.output);
+            let map = ModuleMap::new(&read.snapshots[0].loaded_so, Some(&made.binary));
+            let mut edges = std::collections::BTreeSet::new();
+            for (id, stack) in &read.stacks {
+                if *id == PROFILER_TRACE_BIT {
+                    continue;
+                }
+                // Every program frame follows a call instruction; the leaf
+                // (return address - 1 in both variants) calls an allocator.
+                for (depth, &addr) in stack.iter().enumerate() {
+                    if map.lookup(addr).is_none_or(|(m, _)| m != 0) {
+                        continue;
+                    }
+                    let ret = addr - made.bias + if depth == 0 { 1 } else { shift };
+                    let (caller, callee) = calls.get(&ret).unwrap_or_else(|| {
+                        panic!("trace {id}: {addr:#x} is not after a call instruction")
+                    });
+                    if depth == 0 {
+                        assert!(
+                            ALLOCATORS.contains(&callee.as_str()),
+                            "trace {id}: leaf {caller} calls {callee}"
+                        );
+                    }
+                    edges.insert((caller.clone(), callee.clone()));
+                }
+                // Walk root -> leaf: each frame's callee is the function of
+                // the next inner program frame.
+                let program: Vec<(String, String)> = stack
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .filter(|(_, &a)| map.lookup(a).is_some_and(|(m, _)| m == 0))
+                    .map(|(depth, &a)| {
+                        let ret = a - made.bias + if depth == 0 { 1 } else { shift };
+                        calls[&ret].clone()
+                    })
+                    .collect();
+                assert_eq!(
+                    program[0],
+                    ("_start".to_owned(), "__libc_start_main".to_owned())
+                );
+                assert_eq!(program[1].0, "main", "trace {id}: libc calls main");
+                for pair in program[1..].windows(2) {
+                    assert_eq!(pair[0].1, pair[1].0, "trace {id}: {program:?}");
+                }
+            }
+            // The program's whole allocating call graph, nothing else (no
+            // `main -> atoi -> ...`).
+            let want: std::collections::BTreeSet<(String, String)> = [
+                ("_start", "__libc_start_main"),
+                ("main", "wl_load_file"),
+                ("main", "wl_serve_requests"),
+                ("main", "wl_build_index"),
+                ("wl_load_file", "wl_parse_record"),
+                ("wl_parse_record", "malloc"),
+                ("wl_serve_requests", "wl_cache_insert"),
+                ("wl_serve_requests", "wl_grow_buffer"),
+                ("wl_cache_insert", "malloc"),
+                ("wl_grow_buffer", "realloc"),
+                ("wl_build_index", "wl_tree_plant"),
+                ("wl_tree_plant", "wl_tree_build"),
+                ("wl_tree_build", "calloc"),
+                ("wl_tree_build", "malloc"),
+                ("wl_tree_build", "wl_tree_build"),
+            ]
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect();
+            assert_eq!(edges, want, "{frames:?}");
+        }
     }
 
     #[test]

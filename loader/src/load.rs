@@ -702,13 +702,19 @@ fn stack_for_trace<R: std::io::Read>(
     } else {
         let addrs: Vec<u64> = reader.dictionaries().resolve(trace_id).collect();
         // Module of each address, for the frames dictionary.
-        for addr in addrs.iter().rev() {
+        for (depth, addr) in addrs.iter().enumerate().rev() {
             let module = sym
                 .modules()
                 .lookup(*addr)
                 .and_then(|(i, _)| sym.modules().module(i).map(|m| m.basename()))
                 .unwrap_or_default();
-            for f in sym.symbolize(*addr) {
+            // Non-leaf frames are return addresses: looked up at addr - 1.
+            let frames = if depth == 0 {
+                sym.symbolize(*addr)
+            } else {
+                sym.symbolize_caller(*addr)
+            };
+            for f in frames {
                 labels.push(f.label.clone());
                 frame_rows.push(FrameRow {
                     frame_id: stable_hash(&[f.label.as_bytes()]),

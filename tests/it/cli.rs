@@ -231,27 +231,72 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
         .collect();
     assert_eq!(vec![folded_sum(&d, 1), folded_sum(&d, 0)], want);
 
+    // The same view as folded text and as SVG: the SVG's root carries the
+    // folded total, and every frame it draws is a frame of the folded lines.
+    let added = |out: &Path| {
+        run(
+            &data,
+            &[
+                "flame",
+                "added",
+                "--process",
+                "workload",
+                "--t1",
+                "+2s",
+                "--t2",
+                "+20s",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    let folded = dir.join("added.folded");
     let svg = dir.join("added.svg");
-    run(
-        &data,
-        &[
-            "flame",
-            "added",
-            "--process",
-            "workload",
-            "--t1",
-            "+2s",
-            "--t2",
-            "+20s",
-            "--out",
-            svg.to_str().unwrap(),
-        ],
-    );
+    added(&folded);
+    added(&svg);
+    let total = folded_sum(&folded, 0);
+    assert!(total > 0, "something was added in [+2s, +20s]");
+    let frames: std::collections::BTreeSet<String> = std::fs::read_to_string(&folded)
+        .unwrap()
+        .lines()
+        .flat_map(|l| {
+            let stack = l.rsplit_once(' ').unwrap().0;
+            stack.split(';').map(str::to_owned).collect::<Vec<_>>()
+        })
+        .collect();
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        text.contains("<svg") && text.contains("main"),
-        "not an SVG flame graph"
+        text.starts_with("<?xml") && text.contains("<svg"),
+        "not an SVG"
     );
+    let title =
+        regex::Regex::new(r"<title>([^<]*) \(([0-9,]+) [a-z]+, [0-9.]+%\)</title>").unwrap();
+    let drawn: Vec<(String, i64)> = title
+        .captures_iter(&text)
+        .map(|c| {
+            let name = c[1]
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+                .replace("&apos;", "'")
+                .replace("&amp;", "&");
+            (name, c[2].replace(',', "").parse().unwrap())
+        })
+        .collect();
+    let roots: Vec<i64> = drawn
+        .iter()
+        .filter(|(n, _)| n == "total")
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(roots, vec![total], "the root");
+    assert!(drawn.len() > 5, "{} frames drawn", drawn.len());
+    for (name, _) in drawn.iter().filter(|(n, _)| n != "total") {
+        assert!(
+            frames.contains(name),
+            "{name:?} drawn but not in the folded lines"
+        );
+    }
+    assert!(drawn.iter().any(|(n, _)| n == "main"));
 
     // `compact` folds the parts two loads left and changes no answer.
     let before = std::fs::read_to_string(&p).unwrap();
@@ -1112,4 +1157,46 @@ fn demo_finds_the_binaries_through_cargo() {
             .canonicalize()
             .unwrap()
     );
+}
+
+/// `flamehouse fixtures` from an installed binary: the binary copied to a
+/// temp dir and run from there in a mount namespace where the repository
+/// is an empty tmpfs, so a source path baked in at build time cannot be
+/// read (it was, before the C source was embedded).
+#[test]
+fn fixtures_from_an_installed_binary_without_the_repository() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("flamehouse-installed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(!dir.canonicalize().unwrap().starts_with(&repo));
+    let installed = dir.join("flamehouse");
+    std::fs::copy(bin(), &installed).unwrap();
+    let script = format!(
+        "mount -t tmpfs none '{repo}' && test ! -e '{repo}/fixtures/gen/workload.c' \
+         && exec ./flamehouse --data data fixtures --out fx --snapshots 3 --stacks 50",
+        repo = repo.display()
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .current_dir(&dir)
+        .output()
+        .expect("unshare (util-linux) runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "installed flamehouse fixtures failed: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches(" stacks, ").count(), 2, "{stdout}");
+    assert!(stdout.contains("4 snapshots, 50 stacks"), "{stdout}");
+    // The embedded source was written next to the binary it compiled.
+    let source = std::fs::read_to_string(dir.join("fx/workload.c")).unwrap();
+    assert_eq!(source, flamehouse::fixture::WORKLOAD_C);
+    assert!(source.contains("wl_tree_build"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,7 @@ mod freshness;
 mod functions;
 mod grafana;
 mod grafana_pack;
+mod memhawk;
 mod memory;
 mod oracle;
 mod render;

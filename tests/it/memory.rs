@@ -4,16 +4,19 @@
 //! intervals and for both metrics, against an independent replay of the
 //! decoded snapshots written here in plain Rust.
 //!
-//! The replay reads each file with `BinpbReader`, keeps every trace's
-//! absolute values per snapshot (as-of semantics), symbolizes each trace with
-//! `Symbolizer` + `ModuleMap` as a user would, and compares at the level of
+//! The replay decodes each file with the tests' own decoder
+//! (`super::memhawk`, written from binpb-format.md, sharing no code with
+//! `flamehouse::binpb`), keeps every trace's absolute values per snapshot
+//! (as-of semantics), symbolizes each trace with `Symbolizer` + `ModuleMap`
+//! as a user would, and compares at the level of
 //! function paths (root first), so it does not depend on the loader's own
 //! trace -> stack mapping or on the tables' layout.
 //!
 //! Also: loading twice changes nothing (even with the progress lost), a torn
 //! tail and a corrupted record, resuming a file that grew, and `init` twice.
 
-use flamehouse::binpb::{is_profiler_trace, AllocSummary, BinpbReader, ProcessInfo, Record};
+use super::memhawk;
+use flamehouse::binpb::{AllocSummary, ElfInfo, ProcessInfo, Segment};
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::load::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
 use flamehouse::schema::{migrate, SchemaOptions};
@@ -36,16 +39,6 @@ const METRICS: [&str; 2] = ["bytes", "count"];
 
 /// Values of a trace: size, active, overhead, total_count, total_bytes.
 type Vals = [i64; 5];
-
-fn vals(a: &AllocSummary) -> Vals {
-    [
-        a.size,
-        a.active,
-        a.overhead,
-        a.total_count as i64,
-        a.total_bytes as i64,
-    ]
-}
 
 /// Live value of a metric.
 fn live(v: &Vals, metric: &str) -> i64 {
@@ -101,84 +94,96 @@ struct Replay {
 
 impl Replay {
     fn read(path: &Path) -> Replay {
-        let mut reader = BinpbReader::open(path).expect("open fixture");
+        // Decoded by the tests' own decoder (super::memhawk), not the
+        // library's reader.
+        let file = memhawk::read(path);
+        let h = &file.header;
+        let header = ProcessInfo {
+            process_short_name: h.short_name.clone(),
+            process_full_path: h.full_path.clone(),
+            pid: h.pid,
+            start_timestamp: h.start_timestamp,
+        };
+        let header_end = file.header_end;
         let mut sym = Symbolizer::new(SymbolizerOptions::default());
-        let mut header = None;
-        let mut header_end = 0;
         let mut snaps: Vec<Snap> = Vec::new();
         let mut paths: Vec<Vec<String>> = Vec::new();
         let mut path_ids: HashMap<Vec<String>, usize> = HashMap::new();
         let mut traces: Vec<Trace> = Vec::new();
         let mut trace_ids: HashMap<u32, usize> = HashMap::new();
         let mut latest: HashMap<u32, Vals> = HashMap::new();
-        let mut start = 0u64;
-        while let Some(rec) = reader.next_record().expect("valid fixture") {
-            let end = reader.committed_offset();
-            match rec {
-                Record::Header(h) => {
-                    header = Some(h);
-                    header_end = end;
-                }
-                Record::Snapshot(s) => {
-                    let h: &ProcessInfo = header.as_ref().expect("header first");
-                    if !s.loaded_so.is_empty() {
-                        let main = PathBuf::from(&h.process_full_path);
-                        sym.set_modules(ModuleMap::new(&s.loaded_so, Some(&main)));
+        for (s, start, end) in &file.snapshots {
+            if !s.loaded_so.is_empty() {
+                let modules: Vec<ElfInfo> = s
+                    .loaded_so
+                    .iter()
+                    .map(|m| ElfInfo {
+                        filename: m.filename.clone(),
+                        addr: m.bias,
+                        segments: m
+                            .segments
+                            .iter()
+                            .map(|&(addr, size)| Segment { addr, size })
+                            .collect(),
+                    })
+                    .collect();
+                let main = PathBuf::from(&h.full_path);
+                sym.set_modules(ModuleMap::new(&modules, Some(&main)));
+            }
+            let ts = (s.timestamp / 1_000_000) as i64;
+            let mut touched = BTreeSet::new();
+            for &(id, v) in &s.changed {
+                let i = *trace_ids.entry(id).or_insert_with(|| {
+                    // Bit 31: the profiler's own allocations.
+                    let labels: Vec<String> = if id & 0x8000_0000 != 0 {
+                        vec![PROFILER_LABEL.to_string()]
+                    } else {
+                        sym.symbolize_stack(&file.stack(id))
+                            .into_iter()
+                            .map(|f| f.label)
+                            .collect()
+                    };
+                    let n = paths.len();
+                    let path = *path_ids.entry(labels.clone()).or_insert(n);
+                    if path == n {
+                        paths.push(labels);
                     }
-                    let ts = (s.timestamp / 1_000_000) as i64;
-                    let mut touched = BTreeSet::new();
-                    for t in &s.changed {
-                        let id = t.trace_id;
-                        let i = *trace_ids.entry(id).or_insert_with(|| {
-                            let labels: Vec<String> = if is_profiler_trace(id) {
-                                vec![PROFILER_LABEL.to_string()]
-                            } else {
-                                let addrs: Vec<u64> = reader.dictionaries().resolve(id).collect();
-                                sym.symbolize_stack(&addrs)
-                                    .into_iter()
-                                    .map(|f| f.label)
-                                    .collect()
-                            };
-                            let n = paths.len();
-                            let path = *path_ids.entry(labels.clone()).or_insert(n);
-                            if path == n {
-                                paths.push(labels);
-                            }
-                            traces.push(Trace {
-                                path,
-                                history: Vec::new(),
-                            });
-                            traces.len() - 1
-                        });
-                        let v = vals(&t.actual.unwrap_or_default());
-                        traces[i].history.push((ts, v));
-                        touched.insert(traces[i].path);
-                        latest.insert(id, v);
-                    }
-                    let total = s.total.expect("fixtures carry totals");
-                    // The absolute-value semantics: the replayed sum is the
-                    // reported total at every snapshot.
-                    let mut sum = [0i64; 5];
-                    for v in latest.values() {
-                        for i in 0..5 {
-                            sum[i] += v[i];
-                        }
-                    }
-                    assert_eq!(sum, vals(&total), "replay vs total at {ts}");
-                    snaps.push(Snap {
-                        ts,
-                        total,
-                        start,
-                        end,
-                        touched_paths: touched.len(),
+                    traces.push(Trace {
+                        path,
+                        history: Vec::new(),
                     });
+                    traces.len() - 1
+                });
+                traces[i].history.push((ts, v));
+                touched.insert(traces[i].path);
+                latest.insert(id, v);
+            }
+            let t = s.total.expect("fixtures carry totals");
+            // The absolute-value semantics: the replayed sum is the
+            // reported total at every snapshot.
+            let mut sum = [0i64; 5];
+            for v in latest.values() {
+                for i in 0..5 {
+                    sum[i] += v[i];
                 }
             }
-            start = end;
+            assert_eq!(sum, t, "replay vs total at {ts}");
+            snaps.push(Snap {
+                ts,
+                total: AllocSummary {
+                    size: t[0],
+                    active: t[1],
+                    overhead: t[2],
+                    total_count: t[3] as u64,
+                    total_bytes: t[4] as u64,
+                },
+                start: *start,
+                end: *end,
+                touched_paths: touched.len(),
+            });
         }
-        assert!(!reader.tail().unwrap().is_torn());
         let mut r = Replay {
-            header: header.expect("header"),
+            header,
             header_end,
             snaps,
             paths,

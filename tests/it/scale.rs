@@ -1,9 +1,41 @@
 //! A 1,000,000-sample table, both pre-aggregated per stack (the intended
 //! query shape) and sent to the UDF raw in one row.
 
-use flamehouse::demo::{fold_sql, load_synthetic, SyntheticProfile};
+use flamehouse::demo::{fold_sql, load_synthetic, synthetic_stacks, SyntheticProfile};
 use flamehouse_tests::*;
 use std::collections::BTreeMap;
+
+/// Checks what `load_synthetic` stored against the generator, not against
+/// the table itself: every stack of `synthetic_stacks` once under its id,
+/// `samples` rows, and the value total recomputed from the sample formula
+/// over `numbers()` (no join, no table). Returns that total.
+pub(crate) fn check_synthetic(table: &str, p: &SyntheticProfile) -> i64 {
+    let stacks = synthetic_stacks(p);
+    let stored = q(&format!(
+        "SELECT id, stack FROM {table}_stacks ORDER BY id FORMAT JSONCompactEachRow"
+    ));
+    let stored: Vec<(u32, Vec<String>)> = stored
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(stored.len(), stacks.len(), "{table}_stacks rows");
+    for (i, ((id, stack), want)) in stored.iter().zip(&stacks).enumerate() {
+        assert_eq!((*id as usize, stack), (i, want));
+    }
+    let rows: u64 = q(&format!("SELECT count() FROM {table}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(rows, p.samples, "{table} rows");
+    q(&format!(
+        "SELECT sum(toInt64(1 + cityHash64(number, {seed}, 1) % 4096)) FROM numbers({n})",
+        seed = p.seed,
+        n = p.samples
+    ))
+    .trim()
+    .parse()
+    .unwrap()
+}
 
 #[test]
 fn million_samples_through_group_by() {
@@ -14,7 +46,7 @@ fn million_samples_through_group_by() {
         ..Default::default()
     };
     load_synthetic(engine(), &"million".parse().unwrap(), &p).unwrap();
-    let total: i64 = q("SELECT sum(value) FROM million").trim().parse().unwrap();
+    let total = check_synthetic("million", &p);
     let rows = parse_rows(&q(
         "SELECT n.* FROM (SELECT stackTree(groupArray((stack, v))) AS t \
          FROM (SELECT stack, sum(value) AS v FROM million GROUP BY stack)) ARRAY JOIN t AS n",

@@ -3,11 +3,14 @@
 //! No ClickHouse server runs here, so a tiny HTTP/1.1 server on 127.0.0.1
 //! answers the way ClickHouse's HTTP interface does (200 and an empty or
 //! TabSeparated body) and records every request the `clickhouse` crate sends.
-//! A fixture is loaded twice: through the embedded backend into one database,
-//! and through `ServerBackend` -> capture server into another; the captured
-//! session (DDL as sent, then each INSERT's LZ4 blocks decompressed) is
-//! replayed on the embedded engine, and both databases must hold the same
-//! rows.
+//! For the wire test it is backed by the real embedded engine
+//! ([`engine_backed`]): each statement runs there as it arrives, each
+//! INSERT's LZ4 blocks are decompressed and written there, and SELECTs (the
+//! loader's resume query) are answered from what was really stored. A
+//! fixture is loaded through the embedded backend into one database and
+//! through `ServerBackend` -> capture server into another; both databases
+//! must hold the same rows, the inserts must be byte for byte the same, and
+//! loading again through the server must store nothing.
 
 use flamehouse::backend::{column_names, Backend};
 use flamehouse::engine::Engine;
@@ -261,14 +264,45 @@ fn form_decode(s: &str) -> String {
     String::from_utf8(out).expect("utf-8 parameter")
 }
 
-/// Answers like ClickHouse for the loader's statements: DDL and inserts
-/// return nothing; `SELECT max(offset) ...` on an empty table returns 0;
-/// every other SELECT returns no rows.
-fn clickhouse_like(req: &Request) -> (u16, Vec<u8>) {
+/// Fixed answers for tests about flags and formats, not about stored data:
+/// DDL and inserts return nothing, `SELECT max(offset) ...` returns 0, every
+/// other SELECT no rows. It cannot prove resuming; [`engine_backed`] does.
+fn static_answers(req: &Request) -> (u16, Vec<u8>) {
     if req.sql().contains("max(offset)") {
         (200, b"0\n".to_vec())
     } else {
         (200, Vec::new())
+    }
+}
+
+/// Answers as a ClickHouse server would, from the real embedded engine, as
+/// each request arrives: statements are executed, inserts decompressed and
+/// written with their deduplication token (as the embedded backend writes
+/// them), SELECTs answered with the engine's TabSeparated output; an engine
+/// error is a 500 with its message. So the loader's resume query sees what
+/// was really stored before.
+fn engine_backed(req: &Request) -> (u16, Vec<u8>) {
+    let sql = req.sql();
+    let result = if req.param("query").is_some() {
+        let target = sql
+            .strip_prefix("INSERT INTO ")
+            .and_then(|r| r.split_once(" ("))
+            .map(|(t, _)| t)
+            .unwrap_or_else(|| panic!("unexpected insert {sql:?}"));
+        let (db, table) = target.split_once('.').expect("qualified table");
+        let (rows, _) = decode_blocks(&req.body);
+        let token = req.param("insert_deduplication_token").unwrap_or("");
+        engine()
+            .insert_rowbinary(&db.parse().unwrap(), table, structure_of(table), &rows, token)
+            .map(|()| Vec::new())
+    } else if sql.trim_start().starts_with("SELECT") {
+        Backend::query_tsv(engine(), &sql).map(String::into_bytes)
+    } else {
+        Backend::execute(engine(), &sql).map(|()| Vec::new())
+    };
+    match result {
+        Ok(body) => (200, body),
+        Err(e) => (500, format!("{e}\n").into_bytes()),
     }
 }
 
@@ -442,7 +476,7 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
     );
 
     // B: the server backend, against the capture server.
-    let server = CaptureServer::start(Box::new(clickhouse_like));
+    let server = CaptureServer::start(Box::new(engine_backed));
     let backend = ServerBackend::new(&ServerOptions {
         url: server.url.clone(),
         user: "fh_user".into(),
@@ -467,9 +501,8 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
         assert_eq!(r.param("database"), Some("default"));
     }
 
-    // Replay the captured session on the engine, in order: statements as
-    // sent, inserts decompressed and written with their token exactly as
-    // the embedded backend writes (file(..., RowBinary, structure)).
+    // The captured session, in order: statements as sent, inserts (already
+    // written to the engine as they arrived) checked for their framing.
     let mut captured = Vec::new();
     let mut multi_block = 0;
     let mut statements = 0;
@@ -506,21 +539,17 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
             if blocks > 1 {
                 multi_block += 1;
             }
-            eng.insert_rowbinary(&db_b.parse().unwrap(), table, structure, &rows, &token)
-                .unwrap_or_else(|e| panic!("replaying the insert into {table}: {e}"));
             captured.push(Insert {
                 table: table.to_string(),
                 rows,
                 token,
             });
         } else if sql.trim_start().starts_with("SELECT") {
-            // Answered by the capture server; the same queries on B's fresh
-            // tables return the same (nothing, 0).
+            // Answered by the engine behind the capture server.
             assert_eq!(r.param("default_format"), Some("TabSeparated"), "{sql}");
             assert_eq!(r.header("accept-encoding"), Some("lz4"));
         } else {
             assert_eq!(r.param("default_format"), None, "{sql}");
-            Backend::execute(eng, &sql).unwrap_or_else(|e| panic!("replaying {sql:?}: {e}"));
             statements += 1;
         }
     }
@@ -557,6 +586,37 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
         }
         assert!(ra == rb, "table {table} differs:\nA:\n{ra}\nB:\n{rb}");
     }
+
+    // Loading the same file again through the server: the resume query is
+    // answered from the stored progress, so nothing is sent or stored.
+    let server = CaptureServer::start(Box::new(engine_backed));
+    let backend = ServerBackend::new(&ServerOptions {
+        url: server.url.clone(),
+        ..Default::default()
+    })
+    .expect("server backend");
+    let again = load_file(&backend, &fo.output, &lo(db_b), &mut |_| {}).expect("load B again");
+    drop(backend);
+    let requests = server.finish();
+    assert_eq!(
+        (again.snapshots_stored, again.sample_rows),
+        (0, 0),
+        "{again:?}"
+    );
+    let inserts: Vec<String> = requests
+        .iter()
+        .filter_map(|r| r.param("query").map(str::to_owned))
+        .collect();
+    // Only the process row is written again (a ReplacingMergeTree upsert:
+    // the dump below reads it FINAL); no progress, samples or stacks.
+    assert!(
+        inserts
+            .iter()
+            .all(|i| i.starts_with(&format!("INSERT INTO {db_b}.processes "))),
+        "inserts on the second load: {inserts:?}"
+    );
+    assert!(dump(db_b) == b, "the second load changed B");
+
     for db in [db_a, db_b] {
         q(&format!("DROP DATABASE IF EXISTS {db}"));
     }
@@ -614,7 +674,7 @@ fn server_cli_flags_and_env_select_the_server() {
         if r.param("default_format") == Some("CSV") {
             (200, b"1\n".to_vec())
         } else {
-            clickhouse_like(r)
+            static_answers(r)
         }
     }));
     let data = temp_dir("server-cli").join("data");

@@ -227,7 +227,8 @@ enum Command {
         /// Snapshots per process (1 s apart).
         #[arg(long, default_value_t = 120)]
         snapshots: usize,
-        /// Distinct stack traces per process.
+        /// Distinct stack traces per process (real call paths of the
+        /// workload: at most 16,385).
         #[arg(long, default_value_t = 3000)]
         stacks: usize,
     },

@@ -59,6 +59,8 @@ pub mod reader;
 pub mod writer;
 
 #[cfg(test)]
+mod golden;
+#[cfg(test)]
 mod tests;
 
 use std::io;

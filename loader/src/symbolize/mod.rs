@@ -7,7 +7,9 @@
 //!   (inlined frames expanded, Rust and C++ names demangled), from the binary
 //!   itself or a separate debug file (build id, then `.gnu_debuglink`), else
 //!   the ELF symbol tables, else `module+0xOFFSET`. Each distinct
-//!   (module file, module-relative address) is symbolized once.
+//!   (module file, module-relative address, leaf or caller) is symbolized
+//!   once. Caller (non-leaf) frames are return addresses and are looked up
+//!   at `addr - 1` ([`Symbolizer::symbolize_caller`]).
 //!
 //! A module that cannot be opened or read, or that has no symbols at all,
 //! never fails symbolization: its addresses get `module+0xOFFSET` labels and
@@ -235,7 +237,8 @@ pub struct Symbolizer {
     module_files: Vec<Option<u32>>,
     files: Vec<FileEntry>,
     file_ids: HashMap<FileKey, u32>,
-    cache: HashMap<(u32, u64), Box<[Frame]>>,
+    /// Keyed by (file, module-relative address, looked up as a caller).
+    cache: HashMap<(u32, u64, bool), Box<[Frame]>>,
     missing: Vec<Error>,
     dwarf_errors: Vec<Error>,
     stats: SymbolizerStats,
@@ -292,16 +295,37 @@ impl Symbolizer {
     /// The frames of one absolute address, outermost first (the function
     /// containing the address, then the functions inlined into it down to
     /// the innermost): root-to-leaf order for that address. Never empty.
+    /// The address is looked up as it is: right for a leaf frame.
     pub fn symbolize(&mut self, addr: u64) -> &[Frame] {
+        self.lookup(addr, false)
+    }
+
+    /// The frames of a caller (non-leaf) frame, like [`Symbolizer::symbolize`]
+    /// but looked up at `addr - 1`: a caller frame is a return address, the
+    /// instruction after the call, which may already belong to another line
+    /// or lie outside the inlined function that made the call; `addr - 1` is
+    /// inside the call instruction (as addr2line users, perf and pprof do).
+    /// MemHawk already stores return address minus 1, where the extra 1
+    /// still lands inside the call (no call is shorter than 2 bytes).
+    /// An address that does not symbolize keeps its recorded value in its
+    /// `module+0xOFFSET` label.
+    pub fn symbolize_caller(&mut self, addr: u64) -> &[Frame] {
+        self.lookup(addr, true)
+    }
+
+    fn lookup(&mut self, addr: u64, caller: bool) -> &[Frame] {
         self.stats.lookups += 1;
         let key = match self.map.lookup(addr) {
-            Some((module, rel)) => (self.file_of(module), rel),
-            None => (UNMAPPED, addr),
+            Some((module, rel)) => (self.file_of(module), rel, caller),
+            None => (UNMAPPED, addr, caller),
         };
         if self.cache.contains_key(&key) {
             self.stats.hits += 1;
         } else {
-            let frames = self.compute(key.0, key.1);
+            let adjusted = (caller && key.1 > 0)
+                .then(|| self.compute(key.0, key.1 - 1))
+                .filter(|f| f.iter().any(|f| f.source != FrameSource::Unsymbolized));
+            let frames = adjusted.unwrap_or_else(|| self.compute(key.0, key.1));
             self.stats.distinct_addresses += 1;
             if key.0 == UNMAPPED {
                 self.stats.unmapped += 1;
@@ -315,12 +339,13 @@ impl Symbolizer {
     }
 
     /// The frames of a whole stack given innermost (leaf) first, as MemHawk
-    /// stores it, returned root first: the reversed address order with each
-    /// address expanded by [`Symbolizer::symbolize`].
+    /// stores it, returned root first: the reversed address order with the
+    /// leaf expanded by [`Symbolizer::symbolize`] and every other address by
+    /// [`Symbolizer::symbolize_caller`].
     pub fn symbolize_stack(&mut self, leaf_first: &[u64]) -> Vec<Frame> {
         let mut out = Vec::with_capacity(leaf_first.len());
-        for &addr in leaf_first.iter().rev() {
-            out.extend_from_slice(self.symbolize(addr));
+        for (i, &addr) in leaf_first.iter().enumerate().rev() {
+            out.extend_from_slice(self.lookup(addr, i > 0));
         }
         out
     }
