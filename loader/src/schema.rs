@@ -14,6 +14,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
     (1, "tables", include_str!("../../sql/schema/001_tables.sql")),
     (2, "views", include_str!("../../sql/schema/002_views.sql")),
     (3, "rollup", include_str!("../../sql/schema/003_rollup.sql")),
+    (
+        5,
+        "exact_loads",
+        include_str!("../../sql/schema/005_exact_loads.sql"),
+    ),
 ];
 
 /// Where the schema goes.

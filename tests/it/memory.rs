@@ -395,7 +395,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3]);
+        assert_eq!(schema(DB), vec![1, 2, 3, 5]);
         fixtures()
             .iter()
             .map(|f| {
@@ -902,7 +902,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3]);
+    assert_eq!(schema(db), vec![1, 2, 3, 5]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1294,7 +1294,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3]);
+    assert_eq!(schema(db), vec![1, 2, 3, 5]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1315,7 +1315,22 @@ fn init_twice_is_a_noop() {
         )),
         migrations
     );
-    assert_eq!(migrations, "1\ttables\n2\tviews\n3\trollup\n");
+    assert_eq!(
+        migrations,
+        "1\ttables\n2\tviews\n3\trollup\n5\texact_loads\n"
+    );
+    // Every table a load writes with a deduplication token (and every
+    // materialized view's target) keeps a window of tokens: without one
+    // the token is ignored and a re-sent batch is stored twice.
+    assert_eq!(
+        q(&format!(
+            "SELECT name FROM system.tables WHERE database = '{db}' AND engine LIKE '%MergeTree' \
+             AND name != 'schema_migrations' \
+             AND create_table_query NOT LIKE '%non_replicated_deduplication_window = 100000%' \
+             ORDER BY name"
+        )),
+        ""
+    );
     for view in [
         "process_list",
         "peak",

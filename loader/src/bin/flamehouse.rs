@@ -110,19 +110,30 @@ enum Command {
         #[command(flatten)]
         schema: SchemaArgs,
     },
-    /// Load MemHawk .binpb files (the schema is created if missing).
+    /// Load MemHawk .binpb files (the schema is created if missing). Every
+    /// file is tried: a bad one is reported (file and byte offset) and the
+    /// others are still loaded; the exit status is non-zero if any failed.
     Load {
         /// Files to load.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
         schema: SchemaArgs,
-        /// Follow the files as they grow (resumes where the last load stopped).
+        /// Follow the files as they grow (resumes where the last load
+        /// stopped), like `tail -F`: a file replaced at the same path
+        /// (rotation) is followed and loaded as the process its header names;
+        /// a file that shrinks is an error.
         #[arg(long)]
         watch: bool,
-        /// With --watch: exit after the file has not grown for this many seconds.
+        /// With --watch: exit once no record was read and the file did not
+        /// grow for this many seconds.
         #[arg(long)]
         idle_exit: Option<u64>,
+        /// Delete everything stored for each file's process first, then load
+        /// it again: redoes a load made with a wrong --sysroot, --binary or
+        /// --granularity (a plain re-run stores nothing new).
+        #[arg(long)]
+        replace: bool,
         /// Root directory where the profiled machine's files are found.
         #[arg(long)]
         sysroot: Option<PathBuf>,
@@ -139,6 +150,16 @@ enum Command {
         /// Largest decompressed record accepted, in MiB.
         #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
+    },
+    /// Delete everything stored for a process (its samples, rollup, totals,
+    /// stats, load progress and process row), so it can be loaded again.
+    /// The shared frame and stack dictionaries are kept.
+    Delete {
+        /// Process id or name (the latest process of that name).
+        #[arg(long)]
+        process: String,
+        #[command(flatten)]
+        schema: SchemaArgs,
     },
     /// Write fixture profiles (two processes) from a compiled C workload.
     Fixtures {
@@ -293,6 +314,7 @@ fn run() -> anyhow::Result<()> {
             schema,
             watch,
             idle_exit,
+            replace,
             sysroot,
             granularity,
             binary,
@@ -320,9 +342,11 @@ fn run() -> anyhow::Result<()> {
                 },
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
+                replace,
                 ..Default::default()
             };
-            for f in files {
+            let mut failed = 0usize;
+            for f in &files {
                 let bar = if std::io::stderr().is_terminal() {
                     let b = indicatif::ProgressBar::new(0);
                     b.set_style(
@@ -353,18 +377,38 @@ fn run() -> anyhow::Result<()> {
                 if let Some(b) = bar {
                     b.finish_and_clear();
                 }
-                // Name the file unless the error already does.
-                let r = r.map_err(|e| {
-                    let m = e.to_string();
-                    let name = f.display().to_string();
-                    if m.contains(name.trim_start_matches("./")) {
-                        anyhow::anyhow!(m)
-                    } else {
-                        anyhow::anyhow!("loading {name}: {m}")
+                match r {
+                    Ok(r) => {
+                        for s in &r.followed {
+                            print_summary(s);
+                        }
+                        print_summary(&r);
                     }
-                })?;
-                print_summary(&r);
+                    // One line per bad file, naming it (unless the error
+                    // already does); the other files are still loaded.
+                    Err(e) => {
+                        failed += 1;
+                        let m = e.to_string().replace('\n', " ");
+                        if e.names_file() {
+                            eprintln!("flamehouse: {m}");
+                        } else {
+                            eprintln!("flamehouse: loading {}: {m}", f.display());
+                        }
+                    }
+                }
             }
+            if failed > 0 {
+                anyhow::bail!("{failed} of {} files failed to load", files.len());
+            }
+            Ok(())
+        }
+        Command::Delete { process, schema } => {
+            let engine = backend(&cli.server, &opts)?;
+            schema::migrate(&*engine, &schema.options())?;
+            let db = &schema.database;
+            let pid = flame::resolve_process(&*engine, db, &process)?;
+            load::delete_process(&*engine, db, pid)?;
+            println!("deleted process {pid} from {db}");
             Ok(())
         }
         Command::Fixtures {
