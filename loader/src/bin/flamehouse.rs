@@ -407,6 +407,12 @@ fn run() -> anyhow::Result<()> {
             schema::migrate(&*engine, &schema.options())?;
             let db = &schema.database;
             let pid = flame::resolve_process(&*engine, db, &process)?;
+            let stored = engine.query_tsv(&format!(
+                "SELECT count() FROM {db}.processes WHERE process_id = {pid}"
+            ))?;
+            if stored.trim() == "0" {
+                anyhow::bail!("no process {process} in {db}");
+            }
             load::delete_process(&*engine, db, pid)?;
             println!("deleted process {pid} from {db}");
             Ok(())
