@@ -25,8 +25,8 @@ use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
 use crate::rows::{
-    stable_hash, FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow, StackRow,
-    TotalRow,
+    stable_hash, FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow,
+    StackRow, TotalRow,
 };
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -47,8 +47,9 @@ pub struct LoadOptions {
     /// Limits on one record of the file (compressed and decompressed
     /// size), against corrupt or hostile input. Default: 256 MiB and 1 GiB.
     pub reader: binpb::ReaderOptions,
-    /// Path of the main program's binary; default: the profile's
-    /// `processFullPath` (under the sysroot, if one is set).
+    /// Path of the main program's binary on this machine (the sysroot does
+    /// not apply to it); default: the profile's `processFullPath`, under the
+    /// sysroot if one is set, like every other module.
     pub main_binary: Option<PathBuf>,
     /// Write a batch after this many snapshots. Default: 300.
     pub batch_snapshots: usize,
@@ -347,7 +348,12 @@ fn write_batch(backend: &dyn Backend, db: &str, b: Batch) -> Result<Spare> {
     // next load cut the same batch (see `State::cut_at`) and re-send it, and
     // the tokens deduplicate it.
     if let Some(p) = &b.process {
-        insert(backend, db, std::slice::from_ref(p), &format!("{tok}:process"))?;
+        insert(
+            backend,
+            db,
+            std::slice::from_ref(p),
+            &format!("{tok}:process"),
+        )?;
     }
     insert(
         backend,
@@ -478,14 +484,7 @@ pub fn load_file(
         let mut replace = opts.replace;
         let read = loop {
             match read_file(
-                backend,
-                path,
-                opts,
-                progress,
-                &tx,
-                &spare_rx,
-                &mut pause,
-                replace,
+                backend, path, opts, progress, &tx, &spare_rx, &mut pause, replace,
             ) {
                 Ok(Followed::Done(mut s)) => {
                     s.followed = followed;
@@ -548,8 +547,7 @@ fn read_file(
     // byte stream), not the path, so a moved or copied file resumes too.
     let mut resume: u64 = 0;
 
-    let mut reader =
-        BinpbReader::with_options(std::io::BufReader::new(file), &abs, opts.reader);
+    let mut reader = BinpbReader::with_options(std::io::BufReader::new(file), &abs, opts.reader);
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
     let mut summary = LoadSummary {
         source: source.clone(),
@@ -672,7 +670,17 @@ fn read_file(
                 summary.process_id = st.process_id;
                 let pid = st.process_id;
                 if replace {
-                    delete_process(backend, db, pid)?;
+                    // The delete is a mutation, which runs in the merge
+                    // pool: let it run while it waits for the delete.
+                    let paused = pause.is_some();
+                    if paused {
+                        backend.execute("SYSTEM START MERGES")?;
+                    }
+                    let deleted = delete_process(backend, db, pid);
+                    if paused {
+                        backend.execute("SYSTEM STOP MERGES")?;
+                    }
+                    deleted?;
                 }
                 let known = backend.query_tsv(&format!(
                     "SELECT (SELECT max(offset) FROM {db}.load_progress WHERE process_id = {pid}), \

@@ -204,10 +204,7 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(err.contains("1048576"), "{err}");
     // Nothing was loaded: not even a process row names the file.
     assert_eq!(
-        run(
-            &data,
-            &["sql", "SELECT count() FROM flamehouse.processes"]
-        ),
+        run(&data, &["sql", "SELECT count() FROM flamehouse.processes"]),
         "0\n"
     );
     // With the default limit the same record is read, then refused as
@@ -273,7 +270,8 @@ fn a_bad_file_does_not_stop_the_others() {
     assert_eq!(lines.len(), 3, "{err}");
     let bad_abs = std::fs::canonicalize(&bad).unwrap();
     assert!(
-        lines[0].contains(&bad_abs.display().to_string()) && lines[0].contains(&format!("byte {at}")),
+        lines[0].contains(&bad_abs.display().to_string())
+            && lines[0].contains(&format!("byte {at}")),
         "{err}"
     );
     assert!(lines[1].contains(&missing.display().to_string()), "{err}");

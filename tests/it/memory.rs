@@ -1510,7 +1510,13 @@ fn sysroot_finds_the_moved_main_program() {
         &snapshot_of(reference, pid, &f.replay),
     );
     assert_eq!(process_tables(db, pid), process_tables(reference, pid));
-    assert!(q(&format!("SELECT count() FROM {db}.frames WHERE function = 'wl_tree_build'")).trim() != "0");
+    assert!(
+        q(&format!(
+            "SELECT count() FROM {db}.frames WHERE function = 'wl_tree_build'"
+        ))
+        .trim()
+            != "0"
+    );
 }
 
 /// A load with a wrong sysroot (nothing symbolized) is redone with
@@ -1554,7 +1560,9 @@ fn replace_redoes_a_bad_load_and_leaves_other_processes_alone() {
     flamehouse::load::delete_process(engine(), db, pid).unwrap();
     for t in flamehouse::load::PROCESS_TABLES {
         assert_eq!(
-            count(&format!("SELECT count() FROM {db}.{t} WHERE process_id = {pid}")),
+            count(&format!(
+                "SELECT count() FROM {db}.{t} WHERE process_id = {pid}"
+            )),
             0,
             "{t}"
         );

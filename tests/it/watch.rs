@@ -182,7 +182,10 @@ fn wait_progress(db: &str, offset: u64) {
         .unwrap_or(0)
         < offset
     {
-        assert!(t.elapsed() < Duration::from_secs(60), "no progress to {offset}");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no progress to {offset}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -272,7 +275,10 @@ fn a_followed_file_that_shrinks_is_an_error() {
     let abs = std::fs::canonicalize(&live).unwrap();
     assert!(matches!(e, flamehouse::Error::Truncated { .. }), "{m}");
     assert!(m.contains(&abs.display().to_string()), "{m}");
-    assert!(m.contains(&format!("from {len} to {} bytes", len / 2)), "{m}");
+    assert!(
+        m.contains(&format!("from {len} to {} bytes", len / 2)),
+        "{m}"
+    );
     assert_eq!(
         q(&format!("SELECT max(offset) FROM {db}.load_progress")).trim(),
         len.to_string()
@@ -386,7 +392,11 @@ fn crash_after_samples_then_growth_stores_nothing_twice() {
         ],
         true,
     );
-    assert_eq!(out.status.code(), Some(137), "the crash hook did not fire: {out:?}");
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "the crash hook did not fire: {out:?}"
+    );
     // The file grows to its end; the restarted load catches up.
     std::fs::write(&live, &data).unwrap();
     cli_ok(&store, &["load", "--database", "fh_crash", live_s]);

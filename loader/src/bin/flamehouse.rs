@@ -140,7 +140,8 @@ enum Command {
         /// Frame labels: `function` (default) or `line` (function + file:line).
         #[arg(long, default_value = "function")]
         granularity: String,
-        /// Path of the profiled program's binary (default: the profile's path).
+        /// Path of the profiled program's binary on this machine (default:
+        /// the profile's path, under --sysroot if given).
         #[arg(long)]
         binary: Option<PathBuf>,
         /// Largest record (compressed) accepted, in MiB: a larger length
