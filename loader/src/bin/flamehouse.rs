@@ -363,7 +363,7 @@ fn run() -> anyhow::Result<()> {
                     None
                 };
                 let started = std::time::Instant::now();
-                let r = load::load_file(&*engine, &f, &lo, &mut |p| {
+                let r = load::load_file(&*engine, f, &lo, &mut |p| {
                     if let Some(b) = &bar {
                         b.set_length(p.total_bytes.max(p.bytes));
                         b.set_position(p.bytes);
