@@ -19,7 +19,7 @@
 //! before its rows, and a load resumed after a crash between the rows and
 //! the progress cuts that batch at the same end, whatever the file's length
 //! now. A process can be deleted ([`delete_process`], `load --replace`) and
-//! loaded again under a new generation.
+//! loaded again under the next generation.
 
 use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
@@ -418,11 +418,18 @@ pub const PROCESS_TABLES: &[&str] = &[
 
 /// Deletes everything stored for one process (every table of
 /// [`PROCESS_TABLES`]), synchronously: when it returns, the rows are gone
-/// on every replica. The next load of the process starts over with a new
-/// load generation, so the engine's deduplication window does not drop its
-/// batches as copies of the deleted ones. Interrupted, it is simply run
-/// again.
+/// on every replica. The next load of the process starts over with the next
+/// load generation (recorded first, in `process_generations`), so the
+/// engine's deduplication window does not drop its batches as copies of
+/// the deleted ones. Interrupted, it is simply run again.
 pub fn delete_process(backend: &dyn Backend, db: &str, process_id: u64) -> Result<()> {
+    backend.execute(&format!(
+        "INSERT INTO {db}.process_generations (process_id, generation) \
+         SELECT {process_id}, 1 + greatest( \
+             (SELECT max(generation) FROM {db}.processes WHERE process_id = {process_id}), \
+             (SELECT max(generation) FROM {db}.process_generations \
+              WHERE process_id = {process_id}))"
+    ))?;
     for table in PROCESS_TABLES {
         backend.execute(&format!(
             "ALTER TABLE {db}.{table} DELETE WHERE process_id = {process_id} \
@@ -509,16 +516,6 @@ pub fn load_file(
         written?;
         read
     })
-}
-
-/// A fresh load generation: the time in ms (distinct from every earlier
-/// generation of the process, which were picked earlier; never 0).
-fn new_generation() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(1)
-        .max(1)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -685,20 +682,20 @@ fn read_file(
                 let known = backend.query_tsv(&format!(
                     "SELECT (SELECT max(offset) FROM {db}.load_progress WHERE process_id = {pid}), \
                             (SELECT count() FROM {db}.processes WHERE process_id = {pid}), \
-                            (SELECT max(generation) FROM {db}.processes WHERE process_id = {pid})"
+                            (SELECT max(generation) FROM {db}.processes WHERE process_id = {pid}), \
+                            (SELECT max(generation) FROM {db}.process_generations \
+                             WHERE process_id = {pid})"
                 ))?;
                 let mut known = known
                     .split_whitespace()
                     .map(|x| x.parse::<u64>().unwrap_or(0));
                 resume = known.next().unwrap_or(0);
                 let stored = known.next().unwrap_or(0) > 0;
-                // A process seen before keeps its generation (its batches
-                // deduplicate against the stored ones); a new or deleted one
-                // starts a new generation.
-                st.generation = match known.next() {
-                    Some(g) if stored => g,
-                    _ => new_generation(),
-                };
+                let (current, next) = (known.next().unwrap_or(0), known.next().unwrap_or(0));
+                // A stored process keeps its generation (its batches
+                // deduplicate against the stored ones); a new one takes 0,
+                // a deleted one the generation its delete recorded.
+                st.generation = if stored { current } else { next };
                 // A batch a crashed load recorded as intended beyond the
                 // stored progress: cut the replayed batch at its end.
                 st.cut_at = backend

@@ -3,11 +3,19 @@
 -- Placeholders as in migration 1.
 
 -- The load generation of a process: part of every deduplication token of
--- its batches. 0 for processes stored before this migration (their tokens
--- keep the old form); a fresh load (the first one, or one after
--- `flamehouse delete` / `load --replace`) picks a new one, so the engine's
--- deduplication window cannot drop a reload as a copy of deleted rows.
+-- its batches (0, the first, keeps the tokens of earlier versions).
 ALTER TABLE {db}.processes {on_cluster} ADD COLUMN IF NOT EXISTS generation UInt64 DEFAULT 0;
+
+-- The generation the next load of a deleted process takes (`flamehouse
+-- delete`, `load --replace`): kept when its rows are deleted, so the
+-- engine's deduplication window cannot drop the reload as a copy of them.
+CREATE TABLE IF NOT EXISTS {db}.process_generations {on_cluster} (
+    process_id UInt64,
+    generation UInt64,
+    deleted_at DateTime64(3, 'UTC') DEFAULT now64(3)
+) ENGINE = {replicated}ReplacingMergeTree
+ORDER BY (process_id, generation)
+SETTINGS non_replicated_deduplication_window = 100000;
 
 -- A batch's byte range [start_offset, end_offset), written before any of
 -- its rows. A load resumed after a crash between a batch's rows and its
