@@ -389,8 +389,9 @@ fn write_batch(backend: &dyn Backend, db: &str, b: Batch) -> Result<Spare> {
 /// The deduplication token of a batch: the stream's identity, its load
 /// generation and the byte range, so the same batch from any copy of the
 /// file gets the same token, and a reload after a delete gets new ones.
-/// Generation 0 (processes stored before generations existed) keeps the
-/// old form, so their batches still deduplicate.
+/// Generation 0 (a process never deleted, and every process stored before
+/// generations existed) keeps the old form, so stored batches still
+/// deduplicate.
 fn batch_token(process_id: u64, generation: u64, start: u64, end: u64) -> String {
     if generation == 0 {
         format!("{process_id}@{start}-{end}")
