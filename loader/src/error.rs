@@ -62,9 +62,39 @@ pub enum Error {
     /// result); the message says what and why.
     #[error("{0}")]
     Usage(String),
+    /// A file followed by `load --watch` became shorter than already read:
+    /// truncated or rewritten in place, so its records can no longer be told
+    /// apart from the stored ones.
+    #[error(
+        "{path}: the file shrank from {seen} to {now} bytes while being followed (truncated or \
+         rewritten in place); its records up to byte {stored} are loaded. A new profile belongs \
+         in a new file (a replaced file is followed)"
+    )]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// The largest length seen.
+        seen: u64,
+        /// Its length now.
+        now: u64,
+        /// End of the last record read.
+        stored: u64,
+    },
     /// Rendering an SVG failed.
     #[error("rendering the flame graph: {0}")]
     Render(String),
+}
+
+impl Error {
+    /// Whether the message already names the file it is about (file,
+    /// decoding and truncation errors), so a caller does not name it again.
+    #[must_use]
+    pub fn names_file(&self) -> bool {
+        matches!(
+            self,
+            Error::File { .. } | Error::Decode(_) | Error::Truncated { .. }
+        )
+    }
 }
 
 /// Crate-wide result type.

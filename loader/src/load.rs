@@ -12,15 +12,21 @@
 //! start time), so a later load of the same stream, from any path, replays
 //! the records before that offset without writing them (to rebuild
 //! dictionaries and values) and stores only what is new. Every batch carries
-//! a deduplication token made of the process and the byte range, so a batch
-//! written twice is stored once.
+//! a deduplication token made of the process, its load generation and the
+//! byte range, so a batch written twice is stored once. Batch boundaries
+//! depend on the stream, except where the end of the data cut a batch (a
+//! live file): so each batch's byte range is recorded (`load_intents`)
+//! before its rows, and a load resumed after a crash between the rows and
+//! the progress cuts that batch at the same end, whatever the file's length
+//! now. A process can be deleted ([`delete_process`], `load --replace`) and
+//! loaded again under the next generation.
 
 use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
 use crate::rows::{
-    stable_hash, FrameRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow, StackRow,
-    TotalRow,
+    stable_hash, FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow,
+    StackRow, TotalRow,
 };
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -41,8 +47,9 @@ pub struct LoadOptions {
     /// Limits on one record of the file (compressed and decompressed
     /// size), against corrupt or hostile input. Default: 256 MiB and 1 GiB.
     pub reader: binpb::ReaderOptions,
-    /// Path of the main program's binary; default: the profile's
-    /// `processFullPath` (under the sysroot, if one is set).
+    /// Path of the main program's binary on this machine (the sysroot does
+    /// not apply to it); default: the profile's `processFullPath`, under the
+    /// sysroot if one is set, like every other module.
     pub main_binary: Option<PathBuf>,
     /// Write a batch after this many snapshots. Default: 300.
     pub batch_snapshots: usize,
@@ -54,9 +61,14 @@ pub struct LoadOptions {
     pub watch: bool,
     /// How often `watch` looks for new records. Default: 1 s.
     pub poll_interval: Duration,
-    /// With `watch`: stop after the file has not grown for this long.
+    /// With `watch`: stop once no record was read and the file did not
+    /// grow for this long (a torn tail that stays torn is not growth).
     /// Default: never.
     pub idle_exit: Option<Duration>,
+    /// Delete everything stored for the file's process first
+    /// ([`delete_process`]) and load it again from the start: to redo a load
+    /// made with a wrong sysroot, binary or granularity. Default: off.
+    pub replace: bool,
 }
 
 impl Default for LoadOptions {
@@ -71,6 +83,7 @@ impl Default for LoadOptions {
             watch: false,
             poll_interval: Duration::from_secs(1),
             idle_exit: None,
+            replace: false,
         }
     }
 }
@@ -104,6 +117,9 @@ pub struct LoadSummary {
     pub bytes: u64,
     /// The file ended in a torn (still being written) record.
     pub torn_tail: bool,
+    /// With `watch`: the files read earlier at the same path, oldest first,
+    /// each until another file replaced it (log rotation).
+    pub followed: Vec<LoadSummary>,
 }
 
 /// Progress callback payload.
@@ -172,8 +188,16 @@ struct StackState {
     touched: bool,
 }
 
-struct State {
+struct State<'a> {
     process_id: u64,
+    /// The process's load generation (see [`batch_token`]).
+    generation: u64,
+    /// The process row, until the first batch this load stores carries it.
+    process_row: Option<ProcessRow>,
+    /// The end of a batch a crashed load recorded as intended (in
+    /// `load_intents`) past the stored progress: the batch being built is
+    /// cut exactly there, whatever the batch sizes and the end of the data.
+    cut_at: Option<u64>,
     trace_index: TraceIndex,
     traces: Vec<Trace>,
     stacks: Vec<StackState>,
@@ -192,7 +216,7 @@ struct State {
     pending_snapshots: usize,
     batch_start: u64,
     /// Sample buffers the writer has finished with, for reuse.
-    spare: Receiver<Spare>,
+    spare: &'a Receiver<Spare>,
 }
 
 /// The embedded engine's background merges paused (`SYSTEM STOP MERGES`,
@@ -233,6 +257,10 @@ fn ms(ns: u64) -> i64 {
 /// One batch for the writer thread, in insert order.
 struct Batch {
     token: String,
+    /// The process row, with the first batch a load stores.
+    process: Option<ProcessRow>,
+    /// The batch's byte range.
+    intent: IntentRow,
     frames: Vec<FrameRow>,
     stacks: Vec<StackRow>,
     /// Encoded sample rows in the table's key order.
@@ -302,10 +330,37 @@ fn rollup(rows: &[u8]) -> Vec<RollupRow> {
     out
 }
 
+/// Test hook: with `FLAMEHOUSE_TEST_CRASH` set to `at`, the process ends
+/// there at once, as a crash or `kill -9` would: no destructor, no flush,
+/// no signal handler (the engine's SIGABRT handler takes minutes). Only the
+/// end-to-end tests set it.
+fn crash_point(at: &str) {
+    if std::env::var_os("FLAMEHOUSE_TEST_CRASH").is_some_and(|v| v == at) {
+        // SAFETY: ends the process; nothing runs after it.
+        unsafe { libc::_exit(137) }
+    }
+}
+
 fn write_batch(backend: &dyn Backend, db: &crate::ident::Ident, b: Batch) -> Result<Spare> {
     let tok = &b.token;
-    // Dictionaries first, progress last: a crash in between re-sends the
-    // batch, which the tokens deduplicate.
+    // The process row (with this load's source) and the batch's byte range
+    // first, dictionaries next, progress last: a crash in between makes the
+    // next load cut the same batch (see `State::cut_at`) and re-send it, and
+    // the tokens deduplicate it.
+    if let Some(p) = &b.process {
+        insert(
+            backend,
+            db,
+            std::slice::from_ref(p),
+            &format!("{tok}:process"),
+        )?;
+    }
+    insert(
+        backend,
+        db,
+        std::slice::from_ref(&b.intent),
+        &format!("{tok}:intent"),
+    )?;
     insert(backend, db, &b.frames, &format!("{tok}:frames"))?;
     insert(backend, db, &b.stacks, &format!("{tok}:stacks"))?;
     if !b.samples.is_empty() {
@@ -317,6 +372,7 @@ fn write_batch(backend: &dyn Backend, db: &crate::ident::Ident, b: Batch) -> Res
             &format!("{tok}:samples"),
         )?;
     }
+    crash_point("after-samples");
     insert(backend, db, &b.rollup, &format!("{tok}:samples_1m"))?;
     insert(backend, db, &b.totals, &format!("{tok}:totals"))?;
     insert(
@@ -330,11 +386,83 @@ fn write_batch(backend: &dyn Backend, db: &crate::ident::Ident, b: Batch) -> Res
     Ok(rows)
 }
 
+/// The deduplication token of a batch: the stream's identity, its load
+/// generation and the byte range, so the same batch from any copy of the
+/// file gets the same token, and a reload after a delete gets new ones.
+/// Generation 0 (a process never deleted, and every process stored before
+/// generations existed) keeps the old form, so stored batches still
+/// deduplicate.
+fn batch_token(process_id: u64, generation: u64, start: u64, end: u64) -> String {
+    if generation == 0 {
+        format!("{process_id}@{start}-{end}")
+    } else {
+        format!("{process_id}.{generation}@{start}-{end}")
+    }
+}
+
+/// The tables holding a process's own rows, in the order
+/// [`delete_process`] empties them: progress first (so an interrupted
+/// delete resumes nothing on half-deleted rows), the process row last (so
+/// it still shows in `process_list` until the delete is complete).
+/// `frames`, `stacks` and `stack_functions` are shared dictionaries keyed by
+/// content hashes: other processes may use the same rows, and unused rows
+/// cost little and change no result, so they are kept.
+pub const PROCESS_TABLES: &[&str] = &[
+    "load_progress",
+    "load_intents",
+    "samples",
+    "samples_1m",
+    "totals",
+    "process_stats",
+    "processes",
+];
+
+/// Deletes everything stored for one process (every table of
+/// [`PROCESS_TABLES`]), synchronously: when it returns, the rows are gone
+/// on every replica. The next load of the process starts over with the next
+/// load generation (recorded first, in `process_generations`), so the
+/// engine's deduplication window does not drop its batches as copies of
+/// the deleted ones. Interrupted, it is simply run again.
+pub fn delete_process(backend: &dyn Backend, db: &crate::ident::Ident, process_id: u64) -> Result<()> {
+    backend.execute(&format!(
+        "INSERT INTO {db}.process_generations (process_id, generation) \
+         SELECT {process_id}, 1 + greatest( \
+             (SELECT max(generation) FROM {db}.processes WHERE process_id = {process_id}), \
+             (SELECT max(generation) FROM {db}.process_generations \
+              WHERE process_id = {process_id}))"
+    ))?;
+    for table in PROCESS_TABLES {
+        backend.execute(&format!(
+            "ALTER TABLE {db}.{table} DELETE WHERE process_id = {process_id} \
+             SETTINGS mutations_sync = 2"
+        ))?;
+    }
+    Ok(())
+}
+
+/// How reading one file ended.
+enum Followed {
+    /// The end of the file (or, with `watch`, of the idle time).
+    Done(LoadSummary),
+    /// With `watch`: another file took the path (rotation); this one is
+    /// read to its end.
+    Replaced(LoadSummary),
+}
+
 /// Loads one file into `backend` (the schema must exist: see
 /// [`crate::schema::migrate`]). Decoding and symbolizing run on the calling
 /// thread while a writer thread inserts the previous batch; at most one batch
 /// waits between them, so memory stays bounded, and the writer hands the
 /// sample buffers back for reuse.
+///
+/// With [`LoadOptions::watch`] the path is followed like `tail -F`: when
+/// another file replaces it (log rotation: same path, new inode), the old
+/// file is read to its end and the new one is loaded from its start, as the
+/// process its header names (a new process, or the same stream resumed at
+/// its stored progress); the summary lists the earlier files in
+/// [`LoadSummary::followed`]. A followed file that shrinks (truncated or
+/// rewritten in place) is an error ([`Error::Truncated`]): its records can
+/// no longer be told apart from the stored ones.
 pub fn load_file(
     backend: &dyn Backend,
     path: &Path,
@@ -345,7 +473,7 @@ pub fn load_file(
     // decoding and inserting, and are cancelled (their work lost) when a
     // short-lived loader exits: pause them until the file is caught up. The
     // pause is in memory only; a crash cannot leave it on.
-    let pause = backend
+    let mut pause = backend
         .merges_in_process()
         .then(|| MergePause::new(backend))
         .transpose()?;
@@ -360,7 +488,24 @@ pub fn load_file(
             }
             Ok(())
         });
-        let read = read_file(backend, path, opts, progress, &tx, spare_rx, pause);
+        let mut followed = Vec::new();
+        let mut replace = opts.replace;
+        let read = loop {
+            match read_file(
+                backend, path, opts, progress, &tx, &spare_rx, &mut pause, replace,
+            ) {
+                Ok(Followed::Done(mut s)) => {
+                    s.followed = followed;
+                    break Ok(s);
+                }
+                Ok(Followed::Replaced(s)) => {
+                    followed.push(s);
+                    // Only the stream that was there when the load started.
+                    replace = false;
+                }
+                Err(e) => break Err(e),
+            }
+        };
         drop(tx);
         let written = writer.join().unwrap_or_else(|_| {
             Err(Error::Query {
@@ -374,24 +519,33 @@ pub fn load_file(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_file(
     backend: &dyn Backend,
     path: &Path,
     opts: &LoadOptions,
     progress: &mut dyn FnMut(Progress),
     writer: &SyncSender<Batch>,
-    spare: Receiver<Spare>,
-    mut pause: Option<MergePause>,
-) -> Result<LoadSummary> {
+    spare: &Receiver<Spare>,
+    pause: &mut Option<MergePause>,
+    replace: bool,
+) -> Result<Followed> {
+    use std::os::unix::fs::MetadataExt;
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let source = abs.display().to_string();
     let db = &opts.database;
-    let total_bytes = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
+    let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
+    let meta = file.metadata().map_err(crate::error::file_err(&abs))?;
+    // The file being read (a replacement at the path has another inode),
+    // and the largest length seen (growth; a smaller one is a truncation).
+    let identity = (meta.dev(), meta.ino());
+    let mut seen_len = meta.len();
+    let total_bytes = meta.len();
     // Known once the header is read: progress is keyed by the process (the
     // byte stream), not the path, so a moved or copied file resumes too.
     let mut resume: u64 = 0;
 
-    let mut reader = BinpbReader::open_with_options(&abs, opts.reader)?;
+    let mut reader = BinpbReader::with_options(std::io::BufReader::new(file), &abs, opts.reader);
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
     let mut summary = LoadSummary {
         source: source.clone(),
@@ -399,6 +553,9 @@ fn read_file(
     };
     let mut st = State {
         process_id: 0,
+        generation: 0,
+        process_row: None,
+        cut_at: None,
         trace_index: TraceIndex::default(),
         traces: Vec::new(),
         stacks: Vec::new(),
@@ -415,15 +572,26 @@ fn read_file(
         batch_start: 0,
         spare,
     };
+    // The main program: a --binary given by the user is a path on this
+    // machine; the profile's own path is one on the profiled machine, which
+    // the symbolizer puts under the sysroot like every other module.
     let mut main_binary: Option<PathBuf> = opts.main_binary.clone();
+    // The idle clock: restarted by every record read and every growth of
+    // the file, so catching up never counts as idle, and a torn tail that
+    // stays torn does not count as growth.
     let mut last_growth = Instant::now();
+    // A replacement was seen: read this file to its end, then follow it.
+    let mut draining = false;
     let mut last_ts = 0i64;
     let mut last_progress = Instant::now();
     loop {
         let next = reader.next_record();
-        if !matches!(next, Ok(Some(_))) {
+        if !matches!(next, Ok(Some(_))) && st.cut_at.is_none() {
             // End of the data, or corruption: store every complete record
-            // read so far first.
+            // read so far first. Not while a batch recorded as intended by
+            // a crashed load is incomplete: cut anywhere else, it would get
+            // other tokens and store its rows twice (they stay pending; a
+            // load that reaches the intended end stores them).
             flush(
                 writer,
                 &source,
@@ -449,21 +617,46 @@ fn read_file(
                 )));
             }
             if opts.watch {
+                if draining {
+                    finish(&mut summary, &sym, &st, &reader);
+                    return Ok(Followed::Replaced(summary));
+                }
                 if opts.idle_exit.is_some_and(|d| last_growth.elapsed() >= d) {
                     break;
                 }
                 std::thread::sleep(opts.poll_interval);
-                let before = reader.committed_offset();
                 reader.rewind_to_committed()?;
-                let len = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
-                if len > before {
-                    last_growth = Instant::now();
+                match std::fs::metadata(path) {
+                    Ok(m) if (m.dev(), m.ino()) != identity => {
+                        draining = true;
+                        last_growth = Instant::now();
+                    }
+                    Ok(m) if m.len() < seen_len => {
+                        return Err(Error::Truncated {
+                            path: abs,
+                            seen: seen_len,
+                            now: m.len(),
+                            stored: reader.committed_offset(),
+                        })
+                    }
+                    Ok(m) => {
+                        if m.len() > seen_len {
+                            seen_len = m.len();
+                            last_growth = Instant::now();
+                        }
+                    }
+                    // Moved away, and the writer has not created the next
+                    // file yet: wait for it (or the idle time).
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(crate::error::file_err(path)(e)),
                 }
                 continue;
             }
             break;
         };
+        last_growth = Instant::now();
         let offset = reader.committed_offset();
+        seen_len = seen_len.max(offset);
         let replay = offset <= resume;
         match rec {
             Record::Header(info) => {
@@ -473,38 +666,75 @@ fn read_file(
                     &info.start_timestamp.to_le_bytes(),
                 ]);
                 summary.process_id = st.process_id;
-                resume = backend
+                let pid = st.process_id;
+                if replace {
+                    // The delete is a mutation, which runs in the merge
+                    // pool: let it run while it waits for the delete.
+                    let paused = pause.is_some();
+                    if paused {
+                        backend.execute("SYSTEM START MERGES")?;
+                    }
+                    let deleted = delete_process(backend, db, pid);
+                    if paused {
+                        backend.execute("SYSTEM STOP MERGES")?;
+                    }
+                    deleted?;
+                }
+                let known = backend.query_tsv(&format!(
+                    "SELECT (SELECT max(offset) FROM {db}.load_progress WHERE process_id = {pid}), \
+                            (SELECT count() FROM {db}.processes WHERE process_id = {pid}), \
+                            (SELECT max(generation) FROM {db}.processes WHERE process_id = {pid}), \
+                            (SELECT max(generation) FROM {db}.process_generations \
+                             WHERE process_id = {pid})"
+                ))?;
+                let mut known = known
+                    .split_whitespace()
+                    .map(|x| x.parse::<u64>().unwrap_or(0));
+                resume = known.next().unwrap_or(0);
+                let stored = known.next().unwrap_or(0) > 0;
+                let (current, next) = (known.next().unwrap_or(0), known.next().unwrap_or(0));
+                // A stored process keeps its generation (its batches
+                // deduplicate against the stored ones); a new one takes 0,
+                // a deleted one the generation its delete recorded.
+                st.generation = if stored { current } else { next };
+                // A batch a crashed load recorded as intended beyond the
+                // stored progress: cut the replayed batch at its end.
+                st.cut_at = backend
                     .query_tsv(&format!(
-                        "SELECT max(offset) FROM {db}.load_progress WHERE process_id = {}",
-                        st.process_id
+                        "SELECT max(end_offset) FROM {db}.load_intents WHERE process_id = {pid} \
+                         AND generation = {} AND start_offset = {resume}",
+                        st.generation
                     ))?
                     .trim()
-                    .parse()
-                    .unwrap_or(0);
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&end| end > resume);
                 st.batch_start = resume;
                 if main_binary.is_none() && !info.process_full_path.is_empty() {
-                    let p = PathBuf::from(&info.process_full_path);
-                    main_binary = Some(match &opts.symbolizer.sysroot {
-                        Some(root) => root.join(p.strip_prefix("/").unwrap_or(&p)),
-                        None => p,
-                    });
+                    main_binary = Some(PathBuf::from(&info.process_full_path));
                 }
-                if !replay {
-                    let row = ProcessRow {
-                        process_id: st.process_id,
-                        pid: info.pid,
-                        name: info.process_short_name.clone(),
-                        full_path: info.process_full_path.clone(),
-                        start_time: info.start_timestamp as i64,
-                        source: source.clone(),
-                    };
-                    insert(backend, db, &[row], &format!("{}@process", st.process_id))?;
-                }
+                // Written with the first batch this load stores, so the
+                // process and its source are the file actually loaded (not
+                // a copy that failed before storing anything).
+                st.process_row = Some(ProcessRow {
+                    process_id: pid,
+                    pid: info.pid,
+                    name: info.process_short_name.clone(),
+                    full_path: info.process_full_path.clone(),
+                    start_time: info.start_timestamp as i64,
+                    source: source.clone(),
+                    generation: st.generation,
+                });
             }
             Record::Snapshot(snap) => {
                 summary.snapshots += 1;
                 if !snap.loaded_so.is_empty() {
-                    sym.set_modules(ModuleMap::new(&snap.loaded_so, main_binary.as_deref()));
+                    let map = ModuleMap::new(&snap.loaded_so, main_binary.as_deref());
+                    sym.set_modules(if opts.main_binary.is_some() {
+                        map.main_on_host()
+                    } else {
+                        map
+                    });
                 }
                 let ts = ms(snap.timestamp);
                 last_ts = ts;
@@ -520,7 +750,9 @@ fn read_file(
                     // so the writer (the engine, the slower side) starts
                     // early. Boundaries depend only on where a batch starts
                     // in the stream, so a resumed load cuts the same
-                    // batches (and tokens) as the load it resumes.
+                    // batches (and tokens) as the load it resumes, except
+                    // where the end of the data cut one: that end is in
+                    // `cut_at`.
                     let first = st.batch_start == 0;
                     let (snaps, rows) = if first {
                         (
@@ -530,8 +762,26 @@ fn read_file(
                     } else {
                         (opts.batch_snapshots, opts.batch_rows)
                     };
-                    if st.pending_snapshots >= snaps || st.pending_sample_stacks.len() >= rows {
-                        flush(writer, &source, &mut st, offset, &mut summary, ts)?;
+                    match st.cut_at {
+                        Some(cut) if offset == cut => {
+                            st.cut_at = None;
+                            flush(writer, &source, &mut st, offset, &mut summary, ts)?;
+                        }
+                        Some(cut) if offset > cut => {
+                            return Err(Error::Decode(format!(
+                                "{source}: record ending at byte {offset}: a load of this \
+                                 process recorded a batch ending at byte {cut}, which is not a \
+                                 record boundary here (another file with the same header?)"
+                            )));
+                        }
+                        Some(_) => {}
+                        None => {
+                            if st.pending_snapshots >= snaps
+                                || st.pending_sample_stacks.len() >= rows
+                            {
+                                flush(writer, &source, &mut st, offset, &mut summary, ts)?;
+                            }
+                        }
                     }
                 } else {
                     // Replayed records were stored by an earlier load,
@@ -561,6 +811,12 @@ fn read_file(
         total_bytes,
         snapshots: summary.snapshots,
     });
+    finish(&mut summary, &sym, &st, &reader);
+    Ok(Followed::Done(summary))
+}
+
+/// Fills in the summary's totals at the end of a file.
+fn finish<R>(summary: &mut LoadSummary, sym: &Symbolizer, st: &State, reader: &BinpbReader<R>) {
     let stats = sym.stats();
     summary.symbolized_percent = stats.symbolized_percent();
     summary.stacks = st.stacks.len();
@@ -571,7 +827,6 @@ fn read_file(
         .iter()
         .map(|e| e.to_string())
         .collect();
-    Ok(summary)
 }
 
 fn apply_snapshot<R: std::io::Read>(
@@ -758,7 +1013,7 @@ fn stack_for_trace<R: std::io::Read>(
 fn flush(
     writer: &SyncSender<Batch>,
     source: &str,
-    st: &mut State,
+    st: &mut State<'_>,
     end: u64,
     summary: &mut LoadSummary,
     last_ts: i64,
@@ -791,9 +1046,14 @@ fn flush(
     st.pending_sample_stacks.clear();
     let rollup = rollup(&samples);
     let batch = Batch {
-        // The stream's identity and byte range: the same batch from any copy
-        // of the file gets the same token.
-        token: format!("{}@{}-{end}", st.process_id, st.batch_start),
+        token: batch_token(st.process_id, st.generation, st.batch_start, end),
+        process: st.process_row.take(),
+        intent: IntentRow {
+            process_id: st.process_id,
+            generation: st.generation,
+            start_offset: st.batch_start,
+            end_offset: end,
+        },
         frames: std::mem::take(&mut st.pending_frames),
         stacks: std::mem::take(&mut st.pending_stacks),
         samples,

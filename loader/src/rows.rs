@@ -45,11 +45,13 @@ pub struct ProcessRow {
     pub start_time: i64,
     /// Source file.
     pub source: String,
+    /// Load generation (part of the batches' deduplication tokens).
+    pub generation: u64,
 }
 
 impl RowBinary for ProcessRow {
     const TABLE: &'static str = "processes";
-    const STRUCTURE: &'static str = "process_id UInt64, pid UInt32, name String, full_path String, start_time DateTime64(9, 'UTC'), source String";
+    const STRUCTURE: &'static str = "process_id UInt64, pid UInt32, name String, full_path String, start_time DateTime64(9, 'UTC'), source String, generation UInt64";
     fn encode(&self, b: &mut Vec<u8>) {
         b.extend_from_slice(&self.process_id.to_le_bytes());
         b.extend_from_slice(&self.pid.to_le_bytes());
@@ -57,6 +59,32 @@ impl RowBinary for ProcessRow {
         string(b, &self.full_path);
         b.extend_from_slice(&self.start_time.to_le_bytes());
         string(b, &self.source);
+        b.extend_from_slice(&self.generation.to_le_bytes());
+    }
+}
+
+/// `load_intents`: a batch's byte range, written before its rows.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct IntentRow {
+    /// Process.
+    pub process_id: u64,
+    /// Its load generation.
+    pub generation: u64,
+    /// First byte of the batch's records.
+    pub start_offset: u64,
+    /// End of its last record.
+    pub end_offset: u64,
+}
+
+impl RowBinary for IntentRow {
+    const TABLE: &'static str = "load_intents";
+    const STRUCTURE: &'static str =
+        "process_id UInt64, generation UInt64, start_offset UInt64, end_offset UInt64";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.generation.to_le_bytes());
+        b.extend_from_slice(&self.start_offset.to_le_bytes());
+        b.extend_from_slice(&self.end_offset.to_le_bytes());
     }
 }
 

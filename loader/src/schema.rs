@@ -20,6 +20,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "checked_views",
         include_str!("../../sql/schema/004_checked_views.sql"),
     ),
+    (
+        5,
+        "exact_loads",
+        include_str!("../../sql/schema/005_exact_loads.sql"),
+    ),
 ];
 
 /// [`DEFAULT_DATABASE`] as an identifier.

@@ -349,13 +349,10 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert!(err.contains(&format!("byte {offset}")), "{err}");
     assert!(err.contains("1048576"), "{err}");
-    // The header before it was stored.
+    // Nothing was loaded: not even a process row names the file.
     assert_eq!(
-        run(
-            &data,
-            &["sql", "SELECT name, pid FROM flamehouse.processes"]
-        ),
-        "big\t7\n"
+        run(&data, &["sql", "SELECT count() FROM flamehouse.processes"]),
+        "0\n"
     );
     // With the default limit the same record is read, then refused as
     // corrupt zstd: a different error at the same offset.
@@ -1198,5 +1195,96 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
     let source = std::fs::read_to_string(dir.join("fx/workload.c")).unwrap();
     assert_eq!(source, flamehouse::fixture::WORKLOAD_C);
     assert!(source.contains("wl_tree_build"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A multi-file load loads every good file, reports each bad one on one
+/// line naming the file (and the offset of the bad record), and exits
+/// non-zero at the end.
+#[test]
+fn a_bad_file_does_not_stop_the_others() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-multi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.join("data");
+    let fx = dir.join("fx");
+    run(
+        &data,
+        &[
+            "fixtures",
+            "--out",
+            fx.to_str().unwrap(),
+            "--snapshots",
+            "10",
+            "--stacks",
+            "200",
+        ],
+    );
+    let good_a = fx.join("memhawk_workload_4242_protobuf.binpb");
+    let good_b = fx.join("memhawk_workload-b_4343_protobuf.binpb");
+    // A copy of the first with its third record's length prefix made huge.
+    let mut reader = flamehouse::binpb::BinpbReader::open(&good_a).unwrap();
+    reader.next_record().unwrap();
+    reader.next_record().unwrap();
+    let at = reader.committed_offset();
+    let mut bytes = std::fs::read(&good_a).unwrap();
+    bytes[at as usize..at as usize + 8].copy_from_slice(&u64::MAX.to_be_bytes());
+    let bad = dir.join("bad.binpb");
+    std::fs::write(&bad, &bytes).unwrap();
+    let missing = dir.join("missing.binpb");
+    let out = Command::new(bin())
+        .arg("load")
+        .arg("--data")
+        .arg(&data)
+        .args([&bad, &missing, &good_a, &good_b])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let bad_abs = std::fs::canonicalize(&bad).unwrap();
+    assert!(
+        lines[0].contains(&bad_abs.display().to_string())
+            && lines[0].contains(&format!("byte {at}")),
+        "{err}"
+    );
+    assert!(lines[1].contains(&missing.display().to_string()), "{err}");
+    assert!(lines[2].contains("2 of 4 files failed"), "{err}");
+    // Both good files were loaded (the bad copy's snapshots before the bad
+    // record belong to the first process: stored once).
+    assert_eq!(stdout.matches("11 snapshots").count(), 2, "{stdout}");
+    assert_eq!(
+        run(
+            &data,
+            &[
+                "sql",
+                "SELECT name, source FROM flamehouse.process_list ORDER BY name"
+            ]
+        ),
+        format!(
+            "workload\t{}\nworkload-b\t{}\n",
+            std::fs::canonicalize(&good_a).unwrap().display(),
+            std::fs::canonicalize(&good_b).unwrap().display()
+        )
+    );
+    // `delete` removes one process; loading it again stores it again.
+    let out = run(&data, &["delete", "--process", "workload-b"]);
+    assert!(out.starts_with("deleted process "), "{out}");
+    let names = "SELECT name FROM flamehouse.process_list ORDER BY name";
+    assert_eq!(run(&data, &["sql", names]), "workload\n");
+    let again = run(&data, &["load", good_b.to_str().unwrap()]);
+    assert!(again.contains("11 snapshots (11 new)"), "{again}");
+    assert_eq!(run(&data, &["sql", names]), "workload\nworkload-b\n");
+    let out = Command::new(bin())
+        .args(["delete", "--process", "12345", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no process 12345"),
+        "{out:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

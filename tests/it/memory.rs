@@ -400,7 +400,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3, 4]);
+        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5]);
         fixtures()
             .iter()
             .map(|f| {
@@ -907,7 +907,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1299,7 +1299,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1322,7 +1322,19 @@ fn init_twice_is_a_noop() {
     );
     assert_eq!(
         migrations,
-        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n"
+        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n"
+    );
+    // Every table a load writes with a deduplication token (and every
+    // materialized view's target) keeps a window of tokens: without one
+    // the token is ignored and a re-sent batch is stored twice.
+    assert_eq!(
+        q(&format!(
+            "SELECT name FROM system.tables WHERE database = '{db}' AND engine LIKE '%MergeTree' \
+             AND name != 'schema_migrations' \
+             AND create_table_query NOT LIKE '%non_replicated_deduplication_window = 100000%' \
+             ORDER BY name"
+        )),
+        ""
     );
     for view in [
         "process_list",
@@ -1436,4 +1448,226 @@ fn views_refuse_unknown_metric_and_direction() {
             }
         }
     }
+}
+
+/// Per-process contents of every per-process table, raw (no FINAL, no
+/// GROUP BY: a row stored twice shows), plus the rollup's sums and the
+/// progress a resume would start from.
+fn process_tables(db: &str, pid: u64) -> Vec<String> {
+    [
+        format!("SELECT count() FROM {db}.samples WHERE process_id = {pid}"),
+        format!("SELECT count() FROM {db}.totals WHERE process_id = {pid}"),
+        format!(
+            "SELECT ts, size, active, overhead, total_count, total_bytes FROM {db}.totals \
+             WHERE process_id = {pid} ORDER BY ts"
+        ),
+        format!(
+            "SELECT stack_id, minute, sum(size_delta), sum(active_delta) FROM {db}.samples_1m \
+             WHERE process_id = {pid} GROUP BY ALL ORDER BY ALL"
+        ),
+        format!(
+            "SELECT count(), any(pid), any(name), any(full_path), any(start_time) \
+             FROM {db}.processes FINAL WHERE process_id = {pid}"
+        ),
+        format!(
+            "SELECT max(offset), argMax(snapshots, offset), toUnixTimestamp64Milli(argMax(last_ts, offset)) \
+             FROM {db}.load_progress WHERE process_id = {pid}"
+        ),
+        format!(
+            "SELECT min(first_ts), max(last_ts), max(peak_size), argMaxMerge(peak) \
+             FROM {db}.process_stats WHERE process_id = {pid}"
+        ),
+    ]
+    .iter()
+    .map(|s| q(s))
+    .collect()
+}
+
+/// A fixture whose binary was moved under a sysroot after profiling (as
+/// when analysing another machine's profile): the header's path no longer
+/// exists here, the binary and the shared libraries the profile lists are
+/// under `root`. Returns (fixture, root, reference database loaded while the
+/// binary was still in place).
+fn sysroot_fixture() -> &'static (Fixture, PathBuf, &'static str) {
+    static F: OnceLock<(Fixture, PathBuf, &'static str)> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = dir().join("sysroot");
+        let _ = std::fs::remove_dir_all(&dir);
+        let bin = compile_workload(&dir.join("build")).expect("compile the workload");
+        let bin = std::fs::canonicalize(bin).unwrap();
+        let path = dir.join("memhawk_remote_77_protobuf.binpb");
+        let mut fo = FixtureOptions::new(&bin, &path);
+        fo.snapshots = 40;
+        fo.stacks = 600;
+        fo.pid = 77;
+        fo.name = "remote".into();
+        fo.seed = 5;
+        generate(&fo).expect("generate fixture");
+        // Reference: the file loaded where it was profiled.
+        let reference = "flamehouse_mem_sysroot_ref";
+        fresh_db(reference);
+        let s = load(reference, &path).unwrap();
+        assert!(s.symbolized_percent > 90.0, "{s:?}");
+        // Move the binary under the sysroot; copy the libraries there.
+        let root = dir.join("root");
+        let under = |p: &Path| root.join(p.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(under(&bin).parent().unwrap()).unwrap();
+        std::fs::rename(&bin, under(&bin)).unwrap();
+        let mut reader = flamehouse::binpb::BinpbReader::open(&path).unwrap();
+        while let Some(rec) = reader.next_record().unwrap() {
+            if let flamehouse::binpb::Record::Snapshot(s) = rec {
+                for so in &s.loaded_so {
+                    let p = Path::new(&so.filename);
+                    if p.is_absolute() && p.is_file() && !under(p).exists() {
+                        std::fs::create_dir_all(under(p).parent().unwrap()).unwrap();
+                        std::fs::copy(p, under(p)).unwrap();
+                    }
+                }
+            }
+        }
+        assert!(!bin.exists());
+        let replay = Replay::read(&path);
+        (Fixture { path, replay }, root, reference)
+    })
+}
+
+fn load_with(db: &str, path: &Path, sysroot: Option<&Path>, replace: bool) -> LoadSummary {
+    let opts = LoadOptions {
+        database: db.parse().unwrap(),
+        symbolizer: SymbolizerOptions {
+            sysroot: sysroot.map(Path::to_path_buf),
+            ..Default::default()
+        },
+        replace,
+        ..Default::default()
+    };
+    load_file(engine(), path, &opts, &mut |_| {}).unwrap_or_else(|e| panic!("load: {e}"))
+}
+
+/// `--sysroot` puts the sysroot in front of the main program's path once
+/// (it was put there twice: nothing symbolized, and stored for good).
+#[test]
+fn sysroot_finds_the_moved_main_program() {
+    let (f, root, reference) = sysroot_fixture();
+    let db = "flamehouse_mem_sysroot";
+    fresh_db(db);
+    let s = load_with(db, &f.path, Some(root), false);
+    assert!(s.symbolized_percent > 90.0, "{s:?}");
+    assert!(
+        !s.missing_modules.iter().any(|m| m.contains("workload")),
+        "{:?}",
+        s.missing_modules
+    );
+    let pid = s.process_id;
+    same_outputs(
+        &snapshot_of(db, pid, &f.replay),
+        &snapshot_of(reference, pid, &f.replay),
+    );
+    assert_eq!(process_tables(db, pid), process_tables(reference, pid));
+    assert!(
+        q(&format!(
+            "SELECT count() FROM {db}.frames WHERE function = 'wl_tree_build'"
+        ))
+        .trim()
+            != "0"
+    );
+}
+
+/// A load with a wrong sysroot (nothing symbolized) is redone with
+/// `replace`: every table then equals a load made where the binary was, the
+/// other process is untouched; a plain re-run would store nothing. The same
+/// after `delete_process` and a plain load.
+#[test]
+fn replace_redoes_a_bad_load_and_leaves_other_processes_alone() {
+    let (f, root, reference) = sysroot_fixture();
+    let db = "flamehouse_mem_replace";
+    fresh_db(db);
+    let other = &fixtures()[1];
+    let other_pid = load(db, &other.path).unwrap().process_id;
+    let other_before = snapshot_of(db, other_pid, &other.replay);
+    let other_tables = process_tables(db, other_pid);
+
+    let wrong = root.with_file_name("no-such-root");
+    let s = load_with(db, &f.path, Some(&wrong), false);
+    assert!(s.symbolized_percent < 1.0, "{s:?}");
+    let pid = s.process_id;
+    let bad = snapshot_of(db, pid, &f.replay);
+    assert_ne!(bad, snapshot_of(reference, pid, &f.replay));
+    // A plain re-run with the right sysroot stores nothing new.
+    let s = load_with(db, &f.path, Some(root), false);
+    assert_eq!(s.snapshots_stored, 0);
+    assert_eq!(snapshot_of(db, pid, &f.replay), bad);
+
+    let s = load_with(db, &f.path, Some(root), true);
+    assert_eq!(s.snapshots_stored as usize, f.replay.snaps.len());
+    assert!(s.symbolized_percent > 90.0, "{s:?}");
+    same_outputs(
+        &snapshot_of(db, pid, &f.replay),
+        &snapshot_of(reference, pid, &f.replay),
+    );
+    assert_eq!(process_tables(db, pid), process_tables(reference, pid));
+    same_outputs(&snapshot_of(db, other_pid, &other.replay), &other_before);
+    assert_eq!(process_tables(db, other_pid), other_tables);
+
+    // Deleted, then loaded again (not dropped as a duplicate of the
+    // deleted batches).
+    flamehouse::load::delete_process(engine(), &db.parse().unwrap(), pid).unwrap();
+    for t in flamehouse::load::PROCESS_TABLES {
+        assert_eq!(
+            count(&format!(
+                "SELECT count() FROM {db}.{t} WHERE process_id = {pid}"
+            )),
+            0,
+            "{t}"
+        );
+    }
+    assert_eq!(process_tables(db, other_pid), other_tables);
+    let s = load_with(db, &f.path, Some(root), false);
+    assert_eq!(s.snapshots_stored as usize, f.replay.snaps.len());
+    assert_eq!(process_tables(db, pid), process_tables(reference, pid));
+    same_outputs(
+        &snapshot_of(db, pid, &f.replay),
+        &snapshot_of(reference, pid, &f.replay),
+    );
+    same_outputs(&snapshot_of(db, other_pid, &other.replay), &other_before);
+}
+
+/// A copy damaged before its first snapshot fails and stores nothing, not
+/// even a process row naming it: the process's source is the file that
+/// was loaded afterwards.
+#[test]
+fn a_failed_load_does_not_become_the_process_source() {
+    let db = "flamehouse_mem_source";
+    fresh_db(db);
+    let f = &fixtures()[0];
+    let r = &f.replay;
+    let mut data = std::fs::read(&f.path).unwrap();
+    let first = &r.snaps[0];
+    let mid = ((first.start + 8 + first.end) / 2) as usize;
+    for b in &mut data[mid..mid + 4] {
+        *b ^= 0xff;
+    }
+    let copy = dir().join("damaged-first.binpb");
+    std::fs::write(&copy, &data).unwrap();
+    let err = load(db, &copy).expect_err("damaged").to_string();
+    assert!(err.contains(&format!("byte {}", first.start)), "{err}");
+    assert_eq!(count(&format!("SELECT count() FROM {db}.processes")), 0);
+    assert_eq!(count(&format!("SELECT count() FROM {db}.process_list")), 0);
+    let s = load(db, &f.path).unwrap();
+    assert_eq!(s.snapshots_stored as usize, r.snaps.len());
+    let src = std::fs::canonicalize(&f.path).unwrap();
+    assert_eq!(
+        q(&format!(
+            "SELECT source FROM {db}.process_list WHERE process_id = {}",
+            s.process_id
+        ))
+        .trim(),
+        src.display().to_string()
+    );
+    // The damaged copy again: it stores nothing and changes no source.
+    load(db, &copy).expect_err("still damaged");
+    assert_eq!(
+        q(&format!("SELECT source FROM {db}.process_list")).trim(),
+        src.display().to_string()
+    );
 }

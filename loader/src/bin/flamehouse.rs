@@ -186,27 +186,38 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
-    /// Load MemHawk .binpb files (the schema is created if missing).
+    /// Load MemHawk .binpb files (the schema is created if missing). Every
+    /// file is tried: a bad one is reported (file and byte offset) and the
+    /// others are still loaded; the exit status is non-zero if any failed.
     Load {
         /// Files to load.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
         schema: SchemaArgs,
-        /// Follow the files as they grow (resumes where the last load stopped).
+        /// Follow the files as they grow (resumes where the last load
+        /// stopped), like `tail -F`: a file replaced at the same path
+        /// (rotation) is followed and loaded as the process its header names;
+        /// a file that shrinks is an error.
         #[arg(long)]
         watch: bool,
-        /// With --watch: exit after the file has not grown for this many seconds.
+        /// With --watch: exit once no record was read and the file did not
+        /// grow for this many seconds.
         #[arg(long, requires = "watch")]
         idle_exit: Option<u64>,
+        /// Delete everything stored for each file's process first, then load
+        /// it again: redoes a load made with a wrong --sysroot, --binary or
+        /// --granularity (a plain re-run stores nothing new).
+        #[arg(long)]
+        replace: bool,
         /// Root directory where the profiled machine's files are found.
         #[arg(long)]
         sysroot: Option<PathBuf>,
         /// Frame labels.
         #[arg(long, value_enum, default_value_t = GranularityArg::Function)]
         granularity: GranularityArg,
-        /// Path of the profiled program's binary (when not given: the
-        /// profile's own path, under --sysroot).
+        /// Path of the profiled program's binary on this machine (when not
+        /// given: the profile's own path, under --sysroot).
         #[arg(long)]
         binary: Option<PathBuf>,
         /// Largest record (compressed) accepted, in MiB: a larger length
@@ -216,6 +227,18 @@ enum Command {
         /// Largest decompressed record accepted, in MiB.
         #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// Delete everything stored for a process (its samples, rollup, totals,
+    /// stats, load progress and process row), so it can be loaded again.
+    /// The shared frame and stack dictionaries are kept.
+    Delete {
+        /// Process id or name (the latest process of that name).
+        #[arg(long)]
+        process: String,
+        #[command(flatten)]
+        schema: SchemaArgs,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -307,6 +330,7 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
         | Command::Init { target, .. }
         | Command::Compact { target, .. }
         | Command::Load { target, .. }
+        | Command::Delete { target, .. }
         | Command::Flame { target, .. } => target,
         _ => return Ok(()),
     };
@@ -398,6 +422,7 @@ fn run() -> anyhow::Result<()> {
             schema,
             watch,
             idle_exit,
+            replace,
             sysroot,
             granularity,
             binary,
@@ -425,9 +450,11 @@ fn run() -> anyhow::Result<()> {
                 },
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
+                replace,
                 ..Default::default()
             };
-            for f in files {
+            let mut failed = 0usize;
+            for f in &files {
                 let bar = if std::io::stderr().is_terminal() {
                     let b = indicatif::ProgressBar::new(0);
                     b.set_style(
@@ -443,7 +470,7 @@ fn run() -> anyhow::Result<()> {
                     None
                 };
                 let started = std::time::Instant::now();
-                let r = load::load_file(&*engine, &f, &lo, &mut |p| {
+                let r = load::load_file(&*engine, f, &lo, &mut |p| {
                     if let Some(b) = &bar {
                         b.set_length(p.total_bytes.max(p.bytes));
                         b.set_position(p.bytes);
@@ -458,18 +485,43 @@ fn run() -> anyhow::Result<()> {
                 if let Some(b) = bar {
                     b.finish_and_clear();
                 }
-                // Name the file unless the error already does.
-                let r = r.map_err(|e| {
-                    let m = e.to_string();
-                    let name = f.display().to_string();
-                    if m.contains(name.trim_start_matches("./")) {
-                        anyhow::anyhow!(m)
-                    } else {
-                        anyhow::anyhow!("loading {name}: {m}")
+                match r {
+                    Ok(r) => {
+                        for s in &r.followed {
+                            print_summary(s);
+                        }
+                        print_summary(&r);
                     }
-                })?;
-                print_summary(&r);
+                    // One line per bad file, naming it (unless the error
+                    // already does); the other files are still loaded.
+                    Err(e) => {
+                        failed += 1;
+                        let m = e.to_string().replace('\n', " ");
+                        if e.names_file() {
+                            eprintln!("flamehouse: {m}");
+                        } else {
+                            eprintln!("flamehouse: loading {}: {m}", f.display());
+                        }
+                    }
+                }
             }
+            if failed > 0 {
+                anyhow::bail!("{failed} of {} files failed to load", files.len());
+            }
+            Ok(())
+        }
+        Command::Delete {
+            process,
+            schema,
+            target,
+        } => {
+            let engine = target.backend()?;
+            schema::migrate(&*engine, &schema.options())?;
+            let db = &schema.database;
+            // An unknown process is an error that says how to list them.
+            let p = flame::resolve_process(&*engine, db, &process)?;
+            load::delete_process(&*engine, db, p.id)?;
+            println!("deleted process {} ({}) from {db}", p.id, p.name);
             Ok(())
         }
         Command::Fixtures {

@@ -379,8 +379,8 @@ impl Symbolizer {
         let m = &self.map.modules()[module];
         let key = match &m.path {
             Some(path) => FileKey::Path(match &self.options.sysroot {
-                Some(root) => with_sysroot(root, path),
-                None => path.clone(),
+                Some(root) if !m.on_host => with_sysroot(root, path),
+                _ => path.clone(),
             }),
             None => FileKey::NoMainPath,
         };

@@ -22,6 +22,9 @@ pub struct Module {
     pub path: Option<PathBuf>,
     /// Whether this entry is the main program (empty name or `/proc/self/exe`).
     pub is_main: bool,
+    /// Whether `path` is already a path on this machine (a main program
+    /// binary the user named), which the sysroot does not prefix.
+    pub on_host: bool,
     /// The load bias (`dlpi_addr`).
     pub bias: u64,
     /// The module's segments as half-open absolute ranges
@@ -105,6 +108,7 @@ impl ModuleMap {
                     filename: elf.filename.clone(),
                     path,
                     is_main,
+                    on_host: false,
                     bias: elf.addr,
                     ranges,
                 }
@@ -113,6 +117,19 @@ impl ModuleMap {
         let mut by_bias: Vec<usize> = (0..modules.len()).collect();
         by_bias.sort_by_key(|&i| modules[i].bias);
         Self { modules, by_bias }
+    }
+
+    /// The same map with the main program's path taken as a path on this
+    /// machine (a binary the user named, e.g. `load --binary`): the sysroot
+    /// is not put in front of it.
+    #[must_use]
+    pub fn main_on_host(mut self) -> Self {
+        for m in &mut self.modules {
+            if m.is_main {
+                m.on_host = true;
+            }
+        }
+        self
     }
 
     /// The module containing `addr` and the module-relative address
