@@ -9,12 +9,17 @@ use std::io::{self, Write};
 pub struct Output<W> {
     w: W,
     format: Format,
+    scratch: Vec<u8>,
 }
 
 impl<W: Write> Output<W> {
     /// Wraps `w`, which carries `format`.
     pub fn new(w: W, format: Format) -> Self {
-        Output { w, format }
+        Output {
+            w,
+            format,
+            scratch: Vec::new(),
+        }
     }
 
     /// Flushes the underlying writer (after each pool chunk).
@@ -190,6 +195,126 @@ impl<W: Write> Output<W> {
             self.end_row()?;
         }
         Ok(())
+    }
+}
+
+/// One tree or diff row as an array element or a table row.
+fn node_row<W: Write>(
+    w: &mut W,
+    format: Format,
+    table: bool,
+    diff: bool,
+    level: u32,
+    label: &[u8],
+    v: [i64; 2],
+    s: [i64; 2],
+) -> io::Result<()> {
+    let vals = [v[0], s[0], v[1], s[1]];
+    let vals = if diff { &vals[..] } else { &vals[..2] };
+    match format {
+        Format::RowBinary => {
+            w.write_all(&level.to_le_bytes())?;
+            uleb(w, label.len() as u64)?;
+            w.write_all(label)?;
+            for x in vals {
+                w.write_all(&x.to_le_bytes())?;
+            }
+            Ok(())
+        }
+        Format::TabSeparated => {
+            let sep: &[u8] = if table { b"\t" } else { b"," };
+            if !table {
+                w.write_all(b"(")?;
+            }
+            write!(w, "{level}")?;
+            w.write_all(sep)?;
+            if table {
+                write_escaped(w, label, false)?;
+            } else {
+                w.write_all(b"'")?;
+                write_escaped(w, label, true)?;
+                w.write_all(b"'")?;
+            }
+            for x in vals {
+                w.write_all(sep)?;
+                write!(w, "{x}")?;
+            }
+            if table {
+                w.write_all(b"\n")
+            } else {
+                w.write_all(b")")
+            }
+        }
+    }
+}
+
+fn uleb<W: Write>(w: &mut W, mut v: u64) -> io::Result<()> {
+    let mut buf = [0u8; 10];
+    let mut i = 0;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf[i] = b;
+            i += 1;
+            break;
+        }
+        buf[i] = b | 0x80;
+        i += 1;
+    }
+    w.write_all(&buf[..i])
+}
+
+impl<W: Write> Output<W> {
+    /// One tree (or diff) array value whose rows `build` streams to the
+    /// given callback: rows are encoded as they come, into one byte buffer
+    /// (RowBinary needs the row count before the rows), never as row
+    /// structs.
+    pub fn tree_streamed(
+        &mut self,
+        diff: bool,
+        build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let format = self.format;
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let mut n: u64 = 0;
+        build(&mut |level, label, v, s| {
+            if n > 0 && format == Format::TabSeparated {
+                buf.push(b',');
+            }
+            n += 1;
+            node_row(&mut buf, format, false, diff, level, label, v, s)?;
+            Ok(())
+        })?;
+        match format {
+            Format::RowBinary => uleb(&mut self.w, n)?,
+            Format::TabSeparated => self.w.write_all(b"[")?,
+        }
+        self.w.write_all(&buf)?;
+        if format == Format::TabSeparated {
+            self.w.write_all(b"]")?;
+        }
+        // Keep a moderate buffer for the next call, not a huge one.
+        if buf.capacity() <= 1 << 20 {
+            self.scratch = buf;
+        }
+        Ok(())
+    }
+
+    /// Table-function output of a tree (or diff) that `build` streams: one
+    /// row per node, written as it comes.
+    pub fn tree_table_streamed(
+        &mut self,
+        diff: bool,
+        build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let format = self.format;
+        let w = &mut self.w;
+        build(&mut |level, label, v, s| {
+            node_row(w, format, true, diff, level, label, v, s)?;
+            Ok(())
+        })
     }
 }
 

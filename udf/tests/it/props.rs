@@ -54,11 +54,11 @@ proptest! {
         spec in tree_spec(),
     ) {
         let (sa, sb) = (to_samples(&a), to_samples(&b));
-        let pruned = rows(&stack_diff(&sa, &sb, &spec.options()).unwrap());
-        let full = rows(&stack_diff(&sa, &sb, &spec.unpruned()).unwrap());
-        let raw_opts = flamehouse_udf::options::TreeOptions {
+        let pruned = rows(&stack_diff(&sa, &sb, &spec.diff(spec.options())).unwrap());
+        let full = rows(&stack_diff(&sa, &sb, &spec.diff(spec.unpruned())).unwrap());
+        let raw_opts = flamehouse_udf::options::DiffOptions {
             normalize: false,
-            ..spec.unpruned()
+            tree: spec.unpruned(),
         };
         let raw_full = rows(&stack_diff(&sa, &sb, &raw_opts).unwrap());
         check_valid(&raw_full, true)?;
