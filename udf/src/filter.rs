@@ -7,56 +7,9 @@
 
 use crate::options::{FilterOptions, TRUNCATED_LABEL};
 use crate::samples::Labels;
+use std::borrow::Cow;
 
 const UNSET: u32 = u32::MAX;
-
-/// The labels of one call: those of the (first) input, plus labels that
-/// only exist after a transform or in a second input. Ids below
-/// `base.len()` are the input's own ids.
-#[derive(Debug)]
-pub struct LabelSpace<'a> {
-    base: &'a Labels,
-    extra: Labels,
-}
-
-impl<'a> LabelSpace<'a> {
-    /// A space over `base`'s labels.
-    pub fn new(base: &'a Labels) -> Self {
-        LabelSpace {
-            base,
-            extra: Labels::default(),
-        }
-    }
-
-    /// Number of ids in use.
-    pub fn len(&self) -> usize {
-        self.base.len() + self.extra.len()
-    }
-
-    /// True when no label exists.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The bytes of label `id`.
-    #[inline]
-    pub fn get(&self, id: u32) -> &[u8] {
-        let n = self.base.len() as u32;
-        if id < n {
-            self.base.get(id)
-        } else {
-            self.extra.get(id - n)
-        }
-    }
-
-    /// The id of `label`, adding it if it is new.
-    pub fn intern(&mut self, label: &[u8]) -> u32 {
-        match self.base.find(label) {
-            Some(id) => id,
-            None => self.base.len() as u32 + self.extra.intern(label),
-        }
-    }
-}
 
 /// Applies [`FilterOptions`] to stacks of label ids, caching per label.
 #[derive(Debug)]
@@ -72,7 +25,7 @@ pub struct IdFilter<'o> {
 
 impl<'o> IdFilter<'o> {
     /// A filter for `opts` over the labels of `space`.
-    pub fn new(opts: &'o FilterOptions, space: &mut LabelSpace<'_>) -> Self {
+    pub fn new(opts: &'o FilterOptions, space: &mut Labels) -> Self {
         let truncated = if opts.max_depth > 0 {
             space.intern(TRUNCATED_LABEL.as_bytes())
         } else {
@@ -86,7 +39,7 @@ impl<'o> IdFilter<'o> {
         }
     }
 
-    fn strip(&mut self, space: &mut LabelSpace<'_>, id: u32) -> u32 {
+    fn strip(&mut self, space: &mut Labels, id: u32) -> u32 {
         let i = id as usize;
         if i >= self.stripped.len() {
             self.stripped.resize(space.len().max(i + 1), UNSET);
@@ -106,7 +59,7 @@ impl<'o> IdFilter<'o> {
         self.stripped[i]
     }
 
-    fn matches(&mut self, space: &LabelSpace<'_>, id: u32) -> u8 {
+    fn matches(&mut self, space: &Labels, id: u32) -> u8 {
         let i = id as usize;
         if i >= self.matches.len() {
             self.matches.resize(space.len().max(i + 1), 0);
@@ -127,7 +80,7 @@ impl<'o> IdFilter<'o> {
 
     /// Writes the transformed `ids` (root first) to `out`. Returns false
     /// when the stack is dropped by focus/exclude.
-    pub fn apply(&mut self, space: &mut LabelSpace<'_>, ids: &[u32], out: &mut Vec<u32>) -> bool {
+    pub fn apply(&mut self, space: &mut Labels, ids: &[u32], out: &mut Vec<u32>) -> bool {
         out.clear();
         let o = self.opts;
         for &id in ids {
@@ -160,8 +113,6 @@ impl<'o> IdFilter<'o> {
         true
     }
 }
-
-use std::borrow::Cow;
 
 /// Removes `+0xHEX` offsets and replaces an address-only frame by `[unknown]`.
 pub fn strip_hex(f: &[u8]) -> Cow<'_, [u8]> {

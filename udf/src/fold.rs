@@ -7,9 +7,9 @@
 //! are merged, stacks whose merged value is 0 are left out (they draw
 //! nothing), and lines are sorted by their bytes, as inferno's collapsers do.
 
-use crate::filter::{IdFilter, LabelSpace};
+use crate::filter::IdFilter;
 use crate::options::FilterOptions;
-use crate::samples::Samples;
+use crate::samples::{Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
 use std::hash::{BuildHasher, Hasher};
@@ -27,7 +27,9 @@ fn hash_ids(s: &[u32]) -> u64 {
 /// merged by their label ids; a line's text is built once per distinct
 /// stack.
 pub fn stack_fold(samples: &Samples, opts: &FilterOptions) -> Result<Vec<(Vec<u8>, i64)>> {
-    let mut space = LabelSpace::new(samples.labels());
+    let mut space = Labels::default();
+    let mut all = Vec::new();
+    samples.intern_into(&mut space, &mut all);
     let mut filter = IdFilter::new(opts, &mut space);
     let identity = opts.is_identity();
     // Distinct stacks: their ids in one buffer, `(start, len, value)`.
@@ -36,7 +38,8 @@ pub fn stack_fold(samples: &Samples, opts: &FilterOptions) -> Result<Vec<(Vec<u8
     let mut table: HashTable<u32> = HashTable::new();
     let mut buf = Vec::new();
     for i in 0..samples.len() {
-        let mut stack = samples.stack_ids(i);
+        let (f0, n, _) = samples.pos(i);
+        let mut stack = &all[f0..f0 + n];
         if !identity {
             if !filter.apply(&mut space, stack, &mut buf) {
                 continue;

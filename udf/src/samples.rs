@@ -1,18 +1,21 @@
-//! Decoded stack samples, interned: every distinct frame label is stored
-//! once, and a stack is a run of 4-byte label ids. A flame graph's input is
-//! millions of frames over comparatively few labels, so interning while
-//! decoding keeps memory near the label bytes, and lets the filters and the
-//! tree builder work once per distinct label and compare ids, not bytes.
+//! Decoded stack samples, and interned labels.
+//!
+//! A flame graph's input is millions of frames over comparatively fewer
+//! labels. Samples keep frames as decoded (one buffer, 4-byte offsets);
+//! [`Labels`] stores every distinct label once so that filters and the tree
+//! builder work once per distinct label and compare 4-byte ids, not bytes.
 
+use crate::{Error, Result};
 use hashbrown::HashTable;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 
-/// Hash of a label's bytes (FxHash: fast on short labels; the table is
-/// private and its input is not attacker-timed).
+/// Hash of a label's bytes (foldhash, fixed seed: fast on short labels and
+/// well spread in the high bits the table's probe uses; FxHash's were not,
+/// and interning 400,000 labels like `f123456` spent most of its time
+/// probing).
+#[inline]
 pub(crate) fn hash_label(label: &[u8]) -> u64 {
-    let mut h = rustc_hash::FxBuildHasher.build_hasher();
-    h.write(label);
-    h.finish()
+    foldhash::fast::FixedState::default().hash_one(label)
 }
 
 /// Distinct labels: an arena of their bytes and a hash table of their ids.
@@ -81,55 +84,29 @@ impl Labels {
         });
         id
     }
-
-    /// Interns the label written at the end of the arena after `start`
-    /// (decoders write into the arena directly to avoid a copy); when it
-    /// already exists the bytes are removed again.
-    fn intern_tail(&mut self, start: usize) -> u32 {
-        let h = hash_label(&self.arena[start..]);
-        let Labels { arena, ends, table } = self;
-        let (head, tail) = arena.split_at(start);
-        let found = table
-            .find(h, |&id| {
-                let i = id as usize;
-                let s = if i == 0 { 0 } else { ends[i - 1] };
-                &head[s..ends[i]] == tail
-            })
-            .copied();
-        if let Some(id) = found {
-            arena.truncate(start);
-            return id;
-        }
-        let id = ends.len() as u32;
-        ends.push(arena.len());
-        let (arena, ends) = (&*arena, &*ends);
-        table.insert_unique(h, id, |&id| {
-            let i = id as usize;
-            let s = if i == 0 { 0 } else { ends[i - 1] };
-            hash_label(&arena[s..ends[i]])
-        });
-        id
-    }
-
-    fn clear(&mut self) {
-        self.arena.clear();
-        self.ends.clear();
-        self.table.clear();
-    }
 }
 
 /// A list of `(stack, value)` samples; stacks are root first.
+///
+/// Frames are kept as decoded, in one byte buffer with a 4-byte end offset
+/// per frame (relative to its stack's first byte): decoding is a sequential
+/// copy, and a pruned tree looks only at the few frames near the root that
+/// its kept nodes need. [`Samples::intern`] gives label ids when every frame
+/// is needed.
 #[derive(Debug, Default, Clone)]
 pub struct Samples {
-    labels: Labels,
-    /// The label id of every frame, stack after stack.
-    ids: Vec<u32>,
-    /// End index in `ids` of every sample's stack.
-    ends: Vec<usize>,
+    bytes: Vec<u8>,
+    /// Per frame: end offset in `bytes`, relative to its stack's start.
+    ends: Vec<u32>,
+    /// Per sample: end index in `ends` and end offset in `bytes`.
+    frame_end: Vec<usize>,
+    byte_end: Vec<usize>,
     values: Vec<i64>,
-    /// Arena length when the frame being decoded started.
-    frame_start: Option<usize>,
 }
+
+/// A stack larger than this many bytes cannot be stored (frame offsets are
+/// 4 bytes).
+pub const MAX_STACK_BYTES: u64 = u32::MAX as u64;
 
 impl Samples {
     /// An empty list.
@@ -139,38 +116,46 @@ impl Samples {
 
     /// Removes every sample, keeping the allocations.
     pub fn clear(&mut self) {
-        self.labels.clear();
-        self.ids.clear();
+        self.bytes.clear();
         self.ends.clear();
+        self.frame_end.clear();
+        self.byte_end.clear();
         self.values.clear();
-        self.frame_start = None;
+    }
+
+    fn open_byte(&self) -> usize {
+        self.byte_end.last().copied().unwrap_or(0)
     }
 
     /// Appends one frame to the sample being built.
+    ///
+    /// # Panics
+    /// When the stack grows beyond [`MAX_STACK_BYTES`] (decoders use the
+    /// checked [`Self::commit_frame`]).
     pub fn push_frame(&mut self, label: &[u8]) {
-        let id = self.labels.intern(label);
-        self.ids.push(id);
+        self.bytes.extend_from_slice(label);
+        self.commit_frame().expect("stack larger than 4 GiB");
     }
 
     /// The byte buffer frame labels are written to (for decoders that
     /// unescape in place); finish the frame with [`Self::commit_frame`].
     pub fn frame_buf(&mut self) -> &mut Vec<u8> {
-        if self.frame_start.is_none() {
-            self.frame_start = Some(self.labels.arena.len());
-        }
-        &mut self.labels.arena
+        &mut self.bytes
     }
 
-    /// Appends the frame whose bytes were written into [`Self::frame_buf`].
-    pub fn commit_frame(&mut self) {
-        let start = self.frame_start.take().unwrap_or(self.labels.arena.len());
-        let id = self.labels.intern_tail(start);
-        self.ids.push(id);
+    /// Ends the frame whose bytes were written into [`Self::frame_buf`].
+    pub fn commit_frame(&mut self) -> Result<()> {
+        let rel = self.bytes.len() - self.open_byte();
+        let rel = u32::try_from(rel)
+            .map_err(|_| Error::Limit(format!("a stack is larger than {MAX_STACK_BYTES} bytes")))?;
+        self.ends.push(rel);
+        Ok(())
     }
 
     /// Ends the sample being built with its value.
     pub fn finish_sample(&mut self, value: i64) {
-        self.ends.push(self.ids.len());
+        self.frame_end.push(self.ends.len());
+        self.byte_end.push(self.bytes.len());
         self.values.push(value);
     }
 
@@ -184,34 +169,40 @@ impl Samples {
 
     /// Number of samples.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.values.len()
     }
 
     /// True when there is no sample.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.values.is_empty()
     }
 
     /// Total number of frames over all samples.
     pub fn frame_count(&self) -> usize {
-        self.ids.len()
+        self.ends.len()
     }
 
-    /// The distinct labels.
-    pub fn labels(&self) -> &Labels {
-        &self.labels
-    }
-
-    /// The label ids of sample `i`, root first.
+    /// Sample `i`'s first frame index, frame count and first byte offset.
     #[inline]
-    pub fn stack_ids(&self, i: usize) -> &[u32] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.ids[start..self.ends[i]]
+    pub(crate) fn pos(&self, i: usize) -> (usize, usize, usize) {
+        let (f0, b0) = if i == 0 {
+            (0, 0)
+        } else {
+            (self.frame_end[i - 1], self.byte_end[i - 1])
+        };
+        (f0, self.frame_end[i] - f0, b0)
     }
 
-    /// Every sample's label ids, one stack after the other.
-    pub(crate) fn all_ids(&self) -> &[u32] {
-        &self.ids
+    /// The bytes of frame `f` (a global frame index) of the stack starting
+    /// at frame `f0` and byte `b0`.
+    #[inline]
+    pub(crate) fn frame_at(&self, f0: usize, b0: usize, f: usize) -> &[u8] {
+        let start = if f == f0 {
+            0
+        } else {
+            self.ends[f - 1] as usize
+        };
+        &self.bytes[b0 + start..b0 + self.ends[f] as usize]
     }
 
     /// The value of sample `i`.
@@ -220,13 +211,28 @@ impl Samples {
         self.values[i]
     }
 
+    /// Interns every frame into `labels`, appending one label id per frame
+    /// to `ids` (stack after stack, as stored).
+    pub fn intern_into(&self, labels: &mut Labels, ids: &mut Vec<u32>) {
+        ids.reserve(self.ends.len());
+        for i in 0..self.len() {
+            let (f0, n, b0) = self.pos(i);
+            for f in f0..f0 + n {
+                ids.push(labels.intern(self.frame_at(f0, b0, f)));
+            }
+        }
+    }
+
     /// Iterates over `(frames root first, value)`.
     pub fn iter(&self) -> impl Iterator<Item = (Stack<'_>, i64)> + '_ {
         (0..self.len()).map(move |i| {
+            let (f0, n, b0) = self.pos(i);
             (
                 Stack {
-                    labels: &self.labels,
-                    ids: self.stack_ids(i),
+                    samples: self,
+                    f0,
+                    n,
+                    b0,
                 },
                 self.values[i],
             )
@@ -237,35 +243,33 @@ impl Samples {
 /// One sample's frames, root first.
 #[derive(Debug, Clone)]
 pub struct Stack<'a> {
-    labels: &'a Labels,
-    ids: &'a [u32],
+    samples: &'a Samples,
+    f0: usize,
+    n: usize,
+    b0: usize,
 }
 
 impl<'a> Stack<'a> {
     /// Number of frames.
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.n
     }
 
     /// True for an empty stack (a sample attributed to the root).
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.n == 0
     }
 
     /// Frame `i` (0 = root).
     pub fn get(&self, i: usize) -> &'a [u8] {
-        self.labels.get(self.ids[i])
-    }
-
-    /// The label ids, root first.
-    pub fn ids(&self) -> &'a [u32] {
-        self.ids
+        assert!(i < self.n, "frame {i} of a {}-frame stack", self.n);
+        self.samples.frame_at(self.f0, self.b0, self.f0 + i)
     }
 
     /// Iterates frames root first.
     pub fn frames(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
-        let labels = self.labels;
-        self.ids.iter().map(move |&id| labels.get(id))
+        let (s, f0, b0) = (self.samples, self.f0, self.b0);
+        (f0..f0 + self.n).map(move |f| s.frame_at(f0, b0, f))
     }
 }
 
@@ -274,16 +278,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interns_each_label_once() {
+    fn stores_frames_and_interns_each_label_once() {
         let mut s = Samples::new();
         s.push(&["a", "b", "a"], 1);
         s.frame_buf().extend_from_slice(b"b");
-        s.commit_frame();
+        s.commit_frame().unwrap();
         s.frame_buf().extend_from_slice(b"c");
-        s.commit_frame();
+        s.commit_frame().unwrap();
         s.finish_sample(2);
         s.push::<&str>(&[], 3);
-        assert_eq!(s.labels().len(), 3);
+        s.push(&[""], 4);
         let got: Vec<(Vec<&[u8]>, i64)> =
             s.iter().map(|(st, v)| (st.frames().collect(), v)).collect();
         assert_eq!(
@@ -291,10 +295,15 @@ mod tests {
             vec![
                 (vec![&b"a"[..], b"b", b"a"], 1),
                 (vec![&b"b"[..], b"c"], 2),
-                (vec![], 3)
+                (vec![], 3),
+                (vec![&b""[..]], 4)
             ]
         );
-        assert_eq!(s.labels().find(b"c"), Some(2));
-        assert_eq!(s.labels().find(b"d"), None);
+        let (mut labels, mut ids) = (Labels::default(), Vec::new());
+        s.intern_into(&mut labels, &mut ids);
+        assert_eq!(ids, vec![0, 1, 0, 1, 2, 3]);
+        assert_eq!(labels.len(), 4);
+        assert_eq!(labels.find(b"c"), Some(2));
+        assert_eq!(labels.find(b"d"), None);
     }
 }

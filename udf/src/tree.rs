@@ -9,13 +9,16 @@
 //! How it is built: stacks are interned label ids; the tree is never stored
 //! as a whole. A node is a contiguous range of an index over the stacks that
 //! pass through it; expanding a node partitions its range by the next frame
-//! (a counting sort through a per-label slot table, no hashing), which gives
-//! every child's value, self and magnitude at once. The full tree is
-//! streamed in pre-order while it is expanded, so memory stays at the input
-//! plus one index. With `max_nodes`/`min_share` only the nodes that are
-//! kept are expanded, heaviest first (a node's magnitude is at most its
-//! parent's, so the kept nodes form a connected top of the tree), and the
-//! millions of small nodes below the cut are never built.
+//! (a stable counting sort), which gives every child's value, self and
+//! magnitude at once. The full tree is streamed in pre-order while it is
+//! expanded, so memory stays at the input plus one index; there, frames are
+//! interned label ids and the partition goes through a per-label slot
+//! table. With `max_nodes`/`min_share` only the nodes that are kept are
+//! expanded, heaviest first (a node's magnitude is at most its parent's, so
+//! the kept nodes form a connected top of the tree): the millions of small
+//! nodes below the cut are never built, and (without a filter) frames are
+//! not even interned: each expansion groups the raw bytes of the frames it
+//! looks at in a small hash table.
 //!
 //! Negative values are summed as they are (a memory delta may be negative):
 //! they are legal, sort after positive siblings and keep the invariants.
@@ -23,12 +26,11 @@
 //! of every sample that passes through it, so mixed signs never make a
 //! busy node look empty.
 
-use crate::filter::{IdFilter, LabelSpace};
+use crate::filter::IdFilter;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions, OTHER_LABEL};
-use crate::samples::Samples;
+use crate::samples::{hash_label, Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::hash::{BuildHasher, Hasher};
@@ -66,10 +68,13 @@ pub struct DiffRow {
 
 const NONE: u32 = u32::MAX;
 
-/// One stack after the filter: a run of `ids` and its value on one side.
+/// One stack after the filter. `f0` is its first frame: an index into the
+/// interned ids, or (raw frames) into its input's frames, with `b0` its
+/// first byte there.
 #[derive(Debug, Clone, Copy)]
 struct Rec {
-    start: usize,
+    f0: usize,
+    b0: usize,
     len: u32,
     side: u32,
     value: i64,
@@ -77,64 +82,82 @@ struct Rec {
     mag: u64,
 }
 
-/// The stacks of one call, filtered, in one label space.
+enum Frames<'a> {
+    /// Every frame interned (after the filter).
+    Ids { labels: Labels, ids: Vec<u32> },
+    /// Frames as decoded, in the inputs.
+    Raw(Vec<&'a Samples>),
+}
+
+/// The stacks of one call, filtered.
 struct Work<'a> {
-    space: LabelSpace<'a>,
-    ids: Cow<'a, [u32]>,
+    frames: Frames<'a>,
     recs: Vec<Rec>,
 }
 
 impl<'a> Work<'a> {
-    fn new(inputs: &[&'a Samples], filter: &FilterOptions) -> Work<'a> {
-        let mut space = LabelSpace::new(inputs[0].labels());
-        if inputs.len() == 1 && filter.is_identity() {
-            let s = inputs[0];
-            let mut recs = Vec::with_capacity(s.len());
-            let mut start = 0;
-            for i in 0..s.len() {
-                let len = s.stack_ids(i).len();
-                let v = s.value(i);
-                recs.push(Rec {
-                    start,
-                    len: len as u32,
-                    side: 0,
-                    value: v,
-                    mag: v.unsigned_abs(),
-                });
-                start += len;
+    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
+        let recs_raw = || {
+            let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
+            for (side, s) in inputs.iter().enumerate() {
+                for i in 0..s.len() {
+                    let (f0, n, b0) = s.pos(i);
+                    let v = s.value(i);
+                    recs.push(Rec {
+                        f0,
+                        b0,
+                        len: n as u32,
+                        side: side as u32,
+                        value: v,
+                        mag: v.unsigned_abs(),
+                    });
+                }
+            }
+            recs
+        };
+        if filter.is_identity() && raw {
+            return Work {
+                recs: recs_raw(),
+                frames: Frames::Raw(inputs.to_vec()),
+            };
+        }
+        let mut labels = Labels::default();
+        let mut ids = Vec::new();
+        if filter.is_identity() {
+            // Interned in input order: the frame indexes stay valid, offset
+            // by the frames of the inputs before.
+            let mut recs = recs_raw();
+            let mut offset = 0;
+            let mut side = 0;
+            for s in inputs {
+                s.intern_into(&mut labels, &mut ids);
+                for r in recs.iter_mut().filter(|r| r.side == side) {
+                    r.f0 += offset;
+                }
+                offset = ids.len();
+                side += 1;
             }
             return Work {
-                space,
-                ids: Cow::Borrowed(s.all_ids()),
+                frames: Frames::Ids { labels, ids },
                 recs,
             };
         }
-        let mut ids = Vec::new();
         let mut recs = Vec::new();
-        let mut f = IdFilter::new(filter, &mut space);
-        let mut remapped = Vec::new();
+        let mut f = IdFilter::new(filter, &mut labels);
+        let mut all = Vec::new();
         let mut out = Vec::new();
         for (side, s) in inputs.iter().enumerate() {
-            // A second input has its own label ids: map them into the space
-            // once per distinct label.
-            let remap: Option<Vec<u32>> = (side > 0).then(|| {
-                (0..s.labels().len() as u32)
-                    .map(|id| space.intern(s.labels().get(id)))
-                    .collect()
-            });
+            all.clear();
+            s.intern_into(&mut labels, &mut all);
             for i in 0..s.len() {
-                let mut stack = s.stack_ids(i);
-                if let Some(m) = &remap {
-                    remapped.clear();
-                    remapped.extend(stack.iter().map(|&id| m[id as usize]));
-                    stack = &remapped;
-                }
-                if !f.apply(&mut space, stack, &mut out) {
+                let (f0, n, _) = s.pos(i);
+                if !f.apply(&mut labels, &all[f0..f0 + n], &mut out) {
                     continue;
                 }
                 let v = s.value(i);
                 recs.push(Rec {
-                    start: ids.len(),
+                    f0: ids.len(),
+                    b0: 0,
                     len: out.len() as u32,
                     side: side as u32,
                     value: v,
@@ -144,14 +167,33 @@ impl<'a> Work<'a> {
             }
         }
         Work {
-            space,
-            ids: Cow::Owned(ids),
+            frames: Frames::Ids { labels, ids },
             recs,
         }
     }
 
+    /// The interned stack of `r` (interned frames only).
     fn stack(&self, r: &Rec) -> &[u32] {
-        &self.ids[r.start..r.start + r.len as usize]
+        match &self.frames {
+            Frames::Ids { ids, .. } => &ids[r.f0..r.f0 + r.len as usize],
+            Frames::Raw(_) => unreachable!("normalize interns frames"),
+        }
+    }
+
+    /// Frame `d` of the stack of rec `s`.
+    #[inline]
+    fn raw_frame(inputs: &[&'a Samples], r: &Rec, d: usize) -> &'a [u8] {
+        inputs[r.side as usize].frame_at(r.f0, r.b0, r.f0 + d)
+    }
+
+    /// A node's label.
+    fn label(&self, n: &Node) -> &[u8] {
+        match &self.frames {
+            Frames::Ids { labels, .. } => labels.get(n.label),
+            Frames::Raw(inputs) => {
+                Self::raw_frame(inputs, &self.recs[n.first as usize], n.depth as usize - 1)
+            }
+        }
     }
 
     /// Scales the baseline's self values so its total equals the
@@ -264,18 +306,26 @@ struct Node {
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
     idx: Vec<u32>,
-    /// Per label id: the child group it went to in the current expansion.
+    /// Interned frames: per label id, the child group it went to in the
+    /// current expansion.
     slot: Vec<u32>,
+    /// Raw frames: the current expansion's groups by label bytes.
+    groups: HashTable<u32>,
     tag: Vec<u32>,
     tmp: Vec<u32>,
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
     fn new(w: &'w Work<'a>) -> Self {
+        let labels = match &w.frames {
+            Frames::Ids { labels, .. } => labels.len(),
+            Frames::Raw(_) => 0,
+        };
         Builder {
             w,
             idx: (0..w.recs.len() as u32).collect(),
-            slot: vec![NONE; w.space.len()],
+            slot: vec![NONE; labels],
+            groups: HashTable::new(),
             tag: Vec::new(),
             tmp: Vec::new(),
         }
@@ -314,42 +364,31 @@ impl<'w, 'a> Builder<'w, 'a> {
             w,
             idx,
             slot,
+            groups,
             tag,
             tmp,
         } = self;
         let (lo, hi, d) = (n.lo as usize, n.hi as usize, n.depth as usize);
-        let (recs, ids) = (&w.recs, &*w.ids);
+        let recs = &w.recs;
         let base = out.len();
         tag.clear();
         let mut nterm = 0usize;
         let mut result = Ok(());
-        for &s in &idx[lo..hi] {
-            let r = &recs[s as usize];
-            let len = r.len as usize;
-            if len == d {
-                tag.push(NONE);
-                nterm += 1;
-                continue;
-            }
-            let l = ids[r.start + d];
-            let mut g = slot[l as usize];
-            if g == NONE {
-                g = (out.len() - base) as u32;
-                slot[l as usize] = g;
-                out.push(Node {
-                    label: l,
-                    depth: d as u32 + 1,
-                    lo: 0,
-                    hi: 0,
-                    value: [0; 2],
-                    self_: [0; 2],
-                    magnitude: 0,
-                    first: s,
-                    parent,
-                    has_children: false,
-                });
-            }
-            let c = &mut out[base + g as usize];
+        let new_child = |out: &mut Vec<Node>, label: u32, s: u32| {
+            out.push(Node {
+                label,
+                depth: d as u32 + 1,
+                lo: 0,
+                hi: 0,
+                value: [0; 2],
+                self_: [0; 2],
+                magnitude: 0,
+                first: s,
+                parent,
+                has_children: false,
+            });
+        };
+        let mut add = |c: &mut Node, r: &Rec| {
             c.hi += 1;
             let side = r.side as usize;
             match c.value[side].checked_add(r.value) {
@@ -357,7 +396,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                 None => result = Err(Error::Overflow),
             }
             c.magnitude = c.magnitude.saturating_add(r.mag);
-            if len == d + 1 {
+            if r.len as usize == d + 1 {
                 match c.self_[side].checked_add(r.value) {
                     Some(v) => c.self_[side] = v,
                     None => result = Err(Error::Overflow),
@@ -365,10 +404,61 @@ impl<'w, 'a> Builder<'w, 'a> {
             } else {
                 c.has_children = true;
             }
-            tag.push(g);
-        }
-        for c in &out[base..] {
-            slot[c.label as usize] = NONE;
+        };
+        match &w.frames {
+            Frames::Ids { ids, .. } => {
+                for &s in &idx[lo..hi] {
+                    let r = &recs[s as usize];
+                    if r.len as usize == d {
+                        tag.push(NONE);
+                        nterm += 1;
+                        continue;
+                    }
+                    let l = ids[r.f0 + d];
+                    let mut g = slot[l as usize];
+                    if g == NONE {
+                        g = (out.len() - base) as u32;
+                        slot[l as usize] = g;
+                        new_child(out, l, s);
+                    }
+                    add(&mut out[base + g as usize], r);
+                    tag.push(g);
+                }
+                for c in &out[base..] {
+                    slot[c.label as usize] = NONE;
+                }
+            }
+            Frames::Raw(inputs) => {
+                groups.clear();
+                // A big expansion would leave a big table to clear each
+                // time after it: start small again.
+                if groups.capacity() > 4 * (hi - lo) + 64 {
+                    *groups = HashTable::new();
+                }
+                for &s in &idx[lo..hi] {
+                    let r = &recs[s as usize];
+                    if r.len as usize == d {
+                        tag.push(NONE);
+                        nterm += 1;
+                        continue;
+                    }
+                    let f = Work::raw_frame(inputs, r, d);
+                    let h = hash_label(f);
+                    let label_of = |c: &Node| Work::raw_frame(inputs, &recs[c.first as usize], d);
+                    let g = match groups.find(h, |&g| label_of(&out[base + g as usize]) == f) {
+                        Some(&g) => g,
+                        None => {
+                            let g = (out.len() - base) as u32;
+                            new_child(out, NONE, s);
+                            let o = &out[base..];
+                            groups.insert_unique(h, g, |&g| hash_label(label_of(&o[g as usize])));
+                            g
+                        }
+                    };
+                    add(&mut out[base + g as usize], r);
+                    tag.push(g);
+                }
+            }
         }
         result?;
         if out.len() - base == 1 && nterm == 0 {
@@ -424,8 +514,12 @@ fn build(
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
-    let mut w = Work::new(inputs, &opts.filter);
-    if diff && normalize {
+    let normalize = diff && normalize;
+    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
+    // Raw frames when only a few are looked at; normalize groups whole
+    // stacks, which needs them interned.
+    let mut w = Work::new(inputs, &opts.filter, prunes && !normalize);
+    if normalize {
         w.normalize_baseline()?;
     }
     let mut b = Builder::new(&w);
@@ -451,7 +545,7 @@ fn full(
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     emit(0, opts.root.as_bytes(), root.value, root.self_)?;
-    let space = &b.w.space;
+    let w = b.w;
     let mut pending: Vec<Node> = Vec::new();
     let mut kids: Vec<Node> = Vec::new();
     let mut cur = root;
@@ -462,12 +556,12 @@ fn full(
             kids.sort_unstable_by(|a, c| {
                 sort_key(diff, c.value)
                     .cmp(&sort_key(diff, a.value))
-                    .then_with(|| space.get(a.label).cmp(space.get(c.label)))
+                    .then_with(|| w.label(a).cmp(w.label(c)))
             });
             pending.extend(kids.iter().rev());
         }
         let Some(n) = pending.pop() else { break };
-        emit(n.depth, space.get(n.label), n.value, n.self_)?;
+        emit(n.depth, w.label(&n), n.value, n.self_)?;
         cur = n;
     }
     Ok(())
@@ -562,7 +656,7 @@ fn pruned(
         Node(u32),
         Other([i64; 2]),
     }
-    let space = &b.w.space;
+    let w = b.w;
     let other_label = OTHER_LABEL.as_bytes();
     let mut stack: Vec<(Item, u32)> = vec![(Item::Node(0), 0)];
     let mut kids: Vec<(Item, [i64; 2])> = Vec::new();
@@ -574,7 +668,7 @@ fn pruned(
                 let label: &[u8] = if id == 0 {
                     opts.root.as_bytes()
                 } else {
-                    space.get(node.label)
+                    w.label(node)
                 };
                 emit(level, label, node.value, node.self_)?;
                 kids.clear();
@@ -596,7 +690,7 @@ fn pruned(
                 }
                 let lbl = |it: &Item| -> &[u8] {
                     match it {
-                        Item::Node(c) => space.get(cands[*c as usize].label),
+                        Item::Node(c) => w.label(&cands[*c as usize]),
                         Item::Other(_) => other_label,
                     }
                 };

@@ -426,7 +426,7 @@ impl<R: Read> Input<R> {
         for _ in 0..frames {
             let n = self.uleb()?;
             self.bytes_into(n, out.frame_buf())?;
-            out.commit_frame();
+            out.commit_frame()?;
         }
         Ok(())
     }
@@ -434,8 +434,7 @@ impl<R: Read> Input<R> {
     fn tsv_stack(&mut self, out: &mut Samples) -> Result<()> {
         self.tsv_list(b'[', b']', |s| {
             s.tsv_quoted_into(out.frame_buf())?;
-            out.commit_frame();
-            Ok(())
+            out.commit_frame()
         })
     }
 

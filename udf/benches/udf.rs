@@ -1,0 +1,392 @@
+//! Benchmark: the `flamehouse-udf` executable on generated inputs, against
+//! a baseline build of it in the same run (ratios, not absolute times, are
+//! the result: the machine is shared).
+//!
+//! Run: `cargo bench -p flamehouse-udf --bench udf`
+//! env: `BASELINE_UDF` (default `/work/baseline/flamehouse-udf`; the cases
+//! run only on the new binary when it does not exist), `BENCH_RUNS` (5),
+//! `BENCH_CASES` (comma-separated names, default all).
+//!
+//! Cases:
+//! - `topn`: MemHawk's tree-program workload. 200,000 stack paths, depth
+//!   uniform 12-30, over a random call tree where each step reuses an
+//!   existing child with probability 0.85 (Pareto-skewed choice, alpha
+//!   1.2) or adds a new one (frame ids up to 400,000); values uniform
+//!   1..1,000,000; `tree-table --max-nodes 1000` and the full tree.
+//! - `distinct1m`: 1,000,000 distinct stacks from the same generator, as
+//!   one `stackTree` row (`tree --format RowBinary`).
+//! - `diff1m`: `stackDiff` of 1,000,000 vs 1,000,000 distinct stacks, half
+//!   of them shared.
+//!
+//! Every case prints wall time (min and median over the runs) and peak RSS
+//! (from `wait4`) for both binaries, the ratio, and checks the outputs are
+//! byte-identical where the output format did not change.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// splitmix64: a small deterministic generator (no dependency, stable
+/// across versions, so the inputs are the same in every run).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// The random call tree of the `topn` workload; `paths` root-first stacks
+/// of frame ids with their values.
+fn call_tree_paths(paths: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
+    let mut rng = Rng(seed);
+    // Node 0 is the root; children per node, in creation order.
+    let mut children: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut frame: Vec<u32> = vec![0];
+    let mut out = Vec::with_capacity(paths);
+    for _ in 0..paths {
+        let depth = rng.range(12, 30) as usize;
+        let mut node = 0usize;
+        let mut stack = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            let kids = &children[node];
+            let next = if !kids.is_empty() && rng.unit() < 0.85 {
+                // Pareto(alpha = 1.2, x_m = 1) rank: the first children
+                // are chosen far more often.
+                let x = (1.0 - rng.unit()).powf(-1.0 / 1.2);
+                let k = ((x as usize).max(1) - 1).min(kids.len() - 1);
+                kids[k] as usize
+            } else {
+                let id = children.len();
+                children.push(Vec::new());
+                frame.push(rng.range(1, 400_000) as u32);
+                children[node].push(id as u32);
+                id
+            };
+            stack.push(frame[next]);
+            node = next;
+        }
+        out.push((stack, rng.range(1, 1_000_000) as i64));
+    }
+    out
+}
+
+fn uleb(w: &mut impl Write, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            w.write_all(&[b]).unwrap();
+            return;
+        }
+        w.write_all(&[b | 0x80]).unwrap();
+    }
+}
+
+fn rb_stack(w: &mut impl Write, stack: &[u32], name: &mut String) {
+    uleb(w, stack.len() as u64);
+    for id in stack {
+        name.clear();
+        use std::fmt::Write as _;
+        write!(name, "f{id}").unwrap();
+        uleb(w, name.len() as u64);
+        w.write_all(name.as_bytes()).unwrap();
+    }
+}
+
+/// `(stack Array(String), value Int64)` RowBinary rows (table commands).
+fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    let mut name = String::new();
+    for (s, v) in paths {
+        rb_stack(&mut w, s, &mut name);
+        w.write_all(&v.to_le_bytes()).unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// One UDF row: `Array(Tuple(Array(String), Int64))` per side, then an
+/// empty options map.
+fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]]) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    let mut name = String::new();
+    for side in sides {
+        uleb(&mut w, side.len() as u64);
+        for (s, v) in side.iter() {
+            rb_stack(&mut w, s, &mut name);
+            w.write_all(&v.to_le_bytes()).unwrap();
+        }
+    }
+    uleb(&mut w, 0);
+    w.flush().unwrap();
+}
+
+/// Distinct stacks (the generator rarely repeats a path; repeats dropped).
+fn distinct(paths: Vec<(Vec<u32>, i64)>) -> Vec<(Vec<u32>, i64)> {
+    let mut seen = std::collections::HashSet::new();
+    paths
+        .into_iter()
+        .filter(|(s, _)| seen.insert(s.clone()))
+        .collect()
+}
+
+struct Run {
+    wall: Duration,
+    max_rss_kib: i64,
+    output: Vec<u8>,
+}
+
+/// Runs `bin args < input`, returning wall time, peak RSS and stdout.
+fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
+    let t = Instant::now();
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(File::open(input).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut output = Vec::new();
+    std::io::copy(child.stdout.as_mut().unwrap(), &mut output).unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter for wait4.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; both pointers are valid.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let wall = t.elapsed();
+    assert_eq!(pid, child.id() as i32);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{} {args:?} failed",
+        bin.display()
+    );
+    Run {
+        wall,
+        max_rss_kib: ru.ru_maxrss,
+        output,
+    }
+}
+
+/// `tree-table` RowBinary rows `(level, label, value, self)`, the pruned
+/// remainder's label mapped to the baseline's `other`.
+fn tree_rows(mut b: &[u8]) -> Vec<(u32, Vec<u8>, i64, i64)> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let level = u32::from_le_bytes(b[..4].try_into().unwrap());
+        b = &b[4..];
+        let (mut n, mut shift, mut i) = (0usize, 0, 0);
+        loop {
+            n |= ((b[i] & 0x7f) as usize) << shift;
+            shift += 7;
+            i += 1;
+            if b[i - 1] & 0x80 == 0 {
+                break;
+            }
+        }
+        let mut label = b[i..i + n].to_vec();
+        if label == b"[other]" {
+            label = b"other".to_vec();
+        }
+        b = &b[i + n..];
+        let v = i64::from_le_bytes(b[..8].try_into().unwrap());
+        let s = i64::from_le_bytes(b[8..16].try_into().unwrap());
+        b = &b[16..];
+        out.push((level, label, v, s));
+    }
+    out
+}
+
+/// How a case's output is compared with the baseline's.
+#[derive(Clone, Copy, PartialEq)]
+enum Same {
+    /// Byte-identical.
+    Bytes,
+    /// The same `tree-table` rows once `[other]` reads `other`.
+    TreeRows,
+}
+
+fn stats(runs: &[Run]) -> (Duration, Duration, i64) {
+    let mut t: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+    t.sort();
+    let rss = runs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0);
+    (t[0], t[t.len() / 2], rss)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs one case on both binaries, alternating, and prints the comparison.
+fn case(
+    name: &str,
+    args: &[&str],
+    input: &Path,
+    new: &Path,
+    baseline: Option<&Path>,
+    runs: usize,
+    same: Same,
+) {
+    let mb = std::fs::metadata(input).unwrap().len() as f64 / 1e6;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        a.push(run(new, args, input));
+        if let Some(bl) = baseline {
+            b.push(run(bl, args, input));
+        }
+    }
+    let (min, med, rss) = stats(&a);
+    println!(
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
+        ms(min),
+        ms(med),
+        rss as f64 / 1024.0,
+        mb / min.as_secs_f64(),
+        a[0].output.len()
+    );
+    if !b.is_empty() {
+        let (bmin, bmed, brss) = stats(&b);
+        println!(
+            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
+            ms(bmin),
+            ms(bmed),
+            brss as f64 / 1024.0,
+            mb / bmin.as_secs_f64()
+        );
+        println!(
+            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+            bmin.as_secs_f64() / min.as_secs_f64(),
+            bmed.as_secs_f64() / med.as_secs_f64(),
+            brss as f64 / rss as f64
+        );
+        match same {
+            Same::Bytes => {
+                assert!(
+                    a[0].output == b[0].output,
+                    "{name}: output differs from the baseline's"
+                );
+                println!("  output byte-identical to the baseline's");
+            }
+            Same::TreeRows => {
+                let rows = tree_rows(&a[0].output);
+                assert!(
+                    rows == tree_rows(&b[0].output),
+                    "{name}: rows differ from the baseline's"
+                );
+                println!(
+                    "  the same {} rows as the baseline (`[other]` read as `other`)",
+                    rows.len()
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let cases = std::env::var("BENCH_CASES").unwrap_or_else(|_| "topn,distinct1m,diff1m".into());
+    let want = |c: &str| cases.split(',').any(|x| x == c);
+    let new = PathBuf::from(env!("CARGO_BIN_EXE_flamehouse-udf"));
+    let baseline = PathBuf::from(
+        std::env::var("BASELINE_UDF").unwrap_or_else(|_| "/work/baseline/flamehouse-udf".into()),
+    );
+    let baseline = baseline.exists().then_some(baseline);
+    match &baseline {
+        Some(b) => println!("baseline: {}", b.display()),
+        None => println!("no baseline binary: new binary only"),
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("udf-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bl = baseline.as_deref();
+
+    if want("topn") {
+        let p = dir.join("topn-200k.rowbinary");
+        let t = Instant::now();
+        let paths = call_tree_paths(200_000, 1);
+        let frames: usize = paths.iter().map(|(s, _)| s.len()).sum();
+        write_table_rows(&p, &paths);
+        println!(
+            "topn input: {} paths, {frames} frames (generated in {:.1?})",
+            paths.len(),
+            t.elapsed()
+        );
+        let args = ["tree-table", "--format", "RowBinary", "--max-nodes", "1000"];
+        case(
+            "topn tree-table --max-nodes 1000",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::TreeRows,
+        );
+        let args = ["tree-table", "--format", "RowBinary"];
+        case(
+            "topn tree-table (full tree)",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::Bytes,
+        );
+    }
+    if want("distinct1m") || want("diff1m") {
+        let t = Instant::now();
+        let a = distinct(call_tree_paths(1_000_000, 2));
+        println!(
+            "1M input: {} distinct stacks (generated in {:.1?})",
+            a.len(),
+            t.elapsed()
+        );
+        if want("distinct1m") {
+            let p = dir.join("distinct-1m.rowbinary");
+            write_udf_row(&p, &[&a]);
+            let args = ["tree", "--format", "RowBinary"];
+            case(
+                "stackTree 1M distinct",
+                &args,
+                &p,
+                &new,
+                bl,
+                runs,
+                Same::Bytes,
+            );
+        }
+        if want("diff1m") {
+            // The comparison: every other baseline stack, plus as many new
+            // ones (from another seed of the generator).
+            let fresh = call_tree_paths(a.len() / 2, 3);
+            let b: Vec<(Vec<u32>, i64)> = a
+                .iter()
+                .step_by(2)
+                .cloned()
+                .chain(fresh.into_iter().map(|(mut s, v)| {
+                    // Another root frame, so no fresh stack equals a shared one.
+                    s.insert(0, 0);
+                    (s, v)
+                }))
+                .collect();
+            let p = dir.join("diff-1m.rowbinary");
+            write_udf_row(&p, &[&a, &b]);
+            let args = ["diff", "--format", "RowBinary"];
+            case("stackDiff 1M vs 1M", &args, &p, &new, bl, runs, Same::Bytes);
+        }
+    }
+}
