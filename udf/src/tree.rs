@@ -309,8 +309,10 @@ struct Builder<'w, 'a> {
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
     slot: Vec<u32>,
-    /// Raw frames: the current expansion's groups by label bytes.
+    /// Raw frames: the current expansion's groups by label bytes, and each
+    /// group's label.
     groups: HashTable<u32>,
+    group_labels: Vec<&'a [u8]>,
     tag: Vec<u32>,
     tmp: Vec<u32>,
 }
@@ -326,6 +328,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             idx: (0..w.recs.len() as u32).collect(),
             slot: vec![NONE; labels],
             groups: HashTable::new(),
+            group_labels: Vec::new(),
             tag: Vec::new(),
             tmp: Vec::new(),
         }
@@ -365,6 +368,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             idx,
             slot,
             groups,
+            group_labels,
             tag,
             tmp,
         } = self;
@@ -430,6 +434,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             }
             Frames::Raw(inputs) => {
                 groups.clear();
+                group_labels.clear();
                 // A big expansion would leave a big table to clear each
                 // time after it: start small again.
                 if groups.capacity() > 4 * (hi - lo) + 64 {
@@ -444,14 +449,14 @@ impl<'w, 'a> Builder<'w, 'a> {
                     }
                     let f = Work::raw_frame(inputs, r, d);
                     let h = hash_label(f);
-                    let label_of = |c: &Node| Work::raw_frame(inputs, &recs[c.first as usize], d);
-                    let g = match groups.find(h, |&g| label_of(&out[base + g as usize]) == f) {
+                    let g = match groups.find(h, |&g| group_labels[g as usize] == f) {
                         Some(&g) => g,
                         None => {
-                            let g = (out.len() - base) as u32;
+                            let g = group_labels.len() as u32;
                             new_child(out, NONE, s);
-                            let o = &out[base..];
-                            groups.insert_unique(h, g, |&g| hash_label(label_of(&o[g as usize])));
+                            group_labels.push(f);
+                            let gl = &*group_labels;
+                            groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
                             g
                         }
                     };

@@ -424,8 +424,16 @@ impl<R: Read> Input<R> {
     fn rb_stack(&mut self, out: &mut Samples) -> Result<()> {
         let frames = self.uleb()?;
         for _ in 0..frames {
-            let n = self.uleb()?;
-            self.bytes_into(n, out.frame_buf())?;
+            // Fast path: a short length and the whole string in the buffer.
+            let rest = &self.buf[self.pos..self.len];
+            if rest.len() > 1 && rest[0] < 0x80 && rest.len() > rest[0] as usize {
+                let n = rest[0] as usize;
+                out.frame_buf().extend_from_slice(&rest[1..1 + n]);
+                self.pos += 1 + n;
+            } else {
+                let n = self.uleb()?;
+                self.bytes_into(n, out.frame_buf())?;
+            }
             out.commit_frame()?;
         }
         Ok(())
