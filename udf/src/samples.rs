@@ -88,25 +88,28 @@ impl Labels {
 
 /// A list of `(stack, value)` samples; stacks are root first.
 ///
-/// Frames are kept as decoded, in one byte buffer with a 4-byte end offset
-/// per frame (relative to its stack's first byte): decoding is a sequential
-/// copy, and a pruned tree looks only at the few frames near the root that
-/// its kept nodes need. [`Samples::intern`] gives label ids when every frame
-/// is needed.
+/// Frames are kept as decoded, in one byte buffer, each behind its 4-byte
+/// length: decoding is a sequential copy, a stack is one contiguous run,
+/// and the frame after a known one is found without another lookup (the
+/// tree builder walks stacks with a cursor). A pruned tree looks only at
+/// the few frames near the root its kept nodes need; [`Samples::intern`]
+/// gives label ids when every frame is needed.
 #[derive(Debug, Default, Clone)]
 pub struct Samples {
+    /// `len: u32 LE, bytes` per frame.
     bytes: Vec<u8>,
-    /// Per frame: end offset in `bytes`, relative to its stack's start.
-    ends: Vec<u32>,
-    /// Per sample: end index in `ends` and end offset in `bytes`.
-    frame_end: Vec<usize>,
+    /// Per sample: end offset in `bytes`, cumulative frame count, value.
     byte_end: Vec<usize>,
+    frame_end: Vec<usize>,
     values: Vec<i64>,
+    /// Frames of the sample being built.
+    open_frames: usize,
+    /// Offset of the length of the frame being decoded.
+    open_frame: Option<usize>,
 }
 
-/// A stack larger than this many bytes cannot be stored (frame offsets are
-/// 4 bytes).
-pub const MAX_STACK_BYTES: u64 = u32::MAX as u64;
+/// A frame longer than this many bytes cannot be stored (4-byte lengths).
+pub const MAX_FRAME_BYTES: u64 = u32::MAX as u64;
 
 impl Samples {
     /// An empty list.
@@ -117,44 +120,52 @@ impl Samples {
     /// Removes every sample, keeping the allocations.
     pub fn clear(&mut self) {
         self.bytes.clear();
-        self.ends.clear();
-        self.frame_end.clear();
         self.byte_end.clear();
+        self.frame_end.clear();
         self.values.clear();
-    }
-
-    fn open_byte(&self) -> usize {
-        self.byte_end.last().copied().unwrap_or(0)
+        self.open_frames = 0;
+        self.open_frame = None;
     }
 
     /// Appends one frame to the sample being built.
     ///
     /// # Panics
-    /// When the stack grows beyond [`MAX_STACK_BYTES`] (decoders use the
+    /// For a frame longer than [`MAX_FRAME_BYTES`] (decoders use the
     /// checked [`Self::commit_frame`]).
+    #[inline]
     pub fn push_frame(&mut self, label: &[u8]) {
+        let n = u32::try_from(label.len()).expect("frame larger than 4 GiB");
+        self.bytes.extend_from_slice(&n.to_le_bytes());
         self.bytes.extend_from_slice(label);
-        self.commit_frame().expect("stack larger than 4 GiB");
+        self.open_frames += 1;
     }
 
     /// The byte buffer frame labels are written to (for decoders that
     /// unescape in place); finish the frame with [`Self::commit_frame`].
     pub fn frame_buf(&mut self) -> &mut Vec<u8> {
+        if self.open_frame.is_none() {
+            self.open_frame = Some(self.bytes.len());
+            self.bytes.extend_from_slice(&[0; 4]);
+        }
         &mut self.bytes
     }
 
     /// Ends the frame whose bytes were written into [`Self::frame_buf`].
     pub fn commit_frame(&mut self) -> Result<()> {
-        let rel = self.bytes.len() - self.open_byte();
-        let rel = u32::try_from(rel)
-            .map_err(|_| Error::Limit(format!("a stack is larger than {MAX_STACK_BYTES} bytes")))?;
-        self.ends.push(rel);
+        self.frame_buf();
+        let at = self.open_frame.take().unwrap_or_default();
+        let n = u32::try_from(self.bytes.len() - at - 4)
+            .map_err(|_| Error::Limit(format!("a frame is longer than {MAX_FRAME_BYTES} bytes")))?;
+        self.bytes[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        self.open_frames += 1;
         Ok(())
     }
 
     /// Ends the sample being built with its value.
     pub fn finish_sample(&mut self, value: i64) {
-        self.frame_end.push(self.ends.len());
+        let frames = self.frame_end.last().copied().unwrap_or(0) + self.open_frames;
+        self.open_frames = 0;
+        self.frame_end.push(frames);
         self.byte_end.push(self.bytes.len());
         self.values.push(value);
     }
@@ -179,10 +190,11 @@ impl Samples {
 
     /// Total number of frames over all samples.
     pub fn frame_count(&self) -> usize {
-        self.ends.len()
+        self.frame_end.last().copied().unwrap_or(0)
     }
 
-    /// Sample `i`'s first frame index, frame count and first byte offset.
+    /// Sample `i`'s first frame index (counting all frames before it), its
+    /// frame count and its first byte offset.
     #[inline]
     pub(crate) fn pos(&self, i: usize) -> (usize, usize, usize) {
         let (f0, b0) = if i == 0 {
@@ -193,16 +205,11 @@ impl Samples {
         (f0, self.frame_end[i] - f0, b0)
     }
 
-    /// The bytes of frame `f` (a global frame index) of the stack starting
-    /// at frame `f0` and byte `b0`.
+    /// The frame stored at byte offset `at`, and the offset after it.
     #[inline]
-    pub(crate) fn frame_at(&self, f0: usize, b0: usize, f: usize) -> &[u8] {
-        let start = if f == f0 {
-            0
-        } else {
-            self.ends[f - 1] as usize
-        };
-        &self.bytes[b0 + start..b0 + self.ends[f] as usize]
+    pub(crate) fn frame_at(&self, at: usize) -> (&[u8], usize) {
+        let n = u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap()) as usize;
+        (&self.bytes[at + 4..at + 4 + n], at + 4 + n)
     }
 
     /// The value of sample `i`.
@@ -214,23 +221,23 @@ impl Samples {
     /// Interns every frame into `labels`, appending one label id per frame
     /// to `ids` (stack after stack, as stored).
     pub fn intern_into(&self, labels: &mut Labels, ids: &mut Vec<u32>) {
-        ids.reserve(self.ends.len());
-        for i in 0..self.len() {
-            let (f0, n, b0) = self.pos(i);
-            for f in f0..f0 + n {
-                ids.push(labels.intern(self.frame_at(f0, b0, f)));
-            }
+        ids.reserve(self.frame_count());
+        let mut at = 0;
+        let end = self.byte_end.last().copied().unwrap_or(0);
+        while at < end {
+            let (f, next) = self.frame_at(at);
+            ids.push(labels.intern(f));
+            at = next;
         }
     }
 
     /// Iterates over `(frames root first, value)`.
     pub fn iter(&self) -> impl Iterator<Item = (Stack<'_>, i64)> + '_ {
         (0..self.len()).map(move |i| {
-            let (f0, n, b0) = self.pos(i);
+            let (_, n, b0) = self.pos(i);
             (
                 Stack {
                     samples: self,
-                    f0,
                     n,
                     b0,
                 },
@@ -244,7 +251,6 @@ impl Samples {
 #[derive(Debug, Clone)]
 pub struct Stack<'a> {
     samples: &'a Samples,
-    f0: usize,
     n: usize,
     b0: usize,
 }
@@ -260,16 +266,22 @@ impl<'a> Stack<'a> {
         self.n == 0
     }
 
-    /// Frame `i` (0 = root).
+    /// Frame `i` (0 = root); walks the frames before it.
     pub fn get(&self, i: usize) -> &'a [u8] {
-        assert!(i < self.n, "frame {i} of a {}-frame stack", self.n);
-        self.samples.frame_at(self.f0, self.b0, self.f0 + i)
+        self.frames()
+            .nth(i)
+            .unwrap_or_else(|| panic!("frame {i} of a {}-frame stack", self.n))
     }
 
     /// Iterates frames root first.
     pub fn frames(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
-        let (s, f0, b0) = (self.samples, self.f0, self.b0);
-        (f0..f0 + self.n).map(move |f| s.frame_at(f0, b0, f))
+        let s = self.samples;
+        let mut at = self.b0;
+        (0..self.n).map(move |_| {
+            let (f, next) = s.frame_at(at);
+            at = next;
+            f
+        })
     }
 }
 

@@ -68,13 +68,11 @@ pub struct DiffRow {
 
 const NONE: u32 = u32::MAX;
 
-/// One stack after the filter. `f0` is its first frame: an index into the
-/// interned ids, or (raw frames) into its input's frames, with `b0` its
-/// first byte there.
+/// One stack after the filter. `f0` is where its first frame is: an index
+/// into the interned ids, or (raw frames) a byte offset in its input.
 #[derive(Debug, Clone, Copy)]
 struct Rec {
     f0: usize,
-    b0: usize,
     len: u32,
     side: u32,
     value: i64,
@@ -104,8 +102,7 @@ impl<'a> Work<'a> {
                     let (f0, n, b0) = s.pos(i);
                     let v = s.value(i);
                     recs.push(Rec {
-                        f0,
-                        b0,
+                        f0: if raw { b0 } else { f0 },
                         len: n as u32,
                         side: side as u32,
                         value: v,
@@ -157,7 +154,6 @@ impl<'a> Work<'a> {
                 let v = s.value(i);
                 recs.push(Rec {
                     f0: ids.len(),
-                    b0: 0,
                     len: out.len() as u32,
                     side: side as u32,
                     value: v,
@@ -180,19 +176,11 @@ impl<'a> Work<'a> {
         }
     }
 
-    /// Frame `d` of the stack of rec `s`.
-    #[inline]
-    fn raw_frame(inputs: &[&'a Samples], r: &Rec, d: usize) -> &'a [u8] {
-        inputs[r.side as usize].frame_at(r.f0, r.b0, r.f0 + d)
-    }
-
     /// A node's label.
     fn label(&self, n: &Node) -> &[u8] {
         match &self.frames {
             Frames::Ids { labels, .. } => labels.get(n.label),
-            Frames::Raw(inputs) => {
-                Self::raw_frame(inputs, &self.recs[n.first as usize], n.depth as usize - 1)
-            }
+            Frames::Raw(inputs) => inputs[n.label as usize].frame_at(n.at).0,
         }
     }
 
@@ -287,7 +275,10 @@ impl<'a> Work<'a> {
 /// A node: the range `lo..hi` of the stack index that passes through it.
 #[derive(Debug, Clone, Copy)]
 struct Node {
+    /// Interned frames: the label id; raw frames: the input (side) whose
+    /// bytes hold the label at `at`.
     label: u32,
+    at: usize,
     depth: u32,
     lo: u32,
     hi: u32,
@@ -303,9 +294,25 @@ struct Node {
     has_children: bool,
 }
 
+/// A stack in the index, with a cursor on its next frame: partitioning
+/// moves these small records (sequential) instead of looking each stack up
+/// (random) at every level.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The next frame: an index into the ids, or a byte offset in the input.
+    at: usize,
+    value: i64,
+    mag: u64,
+    /// The stack's index (input order, the pruning tie-break).
+    s: u32,
+    /// Frames left below the cursor.
+    left: u32,
+    side: u32,
+}
+
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
-    idx: Vec<u32>,
+    idx: Vec<Entry>,
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
     slot: Vec<u32>,
@@ -314,7 +321,7 @@ struct Builder<'w, 'a> {
     groups: HashTable<u32>,
     group_labels: Vec<&'a [u8]>,
     tag: Vec<u32>,
-    tmp: Vec<u32>,
+    tmp: Vec<Entry>,
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
@@ -323,9 +330,22 @@ impl<'w, 'a> Builder<'w, 'a> {
             Frames::Ids { labels, .. } => labels.len(),
             Frames::Raw(_) => 0,
         };
+        let idx = w
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(s, r)| Entry {
+                at: r.f0,
+                value: r.value,
+                mag: r.mag,
+                s: s as u32,
+                left: r.len,
+                side: r.side,
+            })
+            .collect();
         Builder {
             w,
-            idx: (0..w.recs.len() as u32).collect(),
+            idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
             group_labels: Vec::new(),
@@ -337,6 +357,7 @@ impl<'w, 'a> Builder<'w, 'a> {
     fn root(&self) -> Result<Node> {
         let mut n = Node {
             label: NONE,
+            at: 0,
             depth: 0,
             lo: 0,
             hi: self.w.recs.len() as u32,
@@ -361,7 +382,8 @@ impl<'w, 'a> Builder<'w, 'a> {
     }
 
     /// Partitions node `n`'s range by the next frame and appends its
-    /// children to `out` (in order of first appearance).
+    /// children to `out` (in order of first appearance); the cursors of
+    /// the stacks in the range move one frame down.
     fn expand(&mut self, n: &Node, parent: u32, out: &mut Vec<Node>) -> Result<()> {
         let Builder {
             w,
@@ -373,14 +395,14 @@ impl<'w, 'a> Builder<'w, 'a> {
             tmp,
         } = self;
         let (lo, hi, d) = (n.lo as usize, n.hi as usize, n.depth as usize);
-        let recs = &w.recs;
         let base = out.len();
         tag.clear();
         let mut nterm = 0usize;
         let mut result = Ok(());
-        let new_child = |out: &mut Vec<Node>, label: u32, s: u32| {
+        let new_child = |out: &mut Vec<Node>, label: u32, at: usize, s: u32| {
             out.push(Node {
                 label,
+                at,
                 depth: d as u32 + 1,
                 lo: 0,
                 hi: 0,
@@ -392,16 +414,16 @@ impl<'w, 'a> Builder<'w, 'a> {
                 has_children: false,
             });
         };
-        let mut add = |c: &mut Node, r: &Rec| {
+        let mut add = |c: &mut Node, e: &Entry| {
             c.hi += 1;
-            let side = r.side as usize;
-            match c.value[side].checked_add(r.value) {
+            let side = e.side as usize;
+            match c.value[side].checked_add(e.value) {
                 Some(v) => c.value[side] = v,
                 None => result = Err(Error::Overflow),
             }
-            c.magnitude = c.magnitude.saturating_add(r.mag);
-            if r.len as usize == d + 1 {
-                match c.self_[side].checked_add(r.value) {
+            c.magnitude = c.magnitude.saturating_add(e.mag);
+            if e.left == 1 {
+                match c.self_[side].checked_add(e.value) {
                     Some(v) => c.self_[side] = v,
                     None => result = Err(Error::Overflow),
                 }
@@ -411,21 +433,22 @@ impl<'w, 'a> Builder<'w, 'a> {
         };
         match &w.frames {
             Frames::Ids { ids, .. } => {
-                for &s in &idx[lo..hi] {
-                    let r = &recs[s as usize];
-                    if r.len as usize == d {
+                for e in &mut idx[lo..hi] {
+                    if e.left == 0 {
                         tag.push(NONE);
                         nterm += 1;
                         continue;
                     }
-                    let l = ids[r.f0 + d];
+                    let l = ids[e.at];
                     let mut g = slot[l as usize];
                     if g == NONE {
                         g = (out.len() - base) as u32;
                         slot[l as usize] = g;
-                        new_child(out, l, s);
+                        new_child(out, l, 0, e.s);
                     }
-                    add(&mut out[base + g as usize], r);
+                    add(&mut out[base + g as usize], e);
+                    e.at += 1;
+                    e.left -= 1;
                     tag.push(g);
                 }
                 for c in &out[base..] {
@@ -440,27 +463,28 @@ impl<'w, 'a> Builder<'w, 'a> {
                 if groups.capacity() > 4 * (hi - lo) + 64 {
                     *groups = HashTable::new();
                 }
-                for &s in &idx[lo..hi] {
-                    let r = &recs[s as usize];
-                    if r.len as usize == d {
+                for e in &mut idx[lo..hi] {
+                    if e.left == 0 {
                         tag.push(NONE);
                         nterm += 1;
                         continue;
                     }
-                    let f = Work::raw_frame(inputs, r, d);
+                    let (f, next) = inputs[e.side as usize].frame_at(e.at);
                     let h = hash_label(f);
                     let g = match groups.find(h, |&g| group_labels[g as usize] == f) {
                         Some(&g) => g,
                         None => {
                             let g = group_labels.len() as u32;
-                            new_child(out, NONE, s);
+                            new_child(out, e.side, e.at, e.s);
                             group_labels.push(f);
                             let gl = &*group_labels;
                             groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
                             g
                         }
                     };
-                    add(&mut out[base + g as usize], r);
+                    add(&mut out[base + g as usize], e);
+                    e.at = next;
+                    e.left -= 1;
                     tag.push(g);
                 }
             }
@@ -485,14 +509,14 @@ impl<'w, 'a> Builder<'w, 'a> {
         tmp.clear();
         tmp.extend_from_slice(&idx[lo..hi]);
         let mut t = lo;
-        for (k, &s) in tmp.iter().enumerate() {
+        for (k, e) in tmp.iter().enumerate() {
             let g = tag[k];
             if g == NONE {
-                idx[t] = s;
+                idx[t] = *e;
                 t += 1;
             } else {
                 let c = &mut out[base + g as usize];
-                idx[c.hi as usize] = s;
+                idx[c.hi as usize] = *e;
                 c.hi += 1;
             }
         }
@@ -590,12 +614,16 @@ fn pruned(
     } else {
         opts.max_nodes
     };
-    // Candidates: every child of every kept node.
+    // Candidates: every child of every expanded node, each node's children
+    // sorted heaviest first. The heap holds only the best child not yet
+    // considered of each expanded node (the next one enters when it
+    // leaves), which pops in the same order as a heap of all candidates.
     let mut cands: Vec<Node> = vec![root];
     let mut kids_of: Vec<(u32, u32)> = vec![(0, 0)];
     let mut kept: Vec<bool> = vec![true];
     let mut selected: Vec<u32> = vec![0];
     type Entry = (u64, Reverse<(u32, u32)>, u32);
+    let key = |k: &Node| -> Entry { (k.magnitude, Reverse((k.first, k.depth)), 0) };
     let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
     let open = |b: &mut Builder<'_, '_>,
                 c: u32,
@@ -611,11 +639,11 @@ fn pruned(
         }
         let start = cands.len();
         b.expand(&n, c, cands)?;
+        cands[start..].sort_unstable_by(|a, b| key(b).cmp(&key(a)));
         kids_of[c as usize] = (start as u32, cands.len() as u32);
-        for (i, k) in cands.iter().enumerate().skip(start) {
-            if k.magnitude >= threshold {
-                heap.push((k.magnitude, Reverse((k.first, k.depth)), i as u32));
-            }
+        let k = &cands[start];
+        if k.magnitude >= threshold {
+            heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
         }
         kids_of.resize(cands.len(), (0, 0));
         kept.resize(cands.len(), false);
@@ -636,6 +664,13 @@ fn pruned(
         let node = cands[c as usize];
         let p = node.parent as usize;
         let (ks, ke) = kids_of[p];
+        // The next sibling (sorted) becomes a candidate.
+        if c + 1 < ke {
+            let k = &cands[c as usize + 1];
+            if k.magnitude >= threshold {
+                heap.push((k.magnitude, Reverse((k.first, k.depth)), c + 1));
+            }
+        }
         let completes = selected[p] + 1 == ke - ks;
         let cost = 1 + usize::from(node.has_children);
         let new_rows = rows + cost - usize::from(completes);

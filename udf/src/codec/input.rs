@@ -428,13 +428,13 @@ impl<R: Read> Input<R> {
             let rest = &self.buf[self.pos..self.len];
             if rest.len() > 1 && rest[0] < 0x80 && rest.len() > rest[0] as usize {
                 let n = rest[0] as usize;
-                out.frame_buf().extend_from_slice(&rest[1..1 + n]);
+                out.push_frame(&rest[1..1 + n]);
                 self.pos += 1 + n;
             } else {
                 let n = self.uleb()?;
                 self.bytes_into(n, out.frame_buf())?;
+                out.commit_frame()?;
             }
-            out.commit_frame()?;
         }
         Ok(())
     }
