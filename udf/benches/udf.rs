@@ -13,8 +13,9 @@
 //!   existing child with probability 0.85 (Pareto-skewed choice, alpha
 //!   1.2) or adds a new one (frame ids up to 400,000); values uniform
 //!   1..1,000,000; `tree-table --max-nodes 1000` and the full tree.
-//! - `distinct1m`: 1,000,000 distinct stacks from the same generator, as
-//!   one `stackTree` row (`tree --format RowBinary`).
+//! - `distinct1m`: 1,000,000 distinct stacks shaped like the flame-graph
+//!   benchmark's synthetic profile, as one `stackTree` row
+//!   (`tree --format RowBinary`).
 //! - `diff1m`: `stackDiff` of 1,000,000 vs 1,000,000 distinct stacks, half
 //!   of them shared.
 //!
@@ -97,14 +98,77 @@ fn uleb(w: &mut impl Write, mut v: u64) {
     }
 }
 
-fn rb_stack(w: &mut impl Write, stack: &[u32], name: &mut String) {
+/// How frame ids become labels.
+#[derive(Clone, Copy)]
+enum Names {
+    /// `f123`.
+    Ids,
+    /// [`synthetic_label`].
+    Synthetic,
+}
+
+fn rb_stack(w: &mut impl Write, stack: &[u32], names: Names, name: &mut String) {
     uleb(w, stack.len() as u64);
-    for id in stack {
-        name.clear();
-        use std::fmt::Write as _;
-        write!(name, "f{id}").unwrap();
+    for &id in stack {
+        match names {
+            Names::Ids => {
+                name.clear();
+                use std::fmt::Write as _;
+                write!(name, "f{id}").unwrap();
+            }
+            Names::Synthetic => synthetic_label(id, name),
+        }
         uleb(w, name.len() as u64);
         w.write_all(name.as_bytes()).unwrap();
+    }
+}
+
+/// Distinct stacks shaped like `flamehouse demo`'s synthetic profile (the
+/// flame-graph benchmark's table): depth 10-40, 90% share a prefix with an
+/// earlier stack, frames `module::verb_N` from 6,000 labels. Frame ids
+/// index [`synthetic_label`].
+fn synthetic_stacks(n: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
+    let mut rng = Rng(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<(Vec<u32>, i64)> = Vec::with_capacity(n);
+    while out.len() < n {
+        let depth = rng.range(10, 40) as usize;
+        let mut s: Vec<u32> = if !out.is_empty() && rng.unit() < 0.9 {
+            let base = &out[rng.range(0, out.len() as u64 - 1) as usize].0;
+            let cut = rng.range(1, base.len().min(depth) as u64) as usize;
+            base[..cut].to_vec()
+        } else {
+            vec![0]
+        };
+        while s.len() < depth {
+            s.push(rng.range(1, 6000) as u32);
+        }
+        if seen.insert(s.clone()) {
+            out.push((s, rng.range(1, 4096) as i64));
+        }
+    }
+    out
+}
+
+const MODULES: &[&str] = &[
+    "server", "http", "json", "db", "cache", "auth", "render", "alloc", "io", "sched",
+];
+const VERBS: &[&str] = &[
+    "handle", "parse", "read", "write", "lookup", "encode", "decode", "flush", "poll", "build",
+    "merge", "sort", "hash", "compress", "send",
+];
+
+/// The label of a [`synthetic_stacks`] frame id (0 is `main`).
+fn synthetic_label(id: u32, out: &mut String) {
+    use std::fmt::Write as _;
+    out.clear();
+    if id == 0 {
+        out.push_str("main");
+    } else {
+        let i = id as usize - 1;
+        let m = MODULES[i % MODULES.len()];
+        let v = VERBS[i / MODULES.len() % VERBS.len()];
+        write!(out, "{m}::{v}_{}", i / (MODULES.len() * VERBS.len())).unwrap();
     }
 }
 
@@ -113,7 +177,7 @@ fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
     let mut w = BufWriter::new(File::create(path).unwrap());
     let mut name = String::new();
     for (s, v) in paths {
-        rb_stack(&mut w, s, &mut name);
+        rb_stack(&mut w, s, Names::Ids, &mut name);
         w.write_all(&v.to_le_bytes()).unwrap();
     }
     w.flush().unwrap();
@@ -121,27 +185,18 @@ fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
 
 /// One UDF row: `Array(Tuple(Array(String), Int64))` per side, then an
 /// empty options map.
-fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]]) {
+fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
     let mut w = BufWriter::new(File::create(path).unwrap());
     let mut name = String::new();
     for side in sides {
         uleb(&mut w, side.len() as u64);
         for (s, v) in side.iter() {
-            rb_stack(&mut w, s, &mut name);
+            rb_stack(&mut w, s, names, &mut name);
             w.write_all(&v.to_le_bytes()).unwrap();
         }
     }
     uleb(&mut w, 0);
     w.flush().unwrap();
-}
-
-/// Distinct stacks (the generator rarely repeats a path; repeats dropped).
-fn distinct(paths: Vec<(Vec<u32>, i64)>) -> Vec<(Vec<u32>, i64)> {
-    let mut seen = std::collections::HashSet::new();
-    paths
-        .into_iter()
-        .filter(|(s, _)| seen.insert(s.clone()))
-        .collect()
 }
 
 struct Run {
@@ -349,15 +404,15 @@ fn main() {
     }
     if want("distinct1m") || want("diff1m") {
         let t = Instant::now();
-        let a = distinct(call_tree_paths(1_000_000, 2));
+        let a = synthetic_stacks(1_000_000, 2);
         println!(
-            "1M input: {} distinct stacks (generated in {:.1?})",
+            "1M input: {} distinct synthetic stacks (generated in {:.1?})",
             a.len(),
             t.elapsed()
         );
         if want("distinct1m") {
             let p = dir.join("distinct-1m.rowbinary");
-            write_udf_row(&p, &[&a]);
+            write_udf_row(&p, &[&a], Names::Synthetic);
             let args = ["tree", "--format", "RowBinary"];
             case(
                 "stackTree 1M distinct",
@@ -371,20 +426,19 @@ fn main() {
         }
         if want("diff1m") {
             // The comparison: every other baseline stack, plus as many new
-            // ones (from another seed of the generator).
-            let fresh = call_tree_paths(a.len() / 2, 3);
+            // ones under another root frame (so none equals a shared one).
+            let fresh = synthetic_stacks(a.len() / 2, 3);
             let b: Vec<(Vec<u32>, i64)> = a
                 .iter()
                 .step_by(2)
                 .cloned()
                 .chain(fresh.into_iter().map(|(mut s, v)| {
-                    // Another root frame, so no fresh stack equals a shared one.
-                    s.insert(0, 0);
+                    s[0] = 6001;
                     (s, v)
                 }))
                 .collect();
             let p = dir.join("diff-1m.rowbinary");
-            write_udf_row(&p, &[&a, &b]);
+            write_udf_row(&p, &[&a, &b], Names::Synthetic);
             let args = ["diff", "--format", "RowBinary"];
             case("stackDiff 1M vs 1M", &args, &p, &new, bl, runs, Same::Bytes);
         }

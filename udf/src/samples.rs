@@ -212,6 +212,11 @@ impl Samples {
         (&self.bytes[at + 4..at + 4 + n], at + 4 + n)
     }
 
+    /// The frame buffer (for prefetching).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The value of sample `i`.
     #[inline]
     pub fn value(&self, i: usize) -> i64 {

@@ -433,7 +433,11 @@ impl<'w, 'a> Builder<'w, 'a> {
         };
         match &w.frames {
             Frames::Ids { ids, .. } => {
-                for e in &mut idx[lo..hi] {
+                for k in lo..hi {
+                    if let Some(ahead) = idx.get(k + PREFETCH) {
+                        prefetch(ids, ahead.at);
+                    }
+                    let e = &mut idx[k];
                     if e.left == 0 {
                         tag.push(NONE);
                         nterm += 1;
@@ -463,7 +467,11 @@ impl<'w, 'a> Builder<'w, 'a> {
                 if groups.capacity() > 4 * (hi - lo) + 64 {
                     *groups = HashTable::new();
                 }
-                for e in &mut idx[lo..hi] {
+                for k in lo..hi {
+                    if let Some(ahead) = idx.get(k + PREFETCH) {
+                        prefetch(inputs[ahead.side as usize].bytes(), ahead.at);
+                    }
+                    let e = &mut idx[k];
                     if e.left == 0 {
                         tag.push(NONE);
                         nterm += 1;
@@ -522,6 +530,29 @@ impl<'w, 'a> Builder<'w, 'a> {
         }
         Ok(())
     }
+}
+
+/// How many stacks ahead the partition loop prefetches the next frame: the
+/// frames of a node's stacks are scattered over the input, and the loop is
+/// otherwise bound by waiting for each of them.
+const PREFETCH: usize = 8;
+
+/// Hints that `data[at]` will be read soon (no effect off x86-64, or out
+/// of bounds).
+#[inline(always)]
+fn prefetch<T>(data: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = data.get(at) {
+        // SAFETY: a prefetch is only a hint; the pointer comes from a live
+        // reference.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (x as *const T).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
 }
 
 /// Receives the rows of a tree in pre-order: level, label, value and self
