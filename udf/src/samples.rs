@@ -18,6 +18,22 @@ pub(crate) fn hash_label(label: &[u8]) -> u64 {
     foldhash::fast::FixedState::default().hash_one(label)
 }
 
+/// LEB128 of `n`, at most 4 bytes for `n <= MAX_FRAME_BYTES`.
+fn leb(mut n: usize) -> ([u8; 5], usize) {
+    let mut b = [0u8; 5];
+    let mut k = 0;
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            b[k] = byte;
+            return (b, k + 1);
+        }
+        b[k] = byte | 0x80;
+        k += 1;
+    }
+}
+
 /// Distinct labels: an arena of their bytes and a hash table of their ids.
 #[derive(Default, Clone)]
 pub struct Labels {
@@ -88,15 +104,15 @@ impl Labels {
 
 /// A list of `(stack, value)` samples; stacks are root first.
 ///
-/// Frames are kept as decoded, in one byte buffer, each behind its 4-byte
-/// length: decoding is a sequential copy, a stack is one contiguous run,
+/// Frames are kept as decoded, in one byte buffer, each behind its length
+/// (LEB128, one byte for a label under 128 bytes, as in RowBinary): decoding is a sequential copy, a stack is one contiguous run,
 /// and the frame after a known one is found without another lookup (the
 /// tree builder walks stacks with a cursor). A pruned tree looks only at
 /// the few frames near the root its kept nodes need; [`Samples::intern`]
 /// gives label ids when every frame is needed.
 #[derive(Debug, Default, Clone)]
 pub struct Samples {
-    /// `len: u32 LE, bytes` per frame.
+    /// `len (LEB128), bytes` per frame.
     bytes: Vec<u8>,
     /// Per sample: end offset in `bytes`, cumulative frame count, value.
     byte_end: Vec<usize>,
@@ -108,8 +124,9 @@ pub struct Samples {
     open_frame: Option<usize>,
 }
 
-/// A frame longer than this many bytes cannot be stored (4-byte lengths).
-pub const MAX_FRAME_BYTES: u64 = u32::MAX as u64;
+/// A frame longer than this many bytes (256 MiB) cannot be stored: its
+/// length must fit the 4 bytes reserved while it is decoded.
+pub const MAX_FRAME_BYTES: u64 = (1 << 28) - 1;
 
 impl Samples {
     /// An empty list.
@@ -134,8 +151,16 @@ impl Samples {
     /// checked [`Self::commit_frame`]).
     #[inline]
     pub fn push_frame(&mut self, label: &[u8]) {
-        let n = u32::try_from(label.len()).expect("frame larger than 4 GiB");
-        self.bytes.extend_from_slice(&n.to_le_bytes());
+        assert!(
+            label.len() as u64 <= MAX_FRAME_BYTES,
+            "frame larger than 256 MiB"
+        );
+        if label.len() < 0x80 {
+            self.bytes.push(label.len() as u8);
+        } else {
+            let (b, k) = leb(label.len());
+            self.bytes.extend_from_slice(&b[..k]);
+        }
         self.bytes.extend_from_slice(label);
         self.open_frames += 1;
     }
@@ -154,9 +179,20 @@ impl Samples {
     pub fn commit_frame(&mut self) -> Result<()> {
         self.frame_buf();
         let at = self.open_frame.take().unwrap_or_default();
-        let n = u32::try_from(self.bytes.len() - at - 4)
-            .map_err(|_| Error::Limit(format!("a frame is longer than {MAX_FRAME_BYTES} bytes")))?;
-        self.bytes[at..at + 4].copy_from_slice(&n.to_le_bytes());
+        let n = self.bytes.len() - at - 4;
+        if n as u64 > MAX_FRAME_BYTES {
+            return Err(Error::Limit(format!(
+                "a frame is longer than {MAX_FRAME_BYTES} bytes"
+            )));
+        }
+        // The length goes where the 4 placeholder bytes are; a shorter
+        // encoding moves the label down.
+        let (b, k) = leb(n);
+        self.bytes[at..at + k].copy_from_slice(&b[..k]);
+        if k < 4 {
+            self.bytes.copy_within(at + 4.., at + k);
+            self.bytes.truncate(at + k + n);
+        }
         self.open_frames += 1;
         Ok(())
     }
@@ -208,8 +244,25 @@ impl Samples {
     /// The frame stored at byte offset `at`, and the offset after it.
     #[inline]
     pub(crate) fn frame_at(&self, at: usize) -> (&[u8], usize) {
-        let n = u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap()) as usize;
-        (&self.bytes[at + 4..at + 4 + n], at + 4 + n)
+        let first = self.bytes[at];
+        let (n, start) = if first < 0x80 {
+            (first as usize, at + 1)
+        } else {
+            let mut n = 0usize;
+            let mut i = at;
+            let mut shift = 0;
+            loop {
+                let b = self.bytes[i];
+                n |= ((b & 0x7f) as usize) << shift;
+                i += 1;
+                if b < 0x80 {
+                    break;
+                }
+                shift += 7;
+            }
+            (n, i)
+        };
+        (&self.bytes[start..start + n], start + n)
     }
 
     /// The frame buffer (for prefetching).
@@ -305,6 +358,11 @@ mod tests {
         s.finish_sample(2);
         s.push::<&str>(&[], 3);
         s.push(&[""], 4);
+        let long = vec![b'x'; 300];
+        s.frame_buf().extend_from_slice(&long);
+        s.commit_frame().unwrap();
+        s.push_frame(&long[..200]);
+        s.finish_sample(5);
         let got: Vec<(Vec<&[u8]>, i64)> =
             s.iter().map(|(st, v)| (st.frames().collect(), v)).collect();
         assert_eq!(
@@ -313,13 +371,14 @@ mod tests {
                 (vec![&b"a"[..], b"b", b"a"], 1),
                 (vec![&b"b"[..], b"c"], 2),
                 (vec![], 3),
-                (vec![&b""[..]], 4)
+                (vec![&b""[..]], 4),
+                (vec![&long[..], &long[..200]], 5)
             ]
         );
         let (mut labels, mut ids) = (Labels::default(), Vec::new());
         s.intern_into(&mut labels, &mut ids);
-        assert_eq!(ids, vec![0, 1, 0, 1, 2, 3]);
-        assert_eq!(labels.len(), 4);
+        assert_eq!(ids, vec![0, 1, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(labels.len(), 6);
         assert_eq!(labels.find(b"c"), Some(2));
         assert_eq!(labels.find(b"d"), None);
     }

@@ -432,6 +432,12 @@ impl<R: Read> Input<R> {
                 self.pos += 1 + n;
             } else {
                 let n = self.uleb()?;
+                if n > crate::samples::MAX_FRAME_BYTES && n <= self.limits.max_row_bytes {
+                    return Err(self.err(format!(
+                        "a {n}-byte frame is longer than {} bytes",
+                        crate::samples::MAX_FRAME_BYTES
+                    )));
+                }
                 self.bytes_into(n, out.frame_buf())?;
                 out.commit_frame()?;
             }
