@@ -125,14 +125,12 @@ impl<'a> Work<'a> {
             // by the frames of the inputs before.
             let mut recs = recs_raw();
             let mut offset = 0;
-            let mut side = 0;
-            for s in inputs {
+            for (side, s) in inputs.iter().enumerate() {
                 s.intern_into(&mut labels, &mut ids);
-                for r in recs.iter_mut().filter(|r| r.side == side) {
+                for r in recs.iter_mut().filter(|r| r.side == side as u32) {
                     r.f0 += offset;
                 }
                 offset = ids.len();
-                side += 1;
             }
             return Work {
                 frames: Frames::Ids { labels, ids },
@@ -670,7 +668,7 @@ fn pruned(
         }
         let start = cands.len();
         b.expand(&n, c, cands)?;
-        cands[start..].sort_unstable_by(|a, b| key(b).cmp(&key(a)));
+        cands[start..].sort_unstable_by_key(|k| Reverse(key(k)));
         kids_of[c as usize] = (start as u32, cands.len() as u32);
         let k = &cands[start];
         if k.magnitude >= threshold {

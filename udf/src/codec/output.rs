@@ -199,6 +199,7 @@ impl<W: Write> Output<W> {
 }
 
 /// One tree or diff row as an array element or a table row.
+#[allow(clippy::too_many_arguments)] // one row's fields, as the emitter gets them
 fn node_row<W: Write>(
     w: &mut W,
     format: Format,
