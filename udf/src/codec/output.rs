@@ -268,38 +268,52 @@ fn uleb<W: Write>(w: &mut W, mut v: u64) -> io::Result<()> {
 
 impl<W: Write> Output<W> {
     /// One tree (or diff) array value whose rows `build` streams to the
-    /// given callback: rows are encoded as they come, into one byte buffer
-    /// (RowBinary needs the row count before the rows), never as row
-    /// structs.
+    /// given callback, encoded as they come, never as row structs.
+    /// TabSeparated goes straight to the output; RowBinary needs the row
+    /// count before the rows, so the encoded rows wait in 1 MiB chunks
+    /// (no doubling buffer, no copy of it).
     pub fn tree_streamed(
         &mut self,
         diff: bool,
         build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
     ) -> crate::Result<()> {
         let format = self.format;
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
         let mut n: u64 = 0;
+        if format == Format::TabSeparated {
+            let w = &mut self.w;
+            w.write_all(b"[")?;
+            build(&mut |level, label, v, s| {
+                if n > 0 {
+                    w.write_all(b",")?;
+                }
+                n += 1;
+                node_row(w, format, false, diff, level, label, v, s)?;
+                Ok(())
+            })?;
+            self.w.write_all(b"]")?;
+            return Ok(());
+        }
+        const CHUNK: usize = 1 << 20;
+        let mut chunks: Vec<Vec<u8>> = vec![std::mem::take(&mut self.scratch)];
+        chunks[0].clear();
         build(&mut |level, label, v, s| {
-            if n > 0 && format == Format::TabSeparated {
-                buf.push(b',');
+            let mut cur = chunks.last_mut().expect("one chunk");
+            if cur.len() + label.len() + 64 > CHUNK && !cur.is_empty() {
+                chunks.push(Vec::with_capacity(CHUNK));
+                cur = chunks.last_mut().expect("one chunk");
             }
             n += 1;
-            node_row(&mut buf, format, false, diff, level, label, v, s)?;
+            node_row(cur, format, false, diff, level, label, v, s)?;
             Ok(())
         })?;
-        match format {
-            Format::RowBinary => uleb(&mut self.w, n)?,
-            Format::TabSeparated => self.w.write_all(b"[")?,
+        uleb(&mut self.w, n)?;
+        for c in &chunks {
+            self.w.write_all(c)?;
         }
-        self.w.write_all(&buf)?;
-        if format == Format::TabSeparated {
-            self.w.write_all(b"]")?;
-        }
-        // Keep a moderate buffer for the next call, not a huge one.
-        if buf.capacity() <= 1 << 20 {
-            self.scratch = buf;
-        }
+        // Keep one chunk for the next call.
+        let mut first = chunks.swap_remove(0);
+        first.clear();
+        self.scratch = first;
         Ok(())
     }
 
