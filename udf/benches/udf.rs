@@ -13,6 +13,8 @@
 //!   existing child with probability 0.85 (Pareto-skewed choice, alpha
 //!   1.2) or adds a new one (frame ids up to 400,000); values uniform
 //!   1..1,000,000; `tree-table --max-nodes 1000` and the full tree.
+//! - `synthetic20k`: the flame-graph benchmark's UDF input shape, 20,000
+//!   distinct synthetic stacks as one `stackTree` row.
 //! - `distinct1m`: 1,000,000 distinct stacks shaped like the flame-graph
 //!   benchmark's synthetic profile, as one `stackTree` row
 //!   (`tree --format RowBinary`).
@@ -398,7 +400,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let cases = std::env::var("BENCH_CASES").unwrap_or_else(|_| "topn,distinct1m,diff1m".into());
+    let cases = std::env::var("BENCH_CASES")
+        .unwrap_or_else(|_| "topn,synthetic20k,distinct1m,diff1m".into());
     let want = |c: &str| cases.split(',').any(|x| x == c);
     let new = PathBuf::from(env!("CARGO_BIN_EXE_flamehouse-udf"));
     let baseline = PathBuf::from(
@@ -437,6 +440,22 @@ fn main() {
         let args = ["tree-table", "--format", "RowBinary"];
         case(
             "topn tree-table (full tree)",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::Bytes,
+        );
+    }
+    if want("synthetic20k") {
+        // The flame-graph benchmark's UDF input: 20,000 distinct stacks.
+        let a = synthetic_stacks(20_000, 1);
+        let p = dir.join("synthetic-20k.rowbinary");
+        write_udf_row(&p, &[&a], Names::Synthetic);
+        let args = ["tree", "--format", "RowBinary"];
+        case(
+            "stackTree 20k synthetic",
             &args,
             &p,
             &new,
