@@ -271,7 +271,11 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
     Run {
         wall,
         max_rss_kib,
-        output: if sink.len <= 1 << 20 { sink.keep } else { Vec::new() },
+        output: if sink.len <= 1 << 20 {
+            sink.keep
+        } else {
+            Vec::new()
+        },
         output_len: sink.len,
         digest: sink.digest,
     }

@@ -1,7 +1,6 @@
 //! Encoding results in TabSeparated or RowBinary.
 
 use super::Format;
-use crate::tree::{DiffRow, TreeRow};
 use std::io::{self, Write};
 
 /// An encoder over the process's output stream.
@@ -61,13 +60,6 @@ impl<W: Write> Output<W> {
         }
     }
 
-    fn level(&mut self, v: u32) -> io::Result<()> {
-        match self.format {
-            Format::RowBinary => self.w.write_all(&v.to_le_bytes()),
-            Format::TabSeparated => write!(self.w, "{v}"),
-        }
-    }
-
     /// A string inside a composite value: RowBinary, or TSV quoted form.
     fn quoted(&mut self, s: &[u8]) -> io::Result<()> {
         match self.format {
@@ -115,33 +107,6 @@ impl<W: Write> Output<W> {
         self.tsv(b"]")
     }
 
-    /// One `Array(Tuple(UInt32, String, Int64, Int64))` value.
-    pub fn tree(&mut self, rows: &[TreeRow]) -> io::Result<()> {
-        self.array(rows, |o, r| {
-            o.level(r.level)?;
-            o.tsv(b",")?;
-            o.quoted(&r.label)?;
-            o.tsv(b",")?;
-            o.int(r.value)?;
-            o.tsv(b",")?;
-            o.int(r.self_)
-        })
-    }
-
-    /// One `Array(Tuple(UInt32, String, Int64, Int64, Int64, Int64))` value.
-    pub fn diff(&mut self, rows: &[DiffRow]) -> io::Result<()> {
-        self.array(rows, |o, r| {
-            o.level(r.level)?;
-            o.tsv(b",")?;
-            o.quoted(&r.label)?;
-            for v in [r.value, r.self_, r.value_right, r.self_right] {
-                o.tsv(b",")?;
-                o.int(v)?;
-            }
-            Ok(())
-        })
-    }
-
     /// One `Array(Tuple(String, Int64))` value.
     pub fn fold(&mut self, rows: &[(Vec<u8>, i64)]) -> io::Result<()> {
         self.array(rows, |o, (line, v)| {
@@ -154,36 +119,6 @@ impl<W: Write> Output<W> {
     /// Ends a row (a newline in TabSeparated).
     pub fn end_row(&mut self) -> io::Result<()> {
         self.tsv(b"\n")
-    }
-
-    /// Table-function output: one `(level, label, value, self)` row per node.
-    pub fn tree_table(&mut self, rows: &[TreeRow]) -> io::Result<()> {
-        for r in rows {
-            self.level(r.level)?;
-            self.tsv(b"\t")?;
-            self.column_str(&r.label)?;
-            self.tsv(b"\t")?;
-            self.int(r.value)?;
-            self.tsv(b"\t")?;
-            self.int(r.self_)?;
-            self.end_row()?;
-        }
-        Ok(())
-    }
-
-    /// Table-function output: one diff row per node.
-    pub fn diff_table(&mut self, rows: &[DiffRow]) -> io::Result<()> {
-        for r in rows {
-            self.level(r.level)?;
-            self.tsv(b"\t")?;
-            self.column_str(&r.label)?;
-            for v in [r.value, r.self_, r.value_right, r.self_right] {
-                self.tsv(b"\t")?;
-                self.int(v)?;
-            }
-            self.end_row()?;
-        }
-        Ok(())
     }
 
     /// Table-function output: one `(stack, value)` row per folded line.
