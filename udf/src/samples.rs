@@ -165,6 +165,14 @@ impl Samples {
         self.open_frames += 1;
     }
 
+    /// Appends `count` frames already encoded as stored: each a one-byte
+    /// length (under 128) and its bytes, as RowBinary has them.
+    pub(crate) fn push_encoded_frames(&mut self, encoded: &[u8], count: usize) {
+        debug_assert!(self.open_frame.is_none());
+        self.bytes.extend_from_slice(encoded);
+        self.open_frames += count;
+    }
+
     /// The byte buffer frame labels are written to (for decoders that
     /// unescape in place); finish the frame with [`Self::commit_frame`].
     pub fn frame_buf(&mut self) -> &mut Vec<u8> {

@@ -423,6 +423,20 @@ impl<R: Read> Input<R> {
 
     fn rb_stack(&mut self, out: &mut Samples) -> Result<()> {
         let frames = self.uleb()?;
+        // Fast path: every frame in the buffer with a one-byte length. That
+        // is exactly how `Samples` stores frames, so the stack is one copy.
+        let rest = &self.buf[self.pos..self.len];
+        let mut p = 0usize;
+        let mut n = 0u64;
+        while n < frames && p < rest.len() && rest[p] < 0x80 {
+            p += 1 + rest[p] as usize;
+            n += 1;
+        }
+        if n == frames && p <= rest.len() {
+            out.push_encoded_frames(&rest[..p], frames as usize);
+            self.pos += p;
+            return Ok(());
+        }
         for _ in 0..frames {
             // Fast path: a short length and the whole string in the buffer.
             let rest = &self.buf[self.pos..self.len];
