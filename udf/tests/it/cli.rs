@@ -161,3 +161,45 @@ fn pruned_remainder_is_not_confused_with_a_real_other_frame() {
         ]
     );
 }
+
+#[test]
+fn long_and_short_frames_decode_alike_in_both_paths() {
+    use flamehouse_udf::codec::{Format, Limits};
+    use flamehouse_udf::serve::{serve_table, TableOptions};
+    // Short frames take the decoder's copy-the-stack path; a frame of 128
+    // bytes or more takes the per-frame one; the same stack must come out.
+    let long = "x".repeat(300);
+    let raw: RawSamples = vec![
+        (stack(&["main", "a", "b"]), 1),
+        (stack(&["main", &long, "b"]), 2),
+        (stack(&["main", "a", &long]), 3),
+    ];
+    let mut input = Vec::new();
+    for (s, v) in &raw {
+        crate::wire::uleb(&mut input, s.len() as u64);
+        for f in s {
+            crate::wire::rb_str(&mut input, f);
+        }
+        input.extend_from_slice(&v.to_le_bytes());
+    }
+    let opts = TableOptions::Fold(FilterOptions::default());
+    let mut out = Vec::new();
+    serve_table(
+        Format::RowBinary,
+        &opts,
+        Limits::default(),
+        &input[..],
+        None::<&[u8]>,
+        &mut out,
+    )
+    .unwrap();
+    let want =
+        flamehouse_udf::fold::stack_fold(&to_samples(&raw), &FilterOptions::default()).unwrap();
+    let mut expect = Vec::new();
+    for (line, v) in &want {
+        crate::wire::rb_str(&mut expect, line);
+        expect.extend_from_slice(&v.to_le_bytes());
+    }
+    assert_eq!(want.len(), 3);
+    assert_eq!(out, expect);
+}
