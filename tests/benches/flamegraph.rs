@@ -2,8 +2,15 @@
 //! against ClickHouse's built-in `flameGraph()`, in one run of the same
 //! embedded engine, plus the UDF's raw throughput and peak memory.
 //!
+//! Also: the same flame graph from the table stored by stack id (the
+//! `{table}_stacks` dictionary and `(stack_id, value)` rows, the shape of the
+//! memory schema and continuous-profiling samples): aggregate by the integer
+//! id, then join the frames of the distinct ids only. And the raw UDF
+//! against a baseline build (`BASELINE_UDF`, default
+//! `/work/baseline/flamehouse-udf`) on the same bytes, when it exists.
+//!
 //! Run: `cargo bench -p flamehouse-tests --bench flamegraph`
-//! (env: BENCH_SAMPLES, BENCH_DISTINCT, BENCH_RUNS).
+//! (env: BENCH_SAMPLES, BENCH_DISTINCT, BENCH_RUNS, BASELINE_UDF).
 
 use flamehouse::demo::{grouped_sql, load_synthetic, SyntheticProfile};
 use flamehouse_udf::codec::{Format, Limits};
@@ -88,6 +95,32 @@ fn main() {
         frames.trim().replace('\t', ", distinct stacks: ")
     );
 
+    // The same samples by stack id.
+    let t = Instant::now();
+    engine().execute("DROP TABLE IF EXISTS bench_ids").unwrap();
+    engine()
+        .execute(
+            "CREATE TABLE bench_ids (stack_id UInt32, value Int64) ENGINE = MergeTree ORDER BY tuple() \
+             AS SELECT s.id AS stack_id, b.value AS value FROM bench AS b \
+             INNER JOIN bench_stacks AS s ON cityHash64(s.stack) = cityHash64(b.stack)",
+        )
+        .unwrap();
+    let n: String = engine()
+        .query_tsv("SELECT count(), sum(value) FROM bench_ids")
+        .unwrap();
+    let want: String = engine()
+        .query_tsv("SELECT count(), sum(value) FROM bench")
+        .unwrap();
+    assert_eq!(n, want, "bench_ids holds every sample");
+    println!(
+        "by-id table: {} rows (built in {:.1?})",
+        n.trim(),
+        t.elapsed()
+    );
+    let by_id = "(SELECT s.stack AS stack, a.v AS v \
+         FROM (SELECT stack_id, sum(value) AS v FROM bench_ids GROUP BY stack_id) AS a \
+         INNER JOIN bench_stacks AS s ON s.id = a.stack_id)";
+
     let grouped = grouped_sql(&"bench".parse().unwrap(), "");
     let cases = [
         (
@@ -110,7 +143,24 @@ fn main() {
             "flamehouse stackTree(max_nodes=8192)",
             format!("SELECT length(stackTreeWith(groupArray((stack, v)), map('max_nodes', '8192'))) FROM {grouped}"),
         ),
+        (
+            "flamehouse stackTree() by stack id",
+            format!("SELECT length(stackTree(groupArray((stack, v)))) FROM {by_id}"),
+        ),
+        (
+            "flamehouse stackTree(max_nodes=8192) by id",
+            format!("SELECT length(stackTreeWith(groupArray((stack, v)), map('max_nodes', '8192'))) FROM {by_id}"),
+        ),
     ];
+    // The by-id tree is the inline one.
+    let digest = |from: &str| {
+        engine()
+            .query_tsv(&format!(
+                "SELECT cityHash64(toString(stackTree(groupArray((stack, v))))) FROM {from}"
+            ))
+            .unwrap()
+    };
+    assert_eq!(digest(&grouped), digest(by_id), "by-id tree differs");
     let mut results = Vec::new();
     for (name, sql) in &cases {
         let _ = engine().query_tsv(sql); // warm-up (starts the UDF pool)
@@ -135,6 +185,11 @@ fn main() {
     println!(
         "RATIO flameGraph(max_threads=1) / stackTree() = {:.2}x",
         results[1].as_secs_f64() / results[2].as_secs_f64()
+    );
+    println!(
+        "RATIO flameGraph() / stackTree() by stack id = {:.2}x (max_nodes=8192: {:.2}x)",
+        base / results[5].as_secs_f64(),
+        base / results[6].as_secs_f64()
     );
 
     // Raw UDF throughput: the exact RowBinary the engine sends, piped into
@@ -178,23 +233,41 @@ fn main() {
         distinct as f64 / best.as_secs_f64(),
         peak as f64 / (1 << 20) as f64
     );
-    // The executable, through a pipe, as the engine runs it.
-    let mut best = Duration::MAX;
-    for _ in 0..runs {
-        let t = Instant::now();
-        let mut child = Command::new(udf_binary())
-            .args(["tree", "--format", "RowBinary"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&input).unwrap();
-        assert!(child.wait().unwrap().success());
-        best = best.min(t.elapsed());
-    }
-    println!(
-        "UDF process (spawn + pipe): {:.1} ms = {:.0} MB/s",
-        best.as_secs_f64() * 1e3,
-        mb / best.as_secs_f64()
+    // The executable, through a pipe, as the engine runs it; and the
+    // baseline build on the same bytes.
+    let baseline = std::path::PathBuf::from(
+        std::env::var("BASELINE_UDF").unwrap_or_else(|_| "/work/baseline/flamehouse-udf".into()),
     );
+    let mut bins = vec![("new", udf_binary())];
+    if baseline.exists() {
+        bins.push(("baseline", baseline));
+    }
+    let mut best_of = Vec::new();
+    for (name, bin) in &bins {
+        let mut best = Duration::MAX;
+        for _ in 0..runs {
+            let t = Instant::now();
+            let mut child = Command::new(bin)
+                .args(["tree", "--format", "RowBinary"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(&input).unwrap();
+            assert!(child.wait().unwrap().success());
+            best = best.min(t.elapsed());
+        }
+        println!(
+            "UDF process {name} (spawn + pipe): {:.1} ms = {:.0} MB/s",
+            best.as_secs_f64() * 1e3,
+            mb / best.as_secs_f64()
+        );
+        best_of.push(best);
+    }
+    if best_of.len() == 2 {
+        println!(
+            "RATIO UDF process baseline / new = {:.2}x",
+            best_of[1].as_secs_f64() / best_of[0].as_secs_f64()
+        );
+    }
 }

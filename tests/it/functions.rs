@@ -196,14 +196,14 @@ fn tree_options_prune_without_losing_value() {
         assert_eq!(got[&Vec::new()][0], total, "root value conserved");
         // Every kept real node has exactly its full value.
         for (path, v) in &got {
-            if path.last().map(String::as_str) != Some("other") {
+            if path.last().map(String::as_str) != Some("[other]") {
                 assert_eq!(full[path][0], v[0], "value of {path:?}");
             }
         }
     }
     let rows = tree_rows(&format!("stackTreeWith({lits}, map('min_share', '0.05'))"));
     for (path, r) in check_tree(&rows) {
-        if path.last().map(String::as_str) != Some("other") {
+        if path.last().map(String::as_str) != Some("[other]") {
             assert!(r[0] * 20 >= total, "{path:?} kept below min_share");
         }
     }
@@ -211,6 +211,40 @@ fn tree_options_prune_without_losing_value() {
         "SELECT stackTreeWith({lits}, map('max_nodes', '1'))"
     ));
     assert!(e.contains("max_nodes"), "{e}");
+}
+
+#[test]
+fn options_of_another_function_are_errors() {
+    let s = "[(['main','f'], 2)]";
+    for (call, key) in [
+        (
+            format!("stackTreeWith({s}, map('normalize', '1'))"),
+            "normalize",
+        ),
+        (
+            format!("stackFoldWith({s}, map('max_nodes', '5'))"),
+            "max_nodes",
+        ),
+        (format!("stackFoldWith({s}, map('root', 'all'))"), "root"),
+        (
+            format!("stackFoldWith({s}, map('normalize', '1'))"),
+            "normalize",
+        ),
+    ] {
+        let e = q_err(&format!("SELECT {call}"));
+        assert!(e.contains(&format!("option {key}")), "{call}: {e}");
+        assert!(e.contains("does not take this option"), "{call}: {e}");
+    }
+}
+
+#[test]
+fn pruned_remainder_and_a_real_other_frame_are_distinct_siblings() {
+    let s = "[(['main','other'], 50), (['main','a'], 3), (['main','b'], 2), (['main','c'], 1)]";
+    let rows = tree_rows(&format!("stackTreeWith({s}, map('max_nodes', '4'))"));
+    let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["total", "main", "other", "[other]"]);
+    assert_eq!(rows[2].vals, vec![50, 50]);
+    assert_eq!(rows[3].vals, vec![6, 6]);
 }
 
 #[test]

@@ -1,43 +1,117 @@
-//! Per-stack transforms shared by fold, tree and diff.
+//! Per-stack transforms shared by fold, tree and diff, on interned stacks.
 //!
 //! Order: strip hex addresses, collapse recursion, focus/exclude, then the
 //! depth limit, so that focus sees frames as they will be shown and the
-//! truncation frame is never matched.
+//! truncation frame is never matched. Hex stripping and the regexes run
+//! once per distinct label (cached by label id), not once per frame.
 
 use crate::options::{FilterOptions, TRUNCATED_LABEL};
-use crate::samples::Stack;
+use crate::samples::Labels;
 use std::borrow::Cow;
 
-/// Applies `opts` to `stack`, writing the resulting frames (root first) to
-/// `out`. Returns false when the stack is dropped by focus/exclude.
-pub fn apply<'a>(opts: &FilterOptions, stack: &Stack<'a>, out: &mut Vec<Cow<'a, [u8]>>) -> bool {
-    out.clear();
-    for f in stack.frames() {
-        let f: Cow<'a, [u8]> = if opts.strip_hex {
-            strip_hex(f)
+const UNSET: u32 = u32::MAX;
+
+/// Applies [`FilterOptions`] to stacks of label ids, caching per label.
+#[derive(Debug)]
+pub struct IdFilter<'o> {
+    opts: &'o FilterOptions,
+    /// Per label id: its id after hex stripping (`UNSET` = not computed).
+    stripped: Vec<u32>,
+    /// Per label id: bit 0 = computed, bit 1 = focus matches, bit 2 =
+    /// exclude matches.
+    matches: Vec<u8>,
+    truncated: u32,
+}
+
+impl<'o> IdFilter<'o> {
+    /// A filter for `opts` over the labels of `space`.
+    pub fn new(opts: &'o FilterOptions, space: &mut Labels) -> Self {
+        let truncated = if opts.max_depth > 0 {
+            space.intern(TRUNCATED_LABEL.as_bytes())
         } else {
-            Cow::Borrowed(f)
+            UNSET
         };
-        if opts.collapse_recursion && out.last().is_some_and(|l| *l == f) {
-            continue;
-        }
-        out.push(f);
-    }
-    if let Some(re) = &opts.focus {
-        if !out.iter().any(|f| re.is_match(f)) {
-            return false;
+        IdFilter {
+            opts,
+            stripped: Vec::new(),
+            matches: Vec::new(),
+            truncated,
         }
     }
-    if let Some(re) = &opts.exclude {
-        if out.iter().any(|f| re.is_match(f)) {
-            return false;
+
+    fn strip(&mut self, space: &mut Labels, id: u32) -> u32 {
+        let i = id as usize;
+        if i >= self.stripped.len() {
+            self.stripped.resize(space.len().max(i + 1), UNSET);
         }
+        if self.stripped[i] == UNSET {
+            let label = space.get(id);
+            let changed = match strip_hex(label) {
+                Cow::Borrowed(b) if std::ptr::eq(b, label) => None,
+                c => Some(c.into_owned()),
+            };
+            let s = match changed {
+                None => id,
+                Some(c) => space.intern(&c),
+            };
+            self.stripped[i] = s;
+        }
+        self.stripped[i]
     }
-    if opts.max_depth > 0 && out.len() > opts.max_depth {
-        out.truncate(opts.max_depth - 1);
-        out.push(Cow::Borrowed(TRUNCATED_LABEL.as_bytes()));
+
+    fn matches(&mut self, space: &Labels, id: u32) -> u8 {
+        let i = id as usize;
+        if i >= self.matches.len() {
+            self.matches.resize(space.len().max(i + 1), 0);
+        }
+        if self.matches[i] == 0 {
+            let l = space.get(id);
+            let mut m = 1;
+            if self.opts.focus.as_ref().is_some_and(|re| re.is_match(l)) {
+                m |= 2;
+            }
+            if self.opts.exclude.as_ref().is_some_and(|re| re.is_match(l)) {
+                m |= 4;
+            }
+            self.matches[i] = m;
+        }
+        self.matches[i]
     }
-    true
+
+    /// Writes the transformed `ids` (root first) to `out`. Returns false
+    /// when the stack is dropped by focus/exclude.
+    pub fn apply(&mut self, space: &mut Labels, ids: &[u32], out: &mut Vec<u32>) -> bool {
+        out.clear();
+        let o = self.opts;
+        for &id in ids {
+            let id = if o.strip_hex {
+                self.strip(space, id)
+            } else {
+                id
+            };
+            if o.collapse_recursion && out.last() == Some(&id) {
+                continue;
+            }
+            out.push(id);
+        }
+        if o.focus.is_some() || o.exclude.is_some() {
+            let mut any = 0u8;
+            for &id in out.iter() {
+                any |= self.matches(space, id);
+            }
+            if o.focus.is_some() && any & 2 == 0 {
+                return false;
+            }
+            if any & 4 != 0 {
+                return false;
+            }
+        }
+        if o.max_depth > 0 && out.len() > o.max_depth {
+            out.truncate(o.max_depth - 1);
+            out.push(self.truncated);
+        }
+        true
+    }
 }
 
 /// Removes `+0xHEX` offsets and replaces an address-only frame by `[unknown]`.

@@ -11,8 +11,10 @@ use regex::bytes::Regex;
 
 /// Default label of the root node.
 pub const DEFAULT_ROOT: &str = "total";
-/// Label of the node that holds a parent's pruned children.
-pub const OTHER_LABEL: &str = "other";
+/// Label of the node that holds a parent's pruned children. Bracketed like
+/// `[truncated]` and `[unknown]` so it can never be mistaken for a real
+/// frame named `other` (which would otherwise get a same-named sibling).
+pub const OTHER_LABEL: &str = "[other]";
 /// Label of the frame that stands for frames cut by `max_depth`.
 pub const TRUNCATED_LABEL: &str = "[truncated]";
 
@@ -30,7 +32,7 @@ pub struct FilterOptions {
     pub strip_hex: bool,
     /// Keep at most this many frames per stack (0 = no limit): the root-most
     /// `N-1` frames are kept and the rest replaced by one visible
-    /// `[truncated]` frame. Default: 0.
+    /// `[truncated]` frame.
     #[arg(long, default_value_t = 0)]
     pub max_depth: usize,
     /// Keep only stacks with at least one frame matching this regex (RE2
@@ -43,27 +45,23 @@ pub struct FilterOptions {
 }
 
 /// Options of the flame-graph tree (`stackTree`, and the tree part of
-/// `stackDiff`).
+/// `stackDiff`). Defaults (shown by `--help` from the clap attributes):
+/// no row limit, no share threshold, root label `total`, no transform.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TreeOptions {
-    /// Maximum number of output rows, `other` rows included (0 = no limit).
-    /// Nodes are taken heaviest first while they fit; each parent's dropped
-    /// children are folded into one `other` child so no value is lost.
-    /// Default: 0.
+    /// Maximum number of output rows, `[other]` rows included (0 = no
+    /// limit). Nodes are taken heaviest first while they fit; each parent's
+    /// dropped children are folded into one `[other]` child so no value is
+    /// lost.
     #[arg(long, default_value_t = 0)]
     pub max_nodes: usize,
     /// Minimum share of the root's magnitude (0..1) a node needs to be kept;
-    /// smaller nodes go to their parent's `other` child. Default: 0.
+    /// smaller nodes go to their parent's `[other]` child.
     #[arg(long, default_value_t = 0.0)]
     pub min_share: f64,
-    /// Label of the root node. Default: `total`.
+    /// Label of the root node.
     #[arg(long, default_value = DEFAULT_ROOT)]
     pub root: String,
-    /// Diff only: scale the baseline so its total equals the comparison's
-    /// total (largest-remainder rounding keeps `value = self + children`).
-    /// Default: off.
-    #[arg(long)]
-    pub normalize: bool,
     /// Stack transforms.
     #[command(flatten)]
     pub filter: FilterOptions,
@@ -75,10 +73,23 @@ impl Default for TreeOptions {
             max_nodes: 0,
             min_share: 0.0,
             root: DEFAULT_ROOT.to_string(),
-            normalize: false,
             filter: FilterOptions::default(),
         }
     }
+}
+
+/// Options of the diff flame graph (`stackDiff`): the tree options plus
+/// baseline normalization.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DiffOptions {
+    /// Scale the baseline so its total equals the comparison's total
+    /// (largest-remainder rounding keeps `value = self + children`).
+    /// Default: off.
+    #[arg(long)]
+    pub normalize: bool,
+    /// Tree options.
+    #[command(flatten)]
+    pub tree: TreeOptions,
 }
 
 fn parse_regex(s: &str) -> std::result::Result<Regex, String> {
@@ -135,7 +146,7 @@ impl FilterOptions {
         let mut o = Self::default();
         for (k, v) in pairs {
             if !o.apply(k.as_ref(), v.as_ref())? {
-                return Err(unknown(k.as_ref(), FOLD_KEYS));
+                return Err(misplaced(k.as_ref(), "stackFold", FOLD_KEYS));
             }
         }
         Ok(o)
@@ -153,28 +164,47 @@ impl FilterOptions {
 
 const FOLD_KEYS: &str = "collapse_recursion, strip_hex, max_depth, focus, exclude";
 const TREE_KEYS: &str =
+    "max_nodes, min_share, root, collapse_recursion, strip_hex, max_depth, focus, exclude";
+const DIFF_KEYS: &str =
     "max_nodes, min_share, root, normalize, collapse_recursion, strip_hex, max_depth, focus, exclude";
 
-fn unknown(key: &str, known: &str) -> Error {
-    opt_err(key, format!("unknown option (known: {known})"))
+/// The error for a key the function does not take: a key another function
+/// takes says so (an option that would do nothing is an error, not ignored).
+fn misplaced(key: &str, function: &str, known: &str) -> Error {
+    let takes = match key {
+        "max_nodes" | "min_share" | "root" => Some("stackTree and stackDiff"),
+        "normalize" => Some("stackDiff"),
+        _ => None,
+    };
+    match takes {
+        Some(f) => opt_err(
+            key,
+            format!(
+                "{function} does not take this option (only {f} do; {function} takes: {known})"
+            ),
+        ),
+        None => opt_err(key, format!("unknown option (known: {known})")),
+    }
 }
 
 impl TreeOptions {
-    /// Builds tree options from SQL `(key, value)` pairs.
+    /// Applies one SQL option; returns false when the key is not a tree key.
+    fn apply(&mut self, k: &str, v: &str) -> Result<bool> {
+        match k {
+            "max_nodes" => self.max_nodes = parse_num(k, v)?,
+            "min_share" => self.min_share = parse_num(k, v)?,
+            "root" => self.root = v.to_string(),
+            _ => return self.filter.apply(k, v),
+        }
+        Ok(true)
+    }
+
+    /// Builds `stackTree` options from SQL `(key, value)` pairs.
     pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)]) -> Result<Self> {
         let mut o = Self::default();
         for (k, v) in pairs {
-            let (k, v) = (k.as_ref(), v.as_ref());
-            match k {
-                "max_nodes" => o.max_nodes = parse_num(k, v)?,
-                "min_share" => o.min_share = parse_num(k, v)?,
-                "root" => o.root = v.to_string(),
-                "normalize" => o.normalize = parse_bool(k, v)?,
-                _ => {
-                    if !o.filter.apply(k, v)? {
-                        return Err(unknown(k, TREE_KEYS));
-                    }
-                }
+            if !o.apply(k.as_ref(), v.as_ref())? {
+                return Err(misplaced(k.as_ref(), "stackTree", TREE_KEYS));
             }
         }
         o.validate()?;
@@ -189,9 +219,26 @@ impl TreeOptions {
         if self.max_nodes == 1 {
             return Err(opt_err(
                 "max_nodes",
-                "must be 0 (no limit) or at least 2 (the root and one `other` row)",
+                "must be 0 (no limit) or at least 2 (the root and one `[other]` row)",
             ));
         }
         Ok(())
+    }
+}
+
+impl DiffOptions {
+    /// Builds `stackDiff` options from SQL `(key, value)` pairs.
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(pairs: &[(K, V)]) -> Result<Self> {
+        let mut o = Self::default();
+        for (k, v) in pairs {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            if k == "normalize" {
+                o.normalize = parse_bool(k, v)?;
+            } else if !o.tree.apply(k, v)? {
+                return Err(misplaced(k, "stackDiff", DIFF_KEYS));
+            }
+        }
+        o.tree.validate()?;
+        Ok(o)
     }
 }

@@ -1,19 +1,132 @@
-//! Decoded stack samples in one flat buffer: a few large allocations instead
-//! of one per frame, because a flame graph's input is millions of frames.
+//! Decoded stack samples, and interned labels.
+//!
+//! A flame graph's input is millions of frames over comparatively fewer
+//! labels. Samples keep frames as decoded (one buffer, 4-byte offsets);
+//! [`Labels`] stores every distinct label once so that filters and the tree
+//! builder work once per distinct label and compare 4-byte ids, not bytes.
 
-use std::ops::Range;
+use crate::{Error, Result};
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+/// Hash of a label's bytes (foldhash, fixed seed: fast on short labels and
+/// well spread in the high bits the table's probe uses; FxHash's were not,
+/// and interning 400,000 labels like `f123456` spent most of its time
+/// probing).
+#[inline]
+pub(crate) fn hash_label(label: &[u8]) -> u64 {
+    foldhash::fast::FixedState::default().hash_one(label)
+}
+
+/// LEB128 of `n`, at most 4 bytes for `n <= MAX_FRAME_BYTES`.
+fn leb(mut n: usize) -> ([u8; 5], usize) {
+    let mut b = [0u8; 5];
+    let mut k = 0;
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            b[k] = byte;
+            return (b, k + 1);
+        }
+        b[k] = byte | 0x80;
+        k += 1;
+    }
+}
+
+/// Distinct labels: an arena of their bytes and a hash table of their ids.
+#[derive(Default, Clone)]
+pub struct Labels {
+    arena: Vec<u8>,
+    /// End offset in `arena` of every label.
+    ends: Vec<usize>,
+    table: HashTable<u32>,
+}
+
+impl std::fmt::Debug for Labels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Labels")
+            .field("count", &self.ends.len())
+            .field("bytes", &self.arena.len())
+            .finish()
+    }
+}
+
+impl Labels {
+    /// Number of distinct labels.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when no label is stored.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The bytes of label `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> &[u8] {
+        let i = id as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.arena[start..self.ends[i]]
+    }
+
+    /// The id of `label`, if it is stored.
+    pub fn find(&self, label: &[u8]) -> Option<u32> {
+        let h = hash_label(label);
+        self.table.find(h, |&id| self.get(id) == label).copied()
+    }
+
+    /// The id of `label`, storing it first if it is new.
+    pub fn intern(&mut self, label: &[u8]) -> u32 {
+        let h = hash_label(label);
+        let Labels { arena, ends, table } = self;
+        let get = |id: u32| {
+            let i = id as usize;
+            let start = if i == 0 { 0 } else { ends[i - 1] };
+            &arena[start..ends[i]]
+        };
+        if let Some(&id) = table.find(h, |&id| get(id) == label) {
+            return id;
+        }
+        let id = ends.len() as u32;
+        arena.extend_from_slice(label);
+        ends.push(arena.len());
+        let (arena, ends) = (&*arena, &*ends);
+        table.insert_unique(h, id, |&id| {
+            let i = id as usize;
+            let start = if i == 0 { 0 } else { ends[i - 1] };
+            hash_label(&arena[start..ends[i]])
+        });
+        id
+    }
+}
 
 /// A list of `(stack, value)` samples; stacks are root first.
+///
+/// Frames are kept as decoded, in one byte buffer, each behind its length
+/// (LEB128, one byte for a label under 128 bytes, as in RowBinary): decoding is a sequential copy, a stack is one contiguous run,
+/// and the frame after a known one is found without another lookup (the
+/// tree builder walks stacks with a cursor). A pruned tree looks only at
+/// the few frames near the root its kept nodes need; [`Samples::intern`]
+/// gives label ids when every frame is needed.
 #[derive(Debug, Default, Clone)]
 pub struct Samples {
+    /// `len (LEB128), bytes` per frame.
     bytes: Vec<u8>,
-    /// End offset in `bytes` of every frame label.
-    frame_ends: Vec<usize>,
-    /// Per sample: the range of frame indexes and the value.
-    stacks: Vec<(Range<usize>, i64)>,
-    /// Index of the first frame of the sample being built.
-    open: usize,
+    /// Per sample: end offset in `bytes`, cumulative frame count, value.
+    byte_end: Vec<usize>,
+    frame_end: Vec<usize>,
+    values: Vec<i64>,
+    /// Frames of the sample being built.
+    open_frames: usize,
+    /// Offset of the length of the frame being decoded.
+    open_frame: Option<usize>,
 }
+
+/// A frame longer than this many bytes (256 MiB) cannot be stored: its
+/// length must fit the 4 bytes reserved while it is decoded.
+pub const MAX_FRAME_BYTES: u64 = (1 << 28) - 1;
 
 impl Samples {
     /// An empty list.
@@ -24,33 +137,81 @@ impl Samples {
     /// Removes every sample, keeping the allocations.
     pub fn clear(&mut self) {
         self.bytes.clear();
-        self.frame_ends.clear();
-        self.stacks.clear();
-        self.open = 0;
+        self.byte_end.clear();
+        self.frame_end.clear();
+        self.values.clear();
+        self.open_frames = 0;
+        self.open_frame = None;
     }
 
     /// Appends one frame to the sample being built.
+    ///
+    /// # Panics
+    /// For a frame longer than [`MAX_FRAME_BYTES`] (decoders use the
+    /// checked [`Self::commit_frame`]).
+    #[inline]
     pub fn push_frame(&mut self, label: &[u8]) {
+        assert!(
+            label.len() as u64 <= MAX_FRAME_BYTES,
+            "frame larger than 256 MiB"
+        );
+        if label.len() < 0x80 {
+            self.bytes.push(label.len() as u8);
+        } else {
+            let (b, k) = leb(label.len());
+            self.bytes.extend_from_slice(&b[..k]);
+        }
         self.bytes.extend_from_slice(label);
-        self.frame_ends.push(self.bytes.len());
+        self.open_frames += 1;
     }
 
-    /// Appends one frame whose bytes were written into [`Self::frame_buf`].
-    pub fn commit_frame(&mut self) {
-        self.frame_ends.push(self.bytes.len());
+    /// Appends `count` frames already encoded as stored: each a one-byte
+    /// length (under 128) and its bytes, as RowBinary has them.
+    pub(crate) fn push_encoded_frames(&mut self, encoded: &[u8], count: usize) {
+        debug_assert!(self.open_frame.is_none());
+        self.bytes.extend_from_slice(encoded);
+        self.open_frames += count;
     }
 
     /// The byte buffer frame labels are written to (for decoders that
     /// unescape in place); finish the frame with [`Self::commit_frame`].
     pub fn frame_buf(&mut self) -> &mut Vec<u8> {
+        if self.open_frame.is_none() {
+            self.open_frame = Some(self.bytes.len());
+            self.bytes.extend_from_slice(&[0; 4]);
+        }
         &mut self.bytes
+    }
+
+    /// Ends the frame whose bytes were written into [`Self::frame_buf`].
+    pub fn commit_frame(&mut self) -> Result<()> {
+        self.frame_buf();
+        let at = self.open_frame.take().unwrap_or_default();
+        let n = self.bytes.len() - at - 4;
+        if n as u64 > MAX_FRAME_BYTES {
+            return Err(Error::Limit(format!(
+                "a frame is longer than {MAX_FRAME_BYTES} bytes"
+            )));
+        }
+        // The length goes where the 4 placeholder bytes are; a shorter
+        // encoding moves the label down.
+        let (b, k) = leb(n);
+        self.bytes[at..at + k].copy_from_slice(&b[..k]);
+        if k < 4 {
+            self.bytes.copy_within(at + 4.., at + k);
+            self.bytes.truncate(at + k + n);
+        }
+        self.open_frames += 1;
+        Ok(())
     }
 
     /// Ends the sample being built with its value.
     pub fn finish_sample(&mut self, value: i64) {
-        let end = self.frame_ends.len();
-        self.stacks.push((self.open..end, value));
-        self.open = end;
+        let frames = self.frame_end.last().copied().unwrap_or(0) + self.open_frames;
+        self.open_frames = 0;
+        self.frame_end.push(frames);
+        self.byte_end.push(self.bytes.len());
+        self.values.push(value);
     }
 
     /// Adds a whole sample.
@@ -63,33 +224,90 @@ impl Samples {
 
     /// Number of samples.
     pub fn len(&self) -> usize {
-        self.stacks.len()
+        self.values.len()
     }
 
     /// True when there is no sample.
     pub fn is_empty(&self) -> bool {
-        self.stacks.is_empty()
+        self.values.is_empty()
     }
 
     /// Total number of frames over all samples.
     pub fn frame_count(&self) -> usize {
-        self.frame_ends.len()
+        self.frame_end.last().copied().unwrap_or(0)
     }
 
-    fn frame(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.frame_ends[i - 1] };
-        &self.bytes[start..self.frame_ends[i]]
+    /// Sample `i`'s first frame index (counting all frames before it), its
+    /// frame count and its first byte offset.
+    #[inline]
+    pub(crate) fn pos(&self, i: usize) -> (usize, usize, usize) {
+        let (f0, b0) = if i == 0 {
+            (0, 0)
+        } else {
+            (self.frame_end[i - 1], self.byte_end[i - 1])
+        };
+        (f0, self.frame_end[i] - f0, b0)
+    }
+
+    /// The frame stored at byte offset `at`, and the offset after it.
+    #[inline]
+    pub(crate) fn frame_at(&self, at: usize) -> (&[u8], usize) {
+        let first = self.bytes[at];
+        let (n, start) = if first < 0x80 {
+            (first as usize, at + 1)
+        } else {
+            let mut n = 0usize;
+            let mut i = at;
+            let mut shift = 0;
+            loop {
+                let b = self.bytes[i];
+                n |= ((b & 0x7f) as usize) << shift;
+                i += 1;
+                if b < 0x80 {
+                    break;
+                }
+                shift += 7;
+            }
+            (n, i)
+        };
+        (&self.bytes[start..start + n], start + n)
+    }
+
+    /// The frame buffer (for prefetching).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The value of sample `i`.
+    #[inline]
+    pub fn value(&self, i: usize) -> i64 {
+        self.values[i]
+    }
+
+    /// Interns every frame into `labels`, appending one label id per frame
+    /// to `ids` (stack after stack, as stored).
+    pub fn intern_into(&self, labels: &mut Labels, ids: &mut Vec<u32>) {
+        ids.reserve(self.frame_count());
+        let mut at = 0;
+        let end = self.byte_end.last().copied().unwrap_or(0);
+        while at < end {
+            let (f, next) = self.frame_at(at);
+            ids.push(labels.intern(f));
+            at = next;
+        }
     }
 
     /// Iterates over `(frames root first, value)`.
     pub fn iter(&self) -> impl Iterator<Item = (Stack<'_>, i64)> + '_ {
-        self.stacks.iter().map(move |(r, v)| {
+        (0..self.len()).map(move |i| {
+            let (_, n, b0) = self.pos(i);
             (
                 Stack {
                     samples: self,
-                    range: r.clone(),
+                    n,
+                    b0,
                 },
-                *v,
+                self.values[i],
             )
         })
     }
@@ -99,28 +317,77 @@ impl Samples {
 #[derive(Debug, Clone)]
 pub struct Stack<'a> {
     samples: &'a Samples,
-    range: Range<usize>,
+    n: usize,
+    b0: usize,
 }
 
 impl<'a> Stack<'a> {
     /// Number of frames.
     pub fn len(&self) -> usize {
-        self.range.len()
+        self.n
     }
 
     /// True for an empty stack (a sample attributed to the root).
     pub fn is_empty(&self) -> bool {
-        self.range.is_empty()
+        self.n == 0
     }
 
-    /// Frame `i` (0 = root).
+    /// Frame `i` (0 = root); walks the frames before it.
     pub fn get(&self, i: usize) -> &'a [u8] {
-        self.samples.frame(self.range.start + i)
+        self.frames()
+            .nth(i)
+            .unwrap_or_else(|| panic!("frame {i} of a {}-frame stack", self.n))
     }
 
     /// Iterates frames root first.
     pub fn frames(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
         let s = self.samples;
-        self.range.clone().map(move |i| s.frame(i))
+        let mut at = self.b0;
+        (0..self.n).map(move |_| {
+            let (f, next) = s.frame_at(at);
+            at = next;
+            f
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_frames_and_interns_each_label_once() {
+        let mut s = Samples::new();
+        s.push(&["a", "b", "a"], 1);
+        s.frame_buf().extend_from_slice(b"b");
+        s.commit_frame().unwrap();
+        s.frame_buf().extend_from_slice(b"c");
+        s.commit_frame().unwrap();
+        s.finish_sample(2);
+        s.push::<&str>(&[], 3);
+        s.push(&[""], 4);
+        let long = vec![b'x'; 300];
+        s.frame_buf().extend_from_slice(&long);
+        s.commit_frame().unwrap();
+        s.push_frame(&long[..200]);
+        s.finish_sample(5);
+        let got: Vec<(Vec<&[u8]>, i64)> =
+            s.iter().map(|(st, v)| (st.frames().collect(), v)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (vec![&b"a"[..], b"b", b"a"], 1),
+                (vec![&b"b"[..], b"c"], 2),
+                (vec![], 3),
+                (vec![&b""[..]], 4),
+                (vec![&long[..], &long[..200]], 5)
+            ]
+        );
+        let (mut labels, mut ids) = (Labels::default(), Vec::new());
+        s.intern_into(&mut labels, &mut ids);
+        assert_eq!(ids, vec![0, 1, 0, 1, 2, 3, 4, 5]);
+        assert_eq!(labels.len(), 6);
+        assert_eq!(labels.find(b"c"), Some(2));
+        assert_eq!(labels.find(b"d"), None);
     }
 }

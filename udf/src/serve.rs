@@ -11,9 +11,9 @@
 
 use crate::codec::{Format, Input, Limits, Output};
 use crate::fold::stack_fold;
-use crate::options::{FilterOptions, TreeOptions};
+use crate::options::{DiffOptions, FilterOptions, TreeOptions};
 use crate::samples::Samples;
-use crate::tree::{stack_diff, stack_tree};
+use crate::tree::{stack_diff_with, stack_tree_with};
 use crate::Result;
 use std::io::{Read, Write};
 
@@ -87,8 +87,14 @@ fn one_row<R: Read, W: Write>(
     let opts = input.options()?;
     input.end_row()?;
     match function {
-        Function::Tree => out.tree(&stack_tree(a, &TreeOptions::from_pairs(&opts)?)?)?,
-        Function::Diff => out.diff(&stack_diff(a, b, &TreeOptions::from_pairs(&opts)?)?)?,
+        Function::Tree => {
+            let o = TreeOptions::from_pairs(&opts)?;
+            out.tree_streamed(false, |emit| stack_tree_with(a, &o, emit))?
+        }
+        Function::Diff => {
+            let o = DiffOptions::from_pairs(&opts)?;
+            out.tree_streamed(true, |emit| stack_diff_with(a, b, &o, emit))?
+        }
         Function::Fold => out.fold(&stack_fold(a, &FilterOptions::from_pairs(&opts)?)?)?,
     }
     out.end_row()?;
@@ -105,29 +111,67 @@ pub fn read_stack_rows<R: Read>(r: R, format: Format, limits: Limits) -> Result<
     Ok(s)
 }
 
+/// Options of a table command, per function: each command takes only the
+/// options that mean something to it.
+#[derive(Debug, Clone)]
+pub enum TableOptions {
+    /// `tree-table`.
+    Tree(TreeOptions),
+    /// `diff-table`.
+    Diff(DiffOptions),
+    /// `fold-table`.
+    Fold(FilterOptions),
+}
+
+impl TableOptions {
+    /// The options of `function` from SQL-style `(key, value)` pairs.
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(
+        function: Function,
+        pairs: &[(K, V)],
+    ) -> Result<Self> {
+        Ok(match function {
+            Function::Tree => TableOptions::Tree(TreeOptions::from_pairs(pairs)?),
+            Function::Diff => TableOptions::Diff(DiffOptions::from_pairs(pairs)?),
+            Function::Fold => TableOptions::Fold(FilterOptions::from_pairs(pairs)?),
+        })
+    }
+
+    /// The function these options belong to.
+    pub fn function(&self) -> Function {
+        match self {
+            TableOptions::Tree(_) => Function::Tree,
+            TableOptions::Diff(_) => Function::Diff,
+            TableOptions::Fold(_) => Function::Fold,
+        }
+    }
+}
+
 /// Runs a table command: samples from `r` (and the comparison from
 /// `comparison` for a diff), one output row per node or folded line.
 pub fn serve_table<R: Read, R2: Read, W: Write>(
-    function: Function,
     format: Format,
-    opts: &TreeOptions,
+    opts: &TableOptions,
     limits: Limits,
     r: R,
     comparison: Option<R2>,
     w: W,
 ) -> Result<()> {
-    opts.validate()?;
+    match opts {
+        TableOptions::Tree(o) => o.validate()?,
+        TableOptions::Diff(o) => o.tree.validate()?,
+        TableOptions::Fold(_) => {}
+    }
     let a = read_stack_rows(r, format, limits)?;
     let mut out = Output::new(w, format);
-    match function {
-        Function::Tree => out.tree_table(&stack_tree(&a, opts)?)?,
-        Function::Fold => out.fold_table(&stack_fold(&a, &opts.filter)?)?,
-        Function::Diff => {
+    match opts {
+        TableOptions::Tree(o) => out.tree_table_streamed(false, |e| stack_tree_with(&a, o, e))?,
+        TableOptions::Fold(o) => out.fold_table(&stack_fold(&a, o)?)?,
+        TableOptions::Diff(o) => {
             let b = match comparison {
                 Some(c) => read_stack_rows(c, format, limits)?,
                 None => Samples::new(),
             };
-            out.diff_table(&stack_diff(&a, &b, opts)?)?
+            out.tree_table_streamed(true, |e| stack_diff_with(&a, &b, o, e))?
         }
     }
     out.flush()?;

@@ -6,19 +6,34 @@
 //! Grafana draws), ties by label bytes; and `value = self + sum(children)`
 //! holds at every node, on each side.
 //!
+//! How it is built: stacks are interned label ids; the tree is never stored
+//! as a whole. A node is a contiguous range of an index over the stacks that
+//! pass through it; expanding a node partitions its range by the next frame
+//! (a stable counting sort), which gives every child's value, self and
+//! magnitude at once. The full tree is streamed in pre-order while it is
+//! expanded, so memory stays at the input plus one index; there, frames are
+//! interned label ids and the partition goes through a per-label slot
+//! table. With `max_nodes`/`min_share` only the nodes that are kept are
+//! expanded, heaviest first (a node's magnitude is at most its parent's, so
+//! the kept nodes form a connected top of the tree): the millions of small
+//! nodes below the cut are never built, and (without a filter) frames are
+//! not even interned: each expansion groups the raw bytes of the frames it
+//! looks at in a small hash table.
+//!
 //! Negative values are summed as they are (a memory delta may be negative):
 //! they are legal, sort after positive siblings and keep the invariants.
 //! Pruning and `min_share` use a node's *magnitude*, the sum of `|value|`
 //! of every sample that passes through it, so mixed signs never make a
 //! busy node look empty.
 
-use crate::filter;
-use crate::options::{TreeOptions, OTHER_LABEL};
-use crate::samples::Samples;
+use crate::filter::IdFilter;
+use crate::options::{DiffOptions, FilterOptions, TreeOptions, OTHER_LABEL};
+use crate::samples::{hash_label, Labels, Samples};
 use crate::{Error, Result};
-use rustc_hash::FxHashMap as HashMap;
-use std::borrow::Cow;
+use hashbrown::HashTable;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::hash::{BuildHasher, Hasher};
 
 /// One row of a single flame graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,366 +66,766 @@ pub struct DiffRow {
     pub self_right: i64,
 }
 
-const ROOT: u32 = 0;
-const NO_LABEL: u32 = u32::MAX;
-
-#[derive(Debug, Clone)]
-struct Node {
-    parent: u32,
-    label: u32,
-    self_: [i64; 2],
-    value: [i64; 2],
-    magnitude: u64,
-    /// First child and next sibling: an intrusive list, because one small
-    /// Vec per node made allocation the tree's main cost.
-    first_child: u32,
-    next_sibling: u32,
-    child_count: u32,
-}
-
 const NONE: u32 = u32::MAX;
 
-/// A prefix tree of stacks with two value sides (0 = baseline or single,
-/// 1 = comparison).
-#[derive(Debug)]
-pub struct Tree {
-    labels: Vec<Box<[u8]>>,
-    label_ids: HashMap<Box<[u8]>, u32>,
-    nodes: Vec<Node>,
-    child_ids: HashMap<(u32, u32), u32>,
+/// One stack after the filter. `f0` is where its first frame is: an index
+/// into the interned ids, or (raw frames) a byte offset in its input.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    f0: usize,
+    len: u32,
+    side: u32,
+    value: i64,
+    /// `|value|` before any normalization.
+    mag: u64,
 }
 
-impl Node {
-    fn new(parent: u32, label: u32) -> Node {
-        Node {
-            parent,
-            label,
-            self_: [0; 2],
-            value: [0; 2],
-            magnitude: 0,
-            first_child: NONE,
-            next_sibling: NONE,
-            child_count: 0,
-        }
-    }
+enum Frames<'a> {
+    /// Every frame interned (after the filter).
+    Ids { labels: Labels, ids: Vec<u32> },
+    /// Frames as decoded, in the inputs.
+    Raw(Vec<&'a Samples>),
 }
 
-/// Iterates the children of node `n`.
-fn children(nodes: &[Node], n: u32) -> impl Iterator<Item = u32> + '_ {
-    let mut c = nodes[n as usize].first_child;
-    std::iter::from_fn(move || {
-        if c == NONE {
-            return None;
-        }
-        let cur = c;
-        c = nodes[c as usize].next_sibling;
-        Some(cur)
-    })
+/// The stacks of one call, filtered.
+struct Work<'a> {
+    frames: Frames<'a>,
+    recs: Vec<Rec>,
 }
 
-impl Default for Tree {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Tree {
-    /// An empty tree holding only the root.
-    pub fn new() -> Self {
-        Tree {
-            labels: Vec::new(),
-            label_ids: HashMap::default(),
-            nodes: vec![Node::new(ROOT, NO_LABEL)],
-            child_ids: HashMap::default(),
-        }
-    }
-
-    /// Number of nodes, the root included.
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
-    fn intern(&mut self, label: &[u8]) -> u32 {
-        if let Some(&id) = self.label_ids.get(label) {
-            return id;
-        }
-        let id = self.labels.len() as u32;
-        let b: Box<[u8]> = label.into();
-        self.labels.push(b.clone());
-        self.label_ids.insert(b, id);
-        id
-    }
-
-    fn add_stack<'a>(
-        &mut self,
-        frames: impl Iterator<Item = &'a [u8]>,
-        side: usize,
-        v: i64,
-    ) -> Result<()> {
-        let mag = v.unsigned_abs();
-        let mut cur = ROOT;
-        self.nodes[0].magnitude = self.nodes[0].magnitude.saturating_add(mag);
-        for f in frames {
-            let label = self.intern(f);
-            let next = match self.child_ids.get(&(cur, label)) {
-                Some(&n) => n,
-                None => {
-                    let n = self.nodes.len() as u32;
-                    let mut node = Node::new(cur, label);
-                    let parent = &mut self.nodes[cur as usize];
-                    node.next_sibling = parent.first_child;
-                    parent.first_child = n;
-                    parent.child_count += 1;
-                    self.nodes.push(node);
-                    self.child_ids.insert((cur, label), n);
-                    n
+impl<'a> Work<'a> {
+    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
+        let recs_raw = || {
+            let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
+            for (side, s) in inputs.iter().enumerate() {
+                for i in 0..s.len() {
+                    let (f0, n, b0) = s.pos(i);
+                    let v = s.value(i);
+                    recs.push(Rec {
+                        f0: if raw { b0 } else { f0 },
+                        len: n as u32,
+                        side: side as u32,
+                        value: v,
+                        mag: v.unsigned_abs(),
+                    });
                 }
+            }
+            recs
+        };
+        if filter.is_identity() && raw {
+            return Work {
+                recs: recs_raw(),
+                frames: Frames::Raw(inputs.to_vec()),
             };
-            let node = &mut self.nodes[next as usize];
-            node.magnitude = node.magnitude.saturating_add(mag);
-            cur = next;
         }
-        let s = &mut self.nodes[cur as usize].self_[side];
-        *s = s.checked_add(v).ok_or(Error::Overflow)?;
-        Ok(())
-    }
-
-    /// Adds every sample of `samples` to `side` after the filter in `opts`.
-    pub fn add_samples(
-        &mut self,
-        samples: &Samples,
-        side: usize,
-        opts: &TreeOptions,
-    ) -> Result<()> {
-        let identity = opts.filter.is_identity();
-        let mut buf: Vec<Cow<'_, [u8]>> = Vec::new();
-        for (stack, v) in samples.iter() {
-            if identity {
-                self.add_stack(stack.frames(), side, v)?;
-            } else if filter::apply(&opts.filter, &stack, &mut buf) {
-                self.add_stack(buf.iter().map(|c| &**c), side, v)?;
+        let mut labels = Labels::default();
+        let mut ids = Vec::new();
+        if filter.is_identity() {
+            // Interned in input order: the frame indexes stay valid, offset
+            // by the frames of the inputs before.
+            let mut recs = recs_raw();
+            let mut offset = 0;
+            for (side, s) in inputs.iter().enumerate() {
+                s.intern_into(&mut labels, &mut ids);
+                for r in recs.iter_mut().filter(|r| r.side == side as u32) {
+                    r.f0 += offset;
+                }
+                offset = ids.len();
+            }
+            return Work {
+                frames: Frames::Ids { labels, ids },
+                recs,
+            };
+        }
+        let mut recs = Vec::new();
+        let mut f = IdFilter::new(filter, &mut labels);
+        let mut all = Vec::new();
+        let mut out = Vec::new();
+        for (side, s) in inputs.iter().enumerate() {
+            all.clear();
+            s.intern_into(&mut labels, &mut all);
+            for i in 0..s.len() {
+                let (f0, n, _) = s.pos(i);
+                if !f.apply(&mut labels, &all[f0..f0 + n], &mut out) {
+                    continue;
+                }
+                let v = s.value(i);
+                recs.push(Rec {
+                    f0: ids.len(),
+                    len: out.len() as u32,
+                    side: side as u32,
+                    value: v,
+                    mag: v.unsigned_abs(),
+                });
+                ids.extend_from_slice(&out);
             }
         }
-        Ok(())
+        Work {
+            frames: Frames::Ids { labels, ids },
+            recs,
+        }
     }
 
-    /// Computes inclusive values bottom-up, checking for overflow.
-    fn sum_values(&mut self) -> Result<()> {
-        for n in &mut self.nodes {
-            n.value = n.self_;
+    /// The interned stack of `r` (interned frames only).
+    fn stack(&self, r: &Rec) -> &[u32] {
+        match &self.frames {
+            Frames::Ids { ids, .. } => &ids[r.f0..r.f0 + r.len as usize],
+            Frames::Raw(_) => unreachable!("normalize interns frames"),
         }
-        // Children always have larger indexes than their parent.
-        for i in (1..self.nodes.len()).rev() {
-            let (p, v) = (self.nodes[i].parent as usize, self.nodes[i].value);
-            for (side, val) in v.iter().enumerate() {
-                let pv = &mut self.nodes[p].value[side];
-                *pv = pv.checked_add(*val).ok_or(Error::Overflow)?;
-            }
+    }
+
+    /// A node's label.
+    fn label(&self, n: &Node) -> &[u8] {
+        match &self.frames {
+            Frames::Ids { labels, .. } => labels.get(n.label),
+            Frames::Raw(inputs) => inputs[n.label as usize].frame_at(n.at).0,
         }
-        Ok(())
     }
 
     /// Scales the baseline's self values so its total equals the
-    /// comparison's total, with largest-remainder rounding.
+    /// comparison's total, with largest-remainder rounding. A node's self is
+    /// the sum over the identical stacks that end at it, so identical
+    /// baseline stacks are grouped first; the group's first stack then
+    /// carries the scaled self and the others 0.
     fn normalize_baseline(&mut self) -> Result<()> {
-        let t0: i128 = self.nodes.iter().map(|n| n.self_[0] as i128).sum();
-        let t1: i128 = self.nodes.iter().map(|n| n.self_[1] as i128).sum();
+        let t0: i128 = self
+            .recs
+            .iter()
+            .filter(|r| r.side == 0)
+            .map(|r| r.value as i128)
+            .sum();
+        let t1: i128 = self
+            .recs
+            .iter()
+            .filter(|r| r.side == 1)
+            .map(|r| r.value as i128)
+            .sum();
         if t0 == 0 || t0 == t1 {
             return Ok(());
+        }
+        let hash = |s: &[u32]| {
+            let mut h = rustc_hash::FxBuildHasher.build_hasher();
+            for &id in s {
+                h.write_u32(id);
+            }
+            h.write_usize(s.len());
+            h.finish()
+        };
+        // Group representative rec and summed self, in first-seen order.
+        let mut groups: Vec<(usize, i64)> = Vec::new();
+        let mut table: HashTable<u32> = HashTable::new();
+        let mut group_of = vec![NONE; self.recs.len()];
+        for (i, r) in self.recs.iter().enumerate() {
+            if r.side != 0 {
+                continue;
+            }
+            let st = self.stack(r);
+            let h = hash(st);
+            let g = match table.find(h, |&g| self.stack(&self.recs[groups[g as usize].0]) == st) {
+                Some(&g) => g,
+                None => {
+                    let g = groups.len() as u32;
+                    groups.push((i, 0));
+                    table.insert_unique(h, g, |&g| {
+                        hash(self.stack(&self.recs[groups[g as usize].0]))
+                    });
+                    g
+                }
+            };
+            let sum = &mut groups[g as usize].1;
+            *sum = sum.checked_add(r.value).ok_or(Error::Overflow)?;
+            group_of[i] = g;
         }
         // Make the denominator positive so floor division is well defined.
         let (num, den) = if t0 < 0 { (-t1, -t0) } else { (t1, t0) };
         let mut rems: Vec<(i128, usize)> = Vec::new();
+        let mut scaled = Vec::with_capacity(groups.len());
         let mut sum: i128 = 0;
-        for (i, n) in self.nodes.iter_mut().enumerate() {
-            let x = n.self_[0] as i128 * num;
+        for (g, &(_, s)) in groups.iter().enumerate() {
+            let x = s as i128 * num;
             let q = x.div_euclid(den);
             let r = x.rem_euclid(den);
-            n.self_[0] = i64::try_from(q).map_err(|_| Error::Overflow)?;
+            scaled.push(i64::try_from(q).map_err(|_| Error::Overflow)?);
             sum += q;
             if r != 0 {
-                rems.push((r, i));
+                rems.push((r, g));
             }
         }
         let mut deficit = t1 - sum;
         rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, i) in rems {
+        for (_, g) in rems {
             if deficit <= 0 {
                 break;
             }
-            self.nodes[i].self_[0] += 1;
+            scaled[g] += 1;
             deficit -= 1;
+        }
+        for (i, r) in self.recs.iter_mut().enumerate() {
+            if r.side == 0 {
+                let g = group_of[i] as usize;
+                r.value = if groups[g].0 == i { scaled[g] } else { 0 };
+            }
         }
         Ok(())
     }
+}
 
-    /// Chooses which nodes to keep under `max_nodes` and `min_share`;
-    /// returns a keep flag per node.
-    fn select(&self, opts: &TreeOptions) -> Vec<bool> {
-        let n = self.nodes.len();
-        let threshold = if opts.min_share > 0.0 {
-            (opts.min_share * self.nodes[0].magnitude as f64).ceil() as u64
-        } else {
-            0
+/// A node: the range `lo..hi` of the stack index that passes through it.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// Interned frames: the label id; raw frames: the input (side) whose
+    /// bytes hold the label at `at`.
+    label: u32,
+    at: usize,
+    depth: u32,
+    lo: u32,
+    hi: u32,
+    value: [i64; 2],
+    self_: [i64; 2],
+    magnitude: u64,
+    /// Index of the first stack through the node: with `depth`, the order
+    /// in which an incremental build would have created it (the tie-break
+    /// of pruning, kept stable across implementations).
+    first: u32,
+    /// Index of the parent among the pruning candidates.
+    parent: u32,
+    has_children: bool,
+}
+
+/// A stack in the index, with a cursor on its next frame: partitioning
+/// moves these small records (sequential) instead of looking each stack up
+/// (random) at every level.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// The next frame: an index into the ids, or a byte offset in the input.
+    at: usize,
+    value: i64,
+    mag: u64,
+    /// The stack's index (input order, the pruning tie-break).
+    s: u32,
+    /// Frames left below the cursor.
+    left: u32,
+    side: u32,
+}
+
+struct Builder<'w, 'a> {
+    w: &'w Work<'a>,
+    idx: Vec<Entry>,
+    /// Interned frames: per label id, the child group it went to in the
+    /// current expansion.
+    slot: Vec<u32>,
+    /// Raw frames: the current expansion's groups by label bytes, and each
+    /// group's label.
+    groups: HashTable<u32>,
+    group_labels: Vec<&'a [u8]>,
+    tag: Vec<u32>,
+    tmp: Vec<Entry>,
+}
+
+impl<'w, 'a> Builder<'w, 'a> {
+    fn new(w: &'w Work<'a>) -> Self {
+        let labels = match &w.frames {
+            Frames::Ids { labels, .. } => labels.len(),
+            Frames::Raw(_) => 0,
         };
-        if opts.max_nodes == 0 && threshold == 0 {
-            return vec![true; n];
+        let idx = w
+            .recs
+            .iter()
+            .enumerate()
+            .map(|(s, r)| Entry {
+                at: r.f0,
+                value: r.value,
+                mag: r.mag,
+                s: s as u32,
+                left: r.len,
+                side: r.side,
+            })
+            .collect();
+        Builder {
+            w,
+            idx,
+            slot: vec![NONE; labels],
+            groups: HashTable::new(),
+            group_labels: Vec::new(),
+            tag: Vec::new(),
+            tmp: Vec::new(),
         }
-        let mut keep = vec![false; n];
-        keep[0] = true;
-        // Greedy: always consider the heaviest node whose parent is kept;
-        // take it when the rows it costs (itself, plus an `other` row for
-        // its own children, minus its parent's `other` row when it is the
-        // parent's last child) still fit. A node that does not fit stays in
-        // its parent's `other` row with its whole subtree.
-        let limit = if opts.max_nodes == 0 {
-            usize::MAX
-        } else {
-            opts.max_nodes
-        };
-        let mut heap = BinaryHeap::new();
-        let push_children = |heap: &mut BinaryHeap<(u64, std::cmp::Reverse<u32>)>, p: u32| {
-            for c in children(&self.nodes, p) {
-                let m = self.nodes[c as usize].magnitude;
-                if m >= threshold {
-                    heap.push((m, std::cmp::Reverse(c)));
-                }
-            }
-        };
-        push_children(&mut heap, ROOT);
-        let mut selected_children = vec![0u32; n];
-        let mut rows: usize = 1 + usize::from(self.nodes[0].child_count > 0);
-        while let Some((_, std::cmp::Reverse(c))) = heap.pop() {
-            let node = &self.nodes[c as usize];
-            let p = node.parent as usize;
-            let completes = selected_children[p] + 1 == self.nodes[p].child_count;
-            let cost = 1 + usize::from(node.child_count > 0);
-            let new_rows = rows + cost - usize::from(completes);
-            if new_rows > limit {
-                continue;
-            }
-            rows = new_rows;
-            selected_children[p] += 1;
-            keep[c as usize] = true;
-            push_children(&mut heap, c);
-        }
-        keep
     }
 
-    fn finish_generic<R>(
-        mut self,
-        opts: &TreeOptions,
-        diff: bool,
-        mut emit: impl FnMut(u32, &[u8], [i64; 2], [i64; 2]) -> R,
-    ) -> Result<Vec<R>> {
-        if diff && opts.normalize {
-            self.normalize_baseline()?;
-        }
-        self.sum_values()?;
-        let keep = self.select(opts);
-        let key = |v: [i64; 2]| -> i128 {
-            if diff {
-                v[0] as i128 + v[1] as i128
+    fn root(&self) -> Result<Node> {
+        let mut n = Node {
+            label: NONE,
+            at: 0,
+            depth: 0,
+            lo: 0,
+            hi: self.w.recs.len() as u32,
+            value: [0; 2],
+            self_: [0; 2],
+            magnitude: 0,
+            first: 0,
+            parent: NONE,
+            has_children: false,
+        };
+        for r in &self.w.recs {
+            let side = r.side as usize;
+            n.value[side] = n.value[side].checked_add(r.value).ok_or(Error::Overflow)?;
+            n.magnitude = n.magnitude.saturating_add(r.mag);
+            if r.len == 0 {
+                n.self_[side] = n.self_[side].checked_add(r.value).ok_or(Error::Overflow)?;
             } else {
-                v[0] as i128
+                n.has_children = true;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Partitions node `n`'s range by the next frame and appends its
+    /// children to `out` (in order of first appearance); the cursors of
+    /// the stacks in the range move one frame down.
+    fn expand(&mut self, n: &Node, parent: u32, out: &mut Vec<Node>) -> Result<()> {
+        let Builder {
+            w,
+            idx,
+            slot,
+            groups,
+            group_labels,
+            tag,
+            tmp,
+        } = self;
+        let (lo, hi, d) = (n.lo as usize, n.hi as usize, n.depth as usize);
+        let base = out.len();
+        tag.clear();
+        let mut nterm = 0usize;
+        let mut result = Ok(());
+        let new_child = |out: &mut Vec<Node>, label: u32, at: usize, s: u32| {
+            out.push(Node {
+                label,
+                at,
+                depth: d as u32 + 1,
+                lo: 0,
+                hi: 0,
+                value: [0; 2],
+                self_: [0; 2],
+                magnitude: 0,
+                first: s,
+                parent,
+                has_children: false,
+            });
+        };
+        let mut add = |c: &mut Node, e: &Entry| {
+            c.hi += 1;
+            let side = e.side as usize;
+            match c.value[side].checked_add(e.value) {
+                Some(v) => c.value[side] = v,
+                None => result = Err(Error::Overflow),
+            }
+            c.magnitude = c.magnitude.saturating_add(e.mag);
+            if e.left == 1 {
+                match c.self_[side].checked_add(e.value) {
+                    Some(v) => c.self_[side] = v,
+                    None => result = Err(Error::Overflow),
+                }
+            } else {
+                c.has_children = true;
             }
         };
-        // An entry is either a kept node or the `other` aggregate of a parent.
-        #[derive(Clone, Copy)]
-        enum Item {
-            Node(u32),
-            Other([i64; 2]),
-        }
-        let other_label = OTHER_LABEL.as_bytes();
-        let mut out = Vec::new();
-        let mut stack: Vec<(Item, u32)> = vec![(Item::Node(ROOT), 0)];
-        let mut kids: Vec<(Item, [i64; 2])> = Vec::new();
-        while let Some((item, level)) = stack.pop() {
-            match item {
-                Item::Other(v) => out.push(emit(level, other_label, v, v)),
-                Item::Node(id) => {
-                    let node = &self.nodes[id as usize];
-                    let label: &[u8] = if id == ROOT {
-                        opts.root.as_bytes()
-                    } else {
-                        &self.labels[node.label as usize]
-                    };
-                    out.push(emit(level, label, node.value, node.self_));
-                    kids.clear();
-                    let mut other = [0i64; 2];
-                    let mut dropped = false;
-                    for c in children(&self.nodes, id) {
-                        let cn = &self.nodes[c as usize];
-                        if keep[c as usize] {
-                            kids.push((Item::Node(c), cn.value));
-                        } else {
-                            dropped = true;
-                            other[0] = other[0].checked_add(cn.value[0]).ok_or(Error::Overflow)?;
-                            other[1] = other[1].checked_add(cn.value[1]).ok_or(Error::Overflow)?;
+        match &w.frames {
+            Frames::Ids { ids, .. } => {
+                for k in lo..hi {
+                    if let Some(ahead) = idx.get(k + PREFETCH) {
+                        prefetch(ids, ahead.at);
+                    }
+                    let e = &mut idx[k];
+                    if e.left == 0 {
+                        tag.push(NONE);
+                        nterm += 1;
+                        continue;
+                    }
+                    let l = ids[e.at];
+                    let mut g = slot[l as usize];
+                    if g == NONE {
+                        g = (out.len() - base) as u32;
+                        slot[l as usize] = g;
+                        new_child(out, l, 0, e.s);
+                    }
+                    add(&mut out[base + g as usize], e);
+                    e.at += 1;
+                    e.left -= 1;
+                    tag.push(g);
+                }
+                for c in &out[base..] {
+                    slot[c.label as usize] = NONE;
+                }
+            }
+            Frames::Raw(inputs) => {
+                groups.clear();
+                group_labels.clear();
+                // A big expansion would leave a big table to clear each
+                // time after it: start small again.
+                if groups.capacity() > 4 * (hi - lo) + 64 {
+                    *groups = HashTable::new();
+                }
+                for k in lo..hi {
+                    if let Some(ahead) = idx.get(k + PREFETCH) {
+                        prefetch(inputs[ahead.side as usize].bytes(), ahead.at);
+                    }
+                    let e = &mut idx[k];
+                    if e.left == 0 {
+                        tag.push(NONE);
+                        nterm += 1;
+                        continue;
+                    }
+                    let (f, next) = inputs[e.side as usize].frame_at(e.at);
+                    let h = hash_label(f);
+                    let g = match groups.find(h, |&g| group_labels[g as usize] == f) {
+                        Some(&g) => g,
+                        None => {
+                            let g = group_labels.len() as u32;
+                            new_child(out, e.side, e.at, e.s);
+                            group_labels.push(f);
+                            let gl = &*group_labels;
+                            groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
+                            g
                         }
-                    }
-                    if dropped {
-                        kids.push((Item::Other(other), other));
-                    }
-                    let lbl = |it: &Item| -> &[u8] {
-                        match it {
-                            Item::Node(c) => &self.labels[self.nodes[*c as usize].label as usize],
-                            Item::Other(_) => other_label,
-                        }
                     };
-                    kids.sort_by(|a, b| {
-                        key(b.1)
-                            .cmp(&key(a.1))
-                            .then_with(|| lbl(&a.0).cmp(lbl(&b.0)))
-                    });
-                    // Push in reverse so the first sibling is popped first.
-                    for (it, _) in kids.iter().rev() {
-                        stack.push((*it, level + 1));
-                    }
+                    add(&mut out[base + g as usize], e);
+                    e.at = next;
+                    e.left -= 1;
+                    tag.push(g);
                 }
             }
         }
-        Ok(out)
+        result?;
+        if out.len() - base == 1 && nterm == 0 {
+            // One child through which every stack passes: same range.
+            let c = &mut out[base];
+            c.lo = n.lo;
+            c.hi = n.hi;
+            return Ok(());
+        }
+        // Counting sort, stable: stacks that end here first, then each
+        // child's stacks; `hi` is the write cursor until the end.
+        let mut pos = (lo + nterm) as u32;
+        for c in &mut out[base..] {
+            let count = c.hi;
+            c.lo = pos;
+            c.hi = pos;
+            pos += count;
+        }
+        tmp.clear();
+        tmp.extend_from_slice(&idx[lo..hi]);
+        let mut t = lo;
+        for (k, e) in tmp.iter().enumerate() {
+            let g = tag[k];
+            if g == NONE {
+                idx[t] = *e;
+                t += 1;
+            } else {
+                let c = &mut out[base + g as usize];
+                idx[c.hi as usize] = *e;
+                c.hi += 1;
+            }
+        }
+        Ok(())
     }
+}
 
-    /// Finishes a single flame graph (side 0).
-    pub fn finish(self, opts: &TreeOptions) -> Result<Vec<TreeRow>> {
-        self.finish_generic(opts, false, |level, label, v, s| TreeRow {
-            level,
-            label: label.to_vec(),
-            value: v[0],
-            self_: s[0],
-        })
-    }
+/// How many stacks ahead the partition loop prefetches the next frame: the
+/// frames of a node's stacks are scattered over the input, and the loop is
+/// otherwise bound by waiting for each of them.
+const PREFETCH: usize = 8;
 
-    /// Finishes a diff flame graph (side 0 = baseline, side 1 = comparison).
-    pub fn finish_diff(self, opts: &TreeOptions) -> Result<Vec<DiffRow>> {
-        self.finish_generic(opts, true, |level, label, v, s| DiffRow {
-            level,
-            label: label.to_vec(),
-            value: v[0],
-            self_: s[0],
-            value_right: v[1],
-            self_right: s[1],
-        })
+/// Hints that `data[at]` will be read soon (no effect off x86-64, or out
+/// of bounds).
+#[inline(always)]
+fn prefetch<T>(data: &[T], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = data.get(at) {
+        // SAFETY: a prefetch is only a hint; the pointer comes from a live
+        // reference.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (x as *const T).cast::<i8>(),
+            )
+        };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
+}
+
+/// Receives the rows of a tree in pre-order: level, label, value and self
+/// on both sides (side 1 is 0 for a single tree).
+pub type Emit<'e> = dyn FnMut(u32, &[u8], [i64; 2], [i64; 2]) -> Result<()> + 'e;
+
+fn sort_key(diff: bool, v: [i64; 2]) -> i128 {
+    if diff {
+        v[0] as i128 + v[1] as i128
+    } else {
+        v[0] as i128
+    }
+}
+
+fn build(
+    inputs: &[&Samples],
+    opts: &TreeOptions,
+    normalize: bool,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    let diff = inputs.len() > 1;
+    let normalize = diff && normalize;
+    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
+    // Raw frames when only a few are looked at; normalize groups whole
+    // stacks, which needs them interned.
+    let mut w = Work::new(inputs, &opts.filter, prunes && !normalize);
+    if normalize {
+        w.normalize_baseline()?;
+    }
+    let mut b = Builder::new(&w);
+    let root = b.root()?;
+    let threshold = if opts.min_share > 0.0 {
+        (opts.min_share * root.magnitude as f64).ceil() as u64
+    } else {
+        0
+    };
+    if opts.max_nodes == 0 && threshold == 0 {
+        full(&mut b, root, opts, diff, emit)
+    } else {
+        pruned(&mut b, root, opts, threshold, diff, emit)
+    }
+}
+
+/// The whole tree, streamed in pre-order while it is expanded.
+fn full(
+    b: &mut Builder<'_, '_>,
+    root: Node,
+    opts: &TreeOptions,
+    diff: bool,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    emit(0, opts.root.as_bytes(), root.value, root.self_)?;
+    let w = b.w;
+    let mut pending: Vec<Node> = Vec::new();
+    let mut kids: Vec<Node> = Vec::new();
+    let mut cur = root;
+    loop {
+        if cur.has_children {
+            kids.clear();
+            b.expand(&cur, NONE, &mut kids)?;
+            kids.sort_unstable_by(|a, c| {
+                sort_key(diff, c.value)
+                    .cmp(&sort_key(diff, a.value))
+                    .then_with(|| w.label(a).cmp(w.label(c)))
+            });
+            pending.extend(kids.iter().rev());
+        }
+        let Some(n) = pending.pop() else { break };
+        emit(n.depth, w.label(&n), n.value, n.self_)?;
+        cur = n;
+    }
+    Ok(())
+}
+
+/// The pruned tree: greedy, heaviest node first among those whose parent is
+/// kept; a node is taken when the rows it costs (itself, plus an `[other]`
+/// row for its own children, minus its parent's `[other]` row when it is the
+/// parent's last child) still fit. A node that does not fit stays in its
+/// parent's `[other]` row with its whole subtree, never expanded.
+fn pruned(
+    b: &mut Builder<'_, '_>,
+    root: Node,
+    opts: &TreeOptions,
+    threshold: u64,
+    diff: bool,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    let limit = if opts.max_nodes == 0 {
+        usize::MAX
+    } else {
+        opts.max_nodes
+    };
+    // Candidates: every child of every expanded node, each node's children
+    // sorted heaviest first. The heap holds only the best child not yet
+    // considered of each expanded node (the next one enters when it
+    // leaves), which pops in the same order as a heap of all candidates.
+    let mut cands: Vec<Node> = vec![root];
+    let mut kids_of: Vec<(u32, u32)> = vec![(0, 0)];
+    let mut kept: Vec<bool> = vec![true];
+    let mut selected: Vec<u32> = vec![0];
+    type Entry = (u64, Reverse<(u32, u32)>, u32);
+    let key = |k: &Node| -> Entry { (k.magnitude, Reverse((k.first, k.depth)), 0) };
+    let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
+    let open = |b: &mut Builder<'_, '_>,
+                c: u32,
+                cands: &mut Vec<Node>,
+                kids_of: &mut Vec<(u32, u32)>,
+                kept: &mut Vec<bool>,
+                selected: &mut Vec<u32>,
+                heap: &mut BinaryHeap<Entry>|
+     -> Result<()> {
+        let n = cands[c as usize];
+        if !n.has_children {
+            return Ok(());
+        }
+        let start = cands.len();
+        b.expand(&n, c, cands)?;
+        cands[start..].sort_unstable_by_key(|k| Reverse(key(k)));
+        kids_of[c as usize] = (start as u32, cands.len() as u32);
+        let k = &cands[start];
+        if k.magnitude >= threshold {
+            heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
+        }
+        kids_of.resize(cands.len(), (0, 0));
+        kept.resize(cands.len(), false);
+        selected.resize(cands.len(), 0);
+        Ok(())
+    };
+    open(
+        b,
+        0,
+        &mut cands,
+        &mut kids_of,
+        &mut kept,
+        &mut selected,
+        &mut heap,
+    )?;
+    let mut rows: usize = 1 + usize::from(root.has_children);
+    while let Some((_, _, c)) = heap.pop() {
+        let node = cands[c as usize];
+        let p = node.parent as usize;
+        let (ks, ke) = kids_of[p];
+        // The next sibling (sorted) becomes a candidate.
+        if c + 1 < ke {
+            let k = &cands[c as usize + 1];
+            if k.magnitude >= threshold {
+                heap.push((k.magnitude, Reverse((k.first, k.depth)), c + 1));
+            }
+        }
+        let completes = selected[p] + 1 == ke - ks;
+        let cost = 1 + usize::from(node.has_children);
+        let new_rows = rows + cost - usize::from(completes);
+        if new_rows > limit {
+            continue;
+        }
+        rows = new_rows;
+        selected[p] += 1;
+        kept[c as usize] = true;
+        open(
+            b,
+            c,
+            &mut cands,
+            &mut kids_of,
+            &mut kept,
+            &mut selected,
+            &mut heap,
+        )?;
+    }
+    // Pre-order output of the kept nodes and each parent's `[other]` row.
+    #[derive(Clone, Copy)]
+    enum Item {
+        Node(u32),
+        Other([i64; 2]),
+    }
+    let w = b.w;
+    let other_label = OTHER_LABEL.as_bytes();
+    let mut stack: Vec<(Item, u32)> = vec![(Item::Node(0), 0)];
+    let mut kids: Vec<(Item, [i64; 2])> = Vec::new();
+    while let Some((item, level)) = stack.pop() {
+        match item {
+            Item::Other(v) => emit(level, other_label, v, v)?,
+            Item::Node(id) => {
+                let node = &cands[id as usize];
+                let label: &[u8] = if id == 0 {
+                    opts.root.as_bytes()
+                } else {
+                    w.label(node)
+                };
+                emit(level, label, node.value, node.self_)?;
+                kids.clear();
+                let mut other = [0i64; 2];
+                let mut dropped = false;
+                let (ks, ke) = kids_of[id as usize];
+                for c in ks..ke {
+                    let cn = &cands[c as usize];
+                    if kept[c as usize] {
+                        kids.push((Item::Node(c), cn.value));
+                    } else {
+                        dropped = true;
+                        other[0] = other[0].checked_add(cn.value[0]).ok_or(Error::Overflow)?;
+                        other[1] = other[1].checked_add(cn.value[1]).ok_or(Error::Overflow)?;
+                    }
+                }
+                if dropped {
+                    kids.push((Item::Other(other), other));
+                }
+                let lbl = |it: &Item| -> &[u8] {
+                    match it {
+                        Item::Node(c) => w.label(&cands[*c as usize]),
+                        Item::Other(_) => other_label,
+                    }
+                };
+                kids.sort_by(|a, c| {
+                    sort_key(diff, c.1)
+                        .cmp(&sort_key(diff, a.1))
+                        .then_with(|| lbl(&a.0).cmp(lbl(&c.0)))
+                });
+                // Push in reverse so the first sibling is popped first.
+                for (it, _) in kids.iter().rev() {
+                    stack.push((*it, level + 1));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Streams the single flame graph of `samples` to `emit` in pre-order.
+pub fn stack_tree_with(samples: &Samples, opts: &TreeOptions, emit: &mut Emit<'_>) -> Result<()> {
+    build(&[samples], opts, false, emit)
+}
+
+/// Streams the diff flame graph of `baseline` against `comparison` to
+/// `emit` in pre-order.
+pub fn stack_diff_with(
+    baseline: &Samples,
+    comparison: &Samples,
+    opts: &DiffOptions,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    build(&[baseline, comparison], &opts.tree, opts.normalize, emit)
 }
 
 /// Builds the single flame graph of `samples`.
 pub fn stack_tree(samples: &Samples, opts: &TreeOptions) -> Result<Vec<TreeRow>> {
-    let mut t = Tree::new();
-    t.add_samples(samples, 0, opts)?;
-    t.finish(opts)
+    let mut out = Vec::new();
+    stack_tree_with(samples, opts, &mut |level, label, v, s| {
+        out.push(TreeRow {
+            level,
+            label: label.to_vec(),
+            value: v[0],
+            self_: s[0],
+        });
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Builds the diff flame graph of `baseline` against `comparison`.
 pub fn stack_diff(
     baseline: &Samples,
     comparison: &Samples,
-    opts: &TreeOptions,
+    opts: &DiffOptions,
 ) -> Result<Vec<DiffRow>> {
-    let mut t = Tree::new();
-    t.add_samples(baseline, 0, opts)?;
-    t.add_samples(comparison, 1, opts)?;
-    t.finish_diff(opts)
+    let mut out = Vec::new();
+    stack_diff_with(baseline, comparison, opts, &mut |level, label, v, s| {
+        out.push(DiffRow {
+            level,
+            label: label.to_vec(),
+            value: v[0],
+            self_: s[0],
+            value_right: v[1],
+            self_right: s[1],
+        });
+        Ok(())
+    })?;
+    Ok(out)
 }

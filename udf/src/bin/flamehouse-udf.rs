@@ -5,8 +5,8 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use flamehouse_udf::codec::{Format, Limits};
-use flamehouse_udf::options::TreeOptions;
-use flamehouse_udf::serve::{self, Function};
+use flamehouse_udf::options::{DiffOptions, FilterOptions, TreeOptions};
+use flamehouse_udf::serve::{self, Function, TableOptions};
 use flamehouse_udf::{catalog, Error};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
@@ -31,13 +31,13 @@ enum Command {
     Fold(UdfArgs),
     /// For `executable()`: `(stack Array(String), value Int64)` rows in, one
     /// `(level, label, value, self)` row per node out.
-    TreeTable(TableArgs),
+    TreeTable(TreeTableArgs),
     /// For `executable()`: baseline rows on stdin, comparison rows on
     /// `--comparison-fd` (ClickHouse's second input query is fd 3).
-    DiffTable(TableArgs),
+    DiffTable(DiffTableArgs),
     /// For `executable()`: rows in, `(stack String, value Int64)` folded
     /// lines out.
-    FoldTable(TableArgs),
+    FoldTable(FoldTableArgs),
     /// Write the UDF XML config and SQL wrappers into a directory.
     Config {
         /// Output directory (e.g. `sql/udf`).
@@ -54,24 +54,60 @@ struct UdfArgs {
     /// executable_pool mode with `send_chunk_header=1`.
     #[arg(long)]
     pool: bool,
-    /// Maximum encoded size of one input row. Default: 4 GiB.
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// Input options every command shares.
+#[derive(clap::Args, Debug)]
+struct LimitArgs {
+    /// Maximum encoded size of one input row, in bytes.
     #[arg(long, default_value_t = Limits::default().max_row_bytes)]
     max_row_bytes: u64,
 }
 
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_row_bytes: self.max_row_bytes,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
-struct TableArgs {
+struct TreeTableArgs {
     /// Wire format of input and output.
     #[arg(long, value_enum)]
     format: Format,
-    /// Descriptor the comparison rows arrive on (diff only).
-    #[arg(long, default_value_t = 3)]
-    comparison_fd: i32,
-    /// Maximum encoded size of one input row. Default: 4 GiB.
-    #[arg(long, default_value_t = Limits::default().max_row_bytes)]
-    max_row_bytes: u64,
+    #[command(flatten)]
+    limits: LimitArgs,
     #[command(flatten)]
     tree: TreeOptions,
+}
+
+#[derive(clap::Args, Debug)]
+struct DiffTableArgs {
+    /// Wire format of input and output.
+    #[arg(long, value_enum)]
+    format: Format,
+    /// Descriptor the comparison rows arrive on.
+    #[arg(long, default_value_t = 3)]
+    comparison_fd: i32,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    diff: DiffOptions,
+}
+
+#[derive(clap::Args, Debug)]
+struct FoldTableArgs {
+    /// Wire format of input and output.
+    #[arg(long, value_enum)]
+    format: Format,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    filter: FilterOptions,
 }
 
 fn main() {
@@ -97,9 +133,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tree(a) => udf(Function::Tree, a, stdin, stdout),
         Command::Diff(a) => udf(Function::Diff, a, stdin, stdout),
         Command::Fold(a) => udf(Function::Fold, a, stdin, stdout),
-        Command::TreeTable(a) => table(Function::Tree, a, stdin, stdout),
-        Command::DiffTable(a) => table(Function::Diff, a, stdin, stdout),
-        Command::FoldTable(a) => table(Function::Fold, a, stdin, stdout),
+        Command::TreeTable(a) => table(
+            a.format,
+            TableOptions::Tree(a.tree),
+            a.limits.limits(),
+            None,
+            stdin,
+            stdout,
+        ),
+        Command::DiffTable(a) => table(
+            a.format,
+            TableOptions::Diff(a.diff),
+            a.limits.limits(),
+            Some(a.comparison_fd),
+            stdin,
+            stdout,
+        ),
+        Command::FoldTable(a) => table(
+            a.format,
+            TableOptions::Fold(a.filter),
+            a.limits.limits(),
+            None,
+            stdin,
+            stdout,
+        ),
         Command::Config { out } => {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             for (name, text) in [
@@ -115,27 +172,34 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn udf(f: Function, a: UdfArgs, r: impl io::Read, w: impl io::Write) -> anyhow::Result<()> {
-    let limits = Limits {
-        max_row_bytes: a.max_row_bytes,
-    };
-    Ok(serve::serve_udf(f, a.format, a.pool, limits, r, w)?)
+    Ok(serve::serve_udf(
+        f,
+        a.format,
+        a.pool,
+        a.limits.limits(),
+        r,
+        w,
+    )?)
 }
 
-fn table(f: Function, a: TableArgs, r: impl io::Read, w: impl io::Write) -> anyhow::Result<()> {
-    let limits = Limits {
-        max_row_bytes: a.max_row_bytes,
-    };
-    let comparison = if f == Function::Diff {
+fn table(
+    format: Format,
+    opts: TableOptions,
+    limits: Limits,
+    comparison_fd: Option<i32>,
+    r: impl io::Read,
+    w: impl io::Write,
+) -> anyhow::Result<()> {
+    let comparison = match comparison_fd {
         // ClickHouse passes the second input query as this descriptor;
         // opening it through /dev/fd gives a clear error when it is absent.
-        let path = format!("/dev/fd/{}", a.comparison_fd);
-        Some(std::fs::File::open(&path).with_context(|| {
-            format!("no comparison input on {path} (diff-table needs a second input query)")
-        })?)
-    } else {
-        None
+        Some(fd) => {
+            let path = format!("/dev/fd/{fd}");
+            Some(std::fs::File::open(&path).with_context(|| {
+                format!("no comparison input on {path} (diff-table needs a second input query)")
+            })?)
+        }
+        None => None,
     };
-    Ok(serve::serve_table(
-        f, a.format, &a.tree, limits, r, comparison, w,
-    )?)
+    Ok(serve::serve_table(format, &opts, limits, r, comparison, w)?)
 }

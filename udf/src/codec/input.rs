@@ -423,10 +423,38 @@ impl<R: Read> Input<R> {
 
     fn rb_stack(&mut self, out: &mut Samples) -> Result<()> {
         let frames = self.uleb()?;
+        // Fast path: every frame in the buffer with a one-byte length. That
+        // is exactly how `Samples` stores frames, so the stack is one copy.
+        let rest = &self.buf[self.pos..self.len];
+        let mut p = 0usize;
+        let mut n = 0u64;
+        while n < frames && p < rest.len() && rest[p] < 0x80 {
+            p += 1 + rest[p] as usize;
+            n += 1;
+        }
+        if n == frames && p <= rest.len() {
+            out.push_encoded_frames(&rest[..p], frames as usize);
+            self.pos += p;
+            return Ok(());
+        }
         for _ in 0..frames {
-            let n = self.uleb()?;
-            self.bytes_into(n, out.frame_buf())?;
-            out.commit_frame();
+            // Fast path: a short length and the whole string in the buffer.
+            let rest = &self.buf[self.pos..self.len];
+            if rest.len() > 1 && rest[0] < 0x80 && rest.len() > rest[0] as usize {
+                let n = rest[0] as usize;
+                out.push_frame(&rest[1..1 + n]);
+                self.pos += 1 + n;
+            } else {
+                let n = self.uleb()?;
+                if n > crate::samples::MAX_FRAME_BYTES && n <= self.limits.max_row_bytes {
+                    return Err(self.err(format!(
+                        "a {n}-byte frame is longer than {} bytes",
+                        crate::samples::MAX_FRAME_BYTES
+                    )));
+                }
+                self.bytes_into(n, out.frame_buf())?;
+                out.commit_frame()?;
+            }
         }
         Ok(())
     }
@@ -434,8 +462,7 @@ impl<R: Read> Input<R> {
     fn tsv_stack(&mut self, out: &mut Samples) -> Result<()> {
         self.tsv_list(b'[', b']', |s| {
             s.tsv_quoted_into(out.frame_buf())?;
-            out.commit_frame();
-            Ok(())
+            out.commit_frame()
         })
     }
 

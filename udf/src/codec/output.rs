@@ -1,7 +1,6 @@
 //! Encoding results in TabSeparated or RowBinary.
 
 use super::Format;
-use crate::tree::{DiffRow, TreeRow};
 use std::io::{self, Write};
 
 /// An encoder over the process's output stream.
@@ -9,12 +8,17 @@ use std::io::{self, Write};
 pub struct Output<W> {
     w: W,
     format: Format,
+    scratch: Vec<u8>,
 }
 
 impl<W: Write> Output<W> {
     /// Wraps `w`, which carries `format`.
     pub fn new(w: W, format: Format) -> Self {
-        Output { w, format }
+        Output {
+            w,
+            format,
+            scratch: Vec::new(),
+        }
     }
 
     /// Flushes the underlying writer (after each pool chunk).
@@ -50,13 +54,6 @@ impl<W: Write> Output<W> {
     }
 
     fn int(&mut self, v: i64) -> io::Result<()> {
-        match self.format {
-            Format::RowBinary => self.w.write_all(&v.to_le_bytes()),
-            Format::TabSeparated => write!(self.w, "{v}"),
-        }
-    }
-
-    fn level(&mut self, v: u32) -> io::Result<()> {
         match self.format {
             Format::RowBinary => self.w.write_all(&v.to_le_bytes()),
             Format::TabSeparated => write!(self.w, "{v}"),
@@ -110,33 +107,6 @@ impl<W: Write> Output<W> {
         self.tsv(b"]")
     }
 
-    /// One `Array(Tuple(UInt32, String, Int64, Int64))` value.
-    pub fn tree(&mut self, rows: &[TreeRow]) -> io::Result<()> {
-        self.array(rows, |o, r| {
-            o.level(r.level)?;
-            o.tsv(b",")?;
-            o.quoted(&r.label)?;
-            o.tsv(b",")?;
-            o.int(r.value)?;
-            o.tsv(b",")?;
-            o.int(r.self_)
-        })
-    }
-
-    /// One `Array(Tuple(UInt32, String, Int64, Int64, Int64, Int64))` value.
-    pub fn diff(&mut self, rows: &[DiffRow]) -> io::Result<()> {
-        self.array(rows, |o, r| {
-            o.level(r.level)?;
-            o.tsv(b",")?;
-            o.quoted(&r.label)?;
-            for v in [r.value, r.self_, r.value_right, r.self_right] {
-                o.tsv(b",")?;
-                o.int(v)?;
-            }
-            Ok(())
-        })
-    }
-
     /// One `Array(Tuple(String, Int64))` value.
     pub fn fold(&mut self, rows: &[(Vec<u8>, i64)]) -> io::Result<()> {
         self.array(rows, |o, (line, v)| {
@@ -151,36 +121,6 @@ impl<W: Write> Output<W> {
         self.tsv(b"\n")
     }
 
-    /// Table-function output: one `(level, label, value, self)` row per node.
-    pub fn tree_table(&mut self, rows: &[TreeRow]) -> io::Result<()> {
-        for r in rows {
-            self.level(r.level)?;
-            self.tsv(b"\t")?;
-            self.column_str(&r.label)?;
-            self.tsv(b"\t")?;
-            self.int(r.value)?;
-            self.tsv(b"\t")?;
-            self.int(r.self_)?;
-            self.end_row()?;
-        }
-        Ok(())
-    }
-
-    /// Table-function output: one diff row per node.
-    pub fn diff_table(&mut self, rows: &[DiffRow]) -> io::Result<()> {
-        for r in rows {
-            self.level(r.level)?;
-            self.tsv(b"\t")?;
-            self.column_str(&r.label)?;
-            for v in [r.value, r.self_, r.value_right, r.self_right] {
-                self.tsv(b"\t")?;
-                self.int(v)?;
-            }
-            self.end_row()?;
-        }
-        Ok(())
-    }
-
     /// Table-function output: one `(stack, value)` row per folded line.
     pub fn fold_table(&mut self, rows: &[(Vec<u8>, i64)]) -> io::Result<()> {
         for (line, v) in rows {
@@ -190,6 +130,158 @@ impl<W: Write> Output<W> {
             self.end_row()?;
         }
         Ok(())
+    }
+}
+
+/// One tree or diff row as an array element or a table row.
+#[allow(clippy::too_many_arguments)] // one row's fields, as the emitter gets them
+fn node_row<W: Write>(
+    w: &mut W,
+    format: Format,
+    table: bool,
+    diff: bool,
+    level: u32,
+    label: &[u8],
+    v: [i64; 2],
+    s: [i64; 2],
+) -> io::Result<()> {
+    let vals = [v[0], s[0], v[1], s[1]];
+    let vals = if diff { &vals[..] } else { &vals[..2] };
+    match format {
+        Format::RowBinary => {
+            // Three writes per row, not one per field: small copies into
+            // a buffered writer are a large part of a big tree's output.
+            let mut head = [0u8; 14];
+            head[..4].copy_from_slice(&level.to_le_bytes());
+            let mut k = 4;
+            let mut n = label.len() as u64;
+            loop {
+                let b = (n & 0x7f) as u8;
+                n >>= 7;
+                if n == 0 {
+                    head[k] = b;
+                    k += 1;
+                    break;
+                }
+                head[k] = b | 0x80;
+                k += 1;
+            }
+            w.write_all(&head[..k])?;
+            w.write_all(label)?;
+            let mut tail = [0u8; 32];
+            for (i, x) in vals.iter().enumerate() {
+                tail[i * 8..i * 8 + 8].copy_from_slice(&x.to_le_bytes());
+            }
+            w.write_all(&tail[..vals.len() * 8])
+        }
+        Format::TabSeparated => {
+            let sep: &[u8] = if table { b"\t" } else { b"," };
+            if !table {
+                w.write_all(b"(")?;
+            }
+            write!(w, "{level}")?;
+            w.write_all(sep)?;
+            if table {
+                write_escaped(w, label, false)?;
+            } else {
+                w.write_all(b"'")?;
+                write_escaped(w, label, true)?;
+                w.write_all(b"'")?;
+            }
+            for x in vals {
+                w.write_all(sep)?;
+                write!(w, "{x}")?;
+            }
+            if table {
+                w.write_all(b"\n")
+            } else {
+                w.write_all(b")")
+            }
+        }
+    }
+}
+
+fn uleb<W: Write>(w: &mut W, mut v: u64) -> io::Result<()> {
+    let mut buf = [0u8; 10];
+    let mut i = 0;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            buf[i] = b;
+            i += 1;
+            break;
+        }
+        buf[i] = b | 0x80;
+        i += 1;
+    }
+    w.write_all(&buf[..i])
+}
+
+impl<W: Write> Output<W> {
+    /// One tree (or diff) array value whose rows `build` streams to the
+    /// given callback, encoded as they come, never as row structs.
+    /// TabSeparated goes straight to the output; RowBinary needs the row
+    /// count before the rows, so the encoded rows wait in 1 MiB chunks
+    /// (no doubling buffer, no copy of it).
+    pub fn tree_streamed(
+        &mut self,
+        diff: bool,
+        build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let format = self.format;
+        let mut n: u64 = 0;
+        if format == Format::TabSeparated {
+            let w = &mut self.w;
+            w.write_all(b"[")?;
+            build(&mut |level, label, v, s| {
+                if n > 0 {
+                    w.write_all(b",")?;
+                }
+                n += 1;
+                node_row(w, format, false, diff, level, label, v, s)?;
+                Ok(())
+            })?;
+            self.w.write_all(b"]")?;
+            return Ok(());
+        }
+        const CHUNK: usize = 1 << 20;
+        let mut chunks: Vec<Vec<u8>> = vec![std::mem::take(&mut self.scratch)];
+        chunks[0].clear();
+        build(&mut |level, label, v, s| {
+            let mut cur = chunks.last_mut().expect("one chunk");
+            if cur.len() + label.len() + 64 > CHUNK && !cur.is_empty() {
+                chunks.push(Vec::with_capacity(CHUNK));
+                cur = chunks.last_mut().expect("one chunk");
+            }
+            n += 1;
+            node_row(cur, format, false, diff, level, label, v, s)?;
+            Ok(())
+        })?;
+        uleb(&mut self.w, n)?;
+        for c in &chunks {
+            self.w.write_all(c)?;
+        }
+        // Keep one chunk for the next call.
+        let mut first = chunks.swap_remove(0);
+        first.clear();
+        self.scratch = first;
+        Ok(())
+    }
+
+    /// Table-function output of a tree (or diff) that `build` streams: one
+    /// row per node, written as it comes.
+    pub fn tree_table_streamed(
+        &mut self,
+        diff: bool,
+        build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let format = self.format;
+        let w = &mut self.w;
+        build(&mut |level, label, v, s| {
+            node_row(w, format, true, diff, level, label, v, s)?;
+            Ok(())
+        })
     }
 }
 

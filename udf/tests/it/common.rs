@@ -1,6 +1,6 @@
 //! Shared strategies, independent reference implementations and checks.
 
-use flamehouse_udf::options::{FilterOptions, TreeOptions};
+use flamehouse_udf::options::{DiffOptions, FilterOptions, TreeOptions};
 use flamehouse_udf::samples::Samples;
 use flamehouse_udf::tree::{DiffRow, TreeRow};
 use proptest::prelude::*;
@@ -9,9 +9,11 @@ use std::collections::HashMap;
 
 /// Frames of the property tests: few enough that prefixes are shared, with
 /// hex offsets for `strip_hex`, and `;`/`:`/line breaks for fold's mapping.
-/// No label is `other`, so an `other` row is always a pruning aggregate.
+/// No label is `[other]`, so an `[other]` row is always a pruning aggregate
+/// (`other` itself is a real frame, as in real profiles).
 pub const VOCAB: &[&[u8]] = &[
-    b"a", b"b", b"c", b"b+0x1a", b"b+0x2f", b"0xdead", b"d;e", b"d:e", b"n\nl", b"n l", b"r\rx",
+    b"a", b"b", b"c", b"other", b"b+0x1a", b"b+0x2f", b"0xdead", b"d;e", b"d:e", b"n\nl", b"n l",
+    b"r\rx",
 ];
 
 /// Literal patterns for focus/exclude (escaped before use as regexes).
@@ -176,11 +178,18 @@ impl TreeSpec {
             max_nodes: self.max_nodes,
             min_share: self.min_share,
             root: self.root.to_string(),
-            normalize: self.normalize,
             filter: self.filter.options(),
         };
         o.validate().unwrap();
         o
+    }
+
+    /// The diff options (the tree options and `normalize`).
+    pub fn diff(&self, tree: TreeOptions) -> DiffOptions {
+        DiffOptions {
+            normalize: self.normalize,
+            tree,
+        }
     }
 
     /// The same options without pruning.
@@ -287,6 +296,18 @@ pub fn check_valid(rows: &[Row], diff: bool) -> Result<(), TestCaseError> {
                 side
             );
         }
+        // No two siblings share a label: a real `other` frame and the
+        // pruned-remainder `[other]` row stay distinguishable.
+        let mut labels: Vec<&[u8]> = kids[i].iter().map(|&c| &rows[c].label[..]).collect();
+        labels.sort();
+        for w in labels.windows(2) {
+            prop_assert!(
+                w[0] != w[1],
+                "two siblings labelled {:?} under row {}",
+                w[0],
+                i
+            );
+        }
         for w in kids[i].windows(2) {
             let (a, b) = (&rows[w[0]], &rows[w[1]]);
             prop_assert!(
@@ -391,7 +412,7 @@ pub fn check_pruned(
     let kids = children(pruned)?;
     let mut kept = Vec::new();
     for (i, (path, r)) in with_paths(pruned).into_iter().enumerate() {
-        if r.level > 0 && r.label == b"other" {
+        if r.level > 0 && r.label == b"[other]" {
             prop_assert!(kids[i].is_empty(), "`other` row {} has children", i);
             prop_assert_eq!(r.value, r.self_);
             continue;

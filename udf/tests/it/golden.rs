@@ -8,7 +8,7 @@ use crate::wire::{stack, Call, Enc};
 use flamehouse_udf::catalog;
 use flamehouse_udf::codec::{Format, Limits};
 use flamehouse_udf::options::TreeOptions;
-use flamehouse_udf::serve::{serve_table, serve_udf, Function};
+use flamehouse_udf::serve::{serve_table, serve_udf, Function, TableOptions};
 
 fn baseline() -> RawSamples {
     vec![
@@ -143,9 +143,8 @@ fn table_wire_output() {
             let comparison = (function == Function::Diff).then_some(&cmp[..]);
             let mut out = Vec::new();
             serve_table(
-                function,
                 format,
-                &TreeOptions::default(),
+                &TableOptions::from_pairs::<&str, &str>(function, &[]).unwrap(),
                 Limits::default(),
                 &input[..],
                 comparison,
@@ -167,9 +166,8 @@ fn table_wire_output_pruned() {
     let input = Enc::plain(Format::TabSeparated).table_rows(&baseline());
     let mut out = Vec::new();
     serve_table(
-        Function::Tree,
         Format::TabSeparated,
-        &opts,
+        &TableOptions::Tree(opts),
         Limits::default(),
         &input[..],
         None::<&[u8]>,

@@ -4,6 +4,7 @@
 //! decoder robustness on arbitrary bytes, and insta snapshots pinning the
 //! exact wire output.
 
+mod cli;
 mod common;
 mod golden;
 mod props;

@@ -54,11 +54,11 @@ proptest! {
         spec in tree_spec(),
     ) {
         let (sa, sb) = (to_samples(&a), to_samples(&b));
-        let pruned = rows(&stack_diff(&sa, &sb, &spec.options()).unwrap());
-        let full = rows(&stack_diff(&sa, &sb, &spec.unpruned()).unwrap());
-        let raw_opts = flamehouse_udf::options::TreeOptions {
+        let pruned = rows(&stack_diff(&sa, &sb, &spec.diff(spec.options())).unwrap());
+        let full = rows(&stack_diff(&sa, &sb, &spec.diff(spec.unpruned())).unwrap());
+        let raw_opts = flamehouse_udf::options::DiffOptions {
             normalize: false,
-            ..spec.unpruned()
+            tree: spec.unpruned(),
         };
         let raw_full = rows(&stack_diff(&sa, &sb, &raw_opts).unwrap());
         check_valid(&raw_full, true)?;
@@ -114,5 +114,61 @@ proptest! {
         let mut want: Vec<(Vec<u8>, i64)> = merged.into_iter().filter(|(_, v)| *v != 0).collect();
         want.sort();
         prop_assert_eq!(got, want);
+    }
+}
+
+/// Stacks over a wider vocabulary and deeper than `vocab_samples`, so that
+/// pruning cuts deep, bushy trees.
+fn bushy_samples() -> impl Strategy<Value = RawSamples> {
+    let frame = (0u8..40).prop_map(|i| format!("f{}", i % 13 + i / 13).into_bytes());
+    let stack = prop::collection::vec(frame, 0..12);
+    prop::collection::vec(
+        (stack, prop_oneof![4 => 1i64..1000, 1 => -50i64..50]),
+        0..120,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The pruned tree without a filter groups raw frame bytes; with a
+    /// filter that changes nothing it groups interned ids. Both must give
+    /// the same rows, every kept node exact against the reference, nothing
+    /// lost (root and `value = self + children` hold), rows within the cap.
+    #[test]
+    fn pruning_raw_and_interned_agree_and_keep_value(
+        raw in bushy_samples(),
+        cmp in bushy_samples(),
+        max_nodes in prop_oneof![Just(0usize), 2usize..80],
+        min_share in prop_oneof![Just(0.0f64), 0.0f64..0.2],
+    ) {
+        let spec = TreeSpec {
+            max_nodes,
+            min_share,
+            normalize: false,
+            root: "total",
+            filter: FilterSpec::default(),
+        };
+        let samples = to_samples(&raw);
+        let opts = spec.options();
+        let mut noop = opts.clone();
+        noop.filter.exclude = Some(regex::bytes::Regex::new("^never matches$").unwrap());
+        let pruned = rows(&stack_tree(&samples, &opts).unwrap());
+        prop_assert_eq!(&pruned, &rows(&stack_tree(&samples, &noop).unwrap()));
+        let full = rows(&stack_tree(&samples, &spec.unpruned()).unwrap());
+        check_valid(&pruned, false)?;
+        let reference = reference_tree(&[&raw], &spec.filter);
+        prop_assert_eq!(path_map(&full)?, ref_values(&reference));
+        check_pruned(&pruned, &full, &spec, &reference)?;
+
+        // The diff: both sides through the same pruning.
+        let sc = to_samples(&cmp);
+        let d = |t: flamehouse_udf::options::TreeOptions| spec.diff(t);
+        let pruned = rows(&stack_diff(&samples, &sc, &d(opts.clone())).unwrap());
+        prop_assert_eq!(&pruned, &rows(&stack_diff(&samples, &sc, &d(noop)).unwrap()));
+        let full = rows(&stack_diff(&samples, &sc, &d(spec.unpruned())).unwrap());
+        check_valid(&pruned, true)?;
+        let reference = reference_tree(&[&raw, &cmp], &spec.filter);
+        check_pruned(&pruned, &full, &spec, &reference)?;
     }
 }

@@ -6,8 +6,8 @@
 use crate::common::{value, RawSamples, Stack};
 use flamehouse_udf::codec::{Format, Limits};
 use flamehouse_udf::fold::stack_fold;
-use flamehouse_udf::options::{FilterOptions, TreeOptions};
-use flamehouse_udf::serve::{serve_table, serve_udf, Function};
+use flamehouse_udf::options::{DiffOptions, FilterOptions, TreeOptions};
+use flamehouse_udf::serve::{serve_table, serve_udf, Function, TableOptions};
 use flamehouse_udf::tree::{stack_diff, stack_tree, DiffRow, TreeRow};
 use proptest::prelude::*;
 
@@ -364,7 +364,7 @@ pub fn expected_call(function: Function, format: Format, call: &Call) -> Option<
             array_row(&mut out, format, &t);
         }
         Function::Diff => {
-            let o = TreeOptions::from_pairs(&call.opts).ok()?;
+            let o = DiffOptions::from_pairs(&call.opts).ok()?;
             let rows = stack_diff(&a, &samples(&call.b), &o).ok()?;
             let t: Vec<_> = rows.iter().map(diff_fields).collect();
             array_row(&mut out, format, &t);
@@ -393,27 +393,26 @@ pub fn expected_udf(function: Function, format: Format, calls: &[Call]) -> (Vec<
 }
 
 pub fn expected_table(
-    function: Function,
     format: Format,
-    opts: &TreeOptions,
+    opts: &TableOptions,
     a: &RawSamples,
     b: &RawSamples,
 ) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let a = samples(a);
-    match function {
-        Function::Tree => {
-            let rows = stack_tree(&a, opts).ok()?;
+    match opts {
+        TableOptions::Tree(o) => {
+            let rows = stack_tree(&a, o).ok()?;
             let t: Vec<_> = rows.iter().map(tree_fields).collect();
             table_out(&mut out, format, &t);
         }
-        Function::Diff => {
-            let rows = stack_diff(&a, &samples(b), opts).ok()?;
+        TableOptions::Diff(o) => {
+            let rows = stack_diff(&a, &samples(b), o).ok()?;
             let t: Vec<_> = rows.iter().map(diff_fields).collect();
             table_out(&mut out, format, &t);
         }
-        Function::Fold => {
-            let rows = stack_fold(&a, &opts.filter).ok()?;
+        TableOptions::Fold(o) => {
+            let rows = stack_fold(&a, o).ok()?;
             let t: Vec<_> = rows.iter().map(fold_fields).collect();
             table_out(&mut out, format, &t);
         }
@@ -458,7 +457,6 @@ const TREE_OPTS: &[(&str, &str)] = &[
     ("max_nodes", "0"),
     ("min_share", "0.2"),
     ("root", "r'o\\ot\t\u{f6}"),
-    ("normalize", "1"),
     ("collapse_recursion", "true"),
     ("strip_hex", "1"),
     ("max_depth", "2"),
@@ -474,22 +472,31 @@ const FOLD_OPTS: &[(&str, &str)] = &[
     ("exclude", "x"),
     ("exclude", ""),
 ];
+/// Options only the diff takes.
+const DIFF_OPTS: &[(&str, &str)] = &[("normalize", "1"), ("normalize", "0")];
 /// Options every function rejects.
 const BAD_OPTS: &[(&str, &str)] = &[("max_nodes", "1"), ("bogus", "x"), ("max_depth", "-1")];
+/// Options that belong to another function (an error, never ignored).
+const MISPLACED: &[(&str, &str)] = &[("normalize", "1"), ("max_nodes", "5"), ("root", "r")];
 
 fn pair(p: &(&str, &str)) -> (String, String) {
     (p.0.to_string(), p.1.to_string())
 }
 
 fn options_for(function: Function) -> impl Strategy<Value = Vec<(String, String)>> {
-    let good = if function == Function::Fold {
-        FOLD_OPTS
-    } else {
-        TREE_OPTS
+    let good: Vec<(&str, &str)> = match function {
+        Function::Fold => FOLD_OPTS.to_vec(),
+        Function::Tree => TREE_OPTS.to_vec(),
+        Function::Diff => [TREE_OPTS, DIFF_OPTS].concat(),
+    };
+    let bad: Vec<(&str, &str)> = match function {
+        Function::Fold => [BAD_OPTS, MISPLACED].concat(),
+        Function::Tree => [BAD_OPTS, &MISPLACED[..1]].concat(),
+        Function::Diff => BAD_OPTS.to_vec(),
     };
     let one = prop_oneof![
         12 => prop::sample::select(good).prop_map(|p| pair(&p)),
-        1 => prop::sample::select(BAD_OPTS).prop_map(|p| pair(&p)),
+        1 => prop::sample::select(bad).prop_map(|p| pair(&p)),
     ];
     prop::collection::vec(one, 0..3)
 }
@@ -542,9 +549,16 @@ fn limits() -> impl Strategy<Value = Limits> {
     ]
 }
 
-fn table_opts() -> impl Strategy<Value = TreeOptions> {
-    prop::collection::vec(prop::sample::select(TREE_OPTS).prop_map(|p| pair(&p)), 0..3)
-        .prop_map(|pairs| TreeOptions::from_pairs(&pairs).unwrap())
+fn table_opts() -> impl Strategy<Value = TableOptions> {
+    function().prop_flat_map(|f| {
+        let good: Vec<(&str, &str)> = match f {
+            Function::Fold => FOLD_OPTS.to_vec(),
+            Function::Tree => TREE_OPTS.to_vec(),
+            Function::Diff => [TREE_OPTS, DIFF_OPTS].concat(),
+        };
+        prop::collection::vec(prop::sample::select(good).prop_map(|p| pair(&p)), 0..3)
+            .prop_map(move |pairs| TableOptions::from_pairs(f, &pairs).unwrap())
+    })
 }
 
 proptest! {
@@ -562,19 +576,19 @@ proptest! {
 
     #[test]
     fn table_round_trip(
-        function in function(),
         enc in enc(),
         opts in table_opts(),
         a in wire_samples(),
         b in wire_samples(),
     ) {
+        let function = opts.function();
         let input = enc.table_rows(&a);
         let cmp = enc.table_rows(&b);
         let comparison = (function == Function::Diff).then_some(&cmp[..]);
         let mut out = Vec::new();
-        let res = serve_table(function, enc.format, &opts, Limits::default(), &input[..], comparison, &mut out);
+        let res = serve_table(enc.format, &opts, Limits::default(), &input[..], comparison, &mut out);
         let b = if function == Function::Diff { b } else { Vec::new() };
-        match expected_table(function, enc.format, &opts, &a, &b) {
+        match expected_table(enc.format, &opts, &a, &b) {
             Some(want) => {
                 prop_assert!(res.is_ok(), "{:?}", res);
                 prop_assert_eq!(out, want);
@@ -620,8 +634,8 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..400),
         cmp in prop::collection::vec(any::<u8>(), 0..100),
     ) {
-        let opts = TreeOptions::default();
-        let _ = serve_table(function, format, &opts, limits, &bytes[..], Some(&cmp[..]), std::io::sink());
+        let opts = TableOptions::from_pairs::<&str, &str>(function, &[]).unwrap();
+        let _ = serve_table(format, &opts, limits, &bytes[..], Some(&cmp[..]), std::io::sink());
     }
 }
 

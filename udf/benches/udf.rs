@@ -1,0 +1,512 @@
+//! Benchmark: the `flamehouse-udf` executable on generated inputs, against
+//! a baseline build of it in the same run (ratios, not absolute times, are
+//! the result: the machine is shared).
+//!
+//! Run: `cargo bench -p flamehouse-udf --bench udf`
+//! env: `BASELINE_UDF` (default `/work/baseline/flamehouse-udf`; the cases
+//! run only on the new binary when it does not exist), `BENCH_RUNS` (5),
+//! `BENCH_CASES` (comma-separated names, default all).
+//!
+//! Cases:
+//! - `topn`: MemHawk's tree-program workload. 200,000 stack paths, depth
+//!   uniform 12-30, over a random call tree where each step reuses an
+//!   existing child with probability 0.85 (Pareto-skewed choice, alpha
+//!   1.2) or adds a new one (frame ids up to 400,000); values uniform
+//!   1..1,000,000; `tree-table --max-nodes 1000` and the full tree.
+//! - `synthetic20k`: the flame-graph benchmark's UDF input shape, 20,000
+//!   distinct synthetic stacks as one `stackTree` row.
+//! - `distinct1m`: 1,000,000 distinct stacks shaped like the flame-graph
+//!   benchmark's synthetic profile, as one `stackTree` row
+//!   (`tree --format RowBinary`).
+//! - `diff1m`: `stackDiff` of 1,000,000 vs 1,000,000 distinct stacks, half
+//!   of them shared.
+//!
+//! Every case prints wall time (min and median over the runs) and peak RSS
+//! (from `wait4`) for both binaries, the ratio, and checks the outputs are
+//! byte-identical where the output format did not change.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// splitmix64: a small deterministic generator (no dependency, stable
+/// across versions, so the inputs are the same in every run).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// The random call tree of the `topn` workload; `paths` root-first stacks
+/// of frame ids with their values.
+fn call_tree_paths(paths: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
+    let mut rng = Rng(seed);
+    // Node 0 is the root; children per node, in creation order.
+    let mut children: Vec<Vec<u32>> = vec![Vec::new()];
+    let mut frame: Vec<u32> = vec![0];
+    let mut out = Vec::with_capacity(paths);
+    for _ in 0..paths {
+        let depth = rng.range(12, 30) as usize;
+        let mut node = 0usize;
+        let mut stack = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            let kids = &children[node];
+            let next = if !kids.is_empty() && rng.unit() < 0.85 {
+                // Pareto(alpha = 1.2, x_m = 1) rank: the first children
+                // are chosen far more often.
+                let x = (1.0 - rng.unit()).powf(-1.0 / 1.2);
+                let k = ((x as usize).max(1) - 1).min(kids.len() - 1);
+                kids[k] as usize
+            } else {
+                let id = children.len();
+                children.push(Vec::new());
+                frame.push(rng.range(1, 400_000) as u32);
+                children[node].push(id as u32);
+                id
+            };
+            stack.push(frame[next]);
+            node = next;
+        }
+        out.push((stack, rng.range(1, 1_000_000) as i64));
+    }
+    out
+}
+
+fn uleb(w: &mut impl Write, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            w.write_all(&[b]).unwrap();
+            return;
+        }
+        w.write_all(&[b | 0x80]).unwrap();
+    }
+}
+
+/// How frame ids become labels.
+#[derive(Clone, Copy)]
+enum Names {
+    /// `f123`.
+    Ids,
+    /// [`synthetic_label`].
+    Synthetic,
+}
+
+fn rb_stack(w: &mut impl Write, stack: &[u32], names: Names, name: &mut String) {
+    uleb(w, stack.len() as u64);
+    for &id in stack {
+        match names {
+            Names::Ids => {
+                name.clear();
+                use std::fmt::Write as _;
+                write!(name, "f{id}").unwrap();
+            }
+            Names::Synthetic => synthetic_label(id, name),
+        }
+        uleb(w, name.len() as u64);
+        w.write_all(name.as_bytes()).unwrap();
+    }
+}
+
+/// Distinct stacks shaped like `flamehouse demo`'s synthetic profile (the
+/// flame-graph benchmark's table): depth 10-40, 90% share a prefix with an
+/// earlier stack, frames `module::verb_N` from 6,000 labels. Frame ids
+/// index [`synthetic_label`].
+fn synthetic_stacks(n: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
+    let mut rng = Rng(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<(Vec<u32>, i64)> = Vec::with_capacity(n);
+    while out.len() < n {
+        let depth = rng.range(10, 40) as usize;
+        let mut s: Vec<u32> = if !out.is_empty() && rng.unit() < 0.9 {
+            let base = &out[rng.range(0, out.len() as u64 - 1) as usize].0;
+            let cut = rng.range(1, base.len().min(depth) as u64) as usize;
+            base[..cut].to_vec()
+        } else {
+            vec![0]
+        };
+        while s.len() < depth {
+            s.push(rng.range(1, 6000) as u32);
+        }
+        if seen.insert(s.clone()) {
+            out.push((s, rng.range(1, 4096) as i64));
+        }
+    }
+    out
+}
+
+const MODULES: &[&str] = &[
+    "server", "http", "json", "db", "cache", "auth", "render", "alloc", "io", "sched",
+];
+const VERBS: &[&str] = &[
+    "handle", "parse", "read", "write", "lookup", "encode", "decode", "flush", "poll", "build",
+    "merge", "sort", "hash", "compress", "send",
+];
+
+/// The label of a [`synthetic_stacks`] frame id (0 is `main`).
+fn synthetic_label(id: u32, out: &mut String) {
+    use std::fmt::Write as _;
+    out.clear();
+    if id == 0 {
+        out.push_str("main");
+    } else {
+        let i = id as usize - 1;
+        let m = MODULES[i % MODULES.len()];
+        let v = VERBS[i / MODULES.len() % VERBS.len()];
+        write!(out, "{m}::{v}_{}", i / (MODULES.len() * VERBS.len())).unwrap();
+    }
+}
+
+/// `(stack Array(String), value Int64)` RowBinary rows (table commands).
+fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    let mut name = String::new();
+    for (s, v) in paths {
+        rb_stack(&mut w, s, Names::Ids, &mut name);
+        w.write_all(&v.to_le_bytes()).unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// One UDF row: `Array(Tuple(Array(String), Int64))` per side, then an
+/// empty options map.
+fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    let mut name = String::new();
+    for side in sides {
+        uleb(&mut w, side.len() as u64);
+        for (s, v) in side.iter() {
+            rb_stack(&mut w, s, names, &mut name);
+            w.write_all(&v.to_le_bytes()).unwrap();
+        }
+    }
+    uleb(&mut w, 0);
+    w.flush().unwrap();
+}
+
+struct Run {
+    wall: Duration,
+    max_rss_kib: i64,
+    /// The output when it is small (to compare rows), else empty.
+    output: Vec<u8>,
+    output_len: u64,
+    /// FNV-1a of the output.
+    digest: u64,
+}
+
+/// Hashes (and keeps, when small) what a child writes.
+struct Sink {
+    keep: Vec<u8>,
+    len: u64,
+    digest: u64,
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        for &x in b {
+            self.digest = (self.digest ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
+        }
+        self.len += b.len() as u64;
+        if self.len <= 1 << 20 {
+            self.keep.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `bin args < input`, returning wall time, peak RSS and stdout.
+///
+/// The peak RSS comes from `/usr/bin/time`, which waits for the command:
+/// Linux hands a child the high-water RSS of the process it was forked
+/// from, so the benchmark's own (large) RSS would hide a small one.
+fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
+    let rss_file = std::env::temp_dir().join(format!("udf-bench-rss-{}", std::process::id()));
+    let t = Instant::now();
+    let mut child = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&rss_file)
+        .arg(bin)
+        .args(args)
+        .stdin(File::open(input).unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("/usr/bin/time runs");
+    let mut sink = Sink {
+        keep: Vec::new(),
+        len: 0,
+        digest: 0xcbf2_9ce4_8422_2325,
+    };
+    std::io::copy(child.stdout.as_mut().unwrap(), &mut sink).unwrap();
+    let status = child.wait().unwrap();
+    let wall = t.elapsed();
+    assert!(status.success(), "{} {args:?} failed", bin.display());
+    let max_rss_kib = std::fs::read_to_string(&rss_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Run {
+        wall,
+        max_rss_kib,
+        output: if sink.len <= 1 << 20 {
+            sink.keep
+        } else {
+            Vec::new()
+        },
+        output_len: sink.len,
+        digest: sink.digest,
+    }
+}
+
+/// `tree-table` RowBinary rows `(level, label, value, self)`, the pruned
+/// remainder's label mapped to the baseline's `other`.
+fn tree_rows(mut b: &[u8]) -> Vec<(u32, Vec<u8>, i64, i64)> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let level = u32::from_le_bytes(b[..4].try_into().unwrap());
+        b = &b[4..];
+        let (mut n, mut shift, mut i) = (0usize, 0, 0);
+        loop {
+            n |= ((b[i] & 0x7f) as usize) << shift;
+            shift += 7;
+            i += 1;
+            if b[i - 1] & 0x80 == 0 {
+                break;
+            }
+        }
+        let mut label = b[i..i + n].to_vec();
+        if label == b"[other]" {
+            label = b"other".to_vec();
+        }
+        b = &b[i + n..];
+        let v = i64::from_le_bytes(b[..8].try_into().unwrap());
+        let s = i64::from_le_bytes(b[8..16].try_into().unwrap());
+        b = &b[16..];
+        out.push((level, label, v, s));
+    }
+    out
+}
+
+/// How a case's output is compared with the baseline's.
+#[derive(Clone, Copy, PartialEq)]
+enum Same {
+    /// Byte-identical.
+    Bytes,
+    /// The same `tree-table` rows once `[other]` reads `other`.
+    TreeRows,
+}
+
+fn stats(runs: &[Run]) -> (Duration, Duration, i64) {
+    let mut t: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+    t.sort();
+    let rss = runs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0);
+    (t[0], t[t.len() / 2], rss)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Runs one case on both binaries, alternating, and prints the comparison.
+fn case(
+    name: &str,
+    args: &[&str],
+    input: &Path,
+    new: &Path,
+    baseline: Option<&Path>,
+    runs: usize,
+    same: Same,
+) {
+    let mb = std::fs::metadata(input).unwrap().len() as f64 / 1e6;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        a.push(run(new, args, input));
+        if let Some(bl) = baseline {
+            b.push(run(bl, args, input));
+        }
+    }
+    let (min, med, rss) = stats(&a);
+    println!(
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
+        ms(min),
+        ms(med),
+        rss as f64 / 1024.0,
+        mb / min.as_secs_f64(),
+        a[0].output_len
+    );
+    if !b.is_empty() {
+        let (bmin, bmed, brss) = stats(&b);
+        println!(
+            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
+            ms(bmin),
+            ms(bmed),
+            brss as f64 / 1024.0,
+            mb / bmin.as_secs_f64()
+        );
+        println!(
+            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+            bmin.as_secs_f64() / min.as_secs_f64(),
+            bmed.as_secs_f64() / med.as_secs_f64(),
+            brss as f64 / rss as f64
+        );
+        match same {
+            Same::Bytes => {
+                assert!(
+                    a[0].digest == b[0].digest && a[0].output_len == b[0].output_len,
+                    "{name}: output differs from the baseline's"
+                );
+                println!("  output byte-identical to the baseline's");
+            }
+            Same::TreeRows => {
+                assert!(
+                    a[0].output_len <= 1 << 20,
+                    "{name}: output too big to compare rows"
+                );
+                let rows = tree_rows(&a[0].output);
+                assert!(
+                    rows == tree_rows(&b[0].output),
+                    "{name}: rows differ from the baseline's"
+                );
+                println!(
+                    "  the same {} rows as the baseline (`[other]` read as `other`)",
+                    rows.len()
+                );
+            }
+        }
+    }
+}
+
+fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let cases = std::env::var("BENCH_CASES")
+        .unwrap_or_else(|_| "topn,synthetic20k,distinct1m,diff1m".into());
+    let want = |c: &str| cases.split(',').any(|x| x == c);
+    let new = PathBuf::from(env!("CARGO_BIN_EXE_flamehouse-udf"));
+    let baseline = PathBuf::from(
+        std::env::var("BASELINE_UDF").unwrap_or_else(|_| "/work/baseline/flamehouse-udf".into()),
+    );
+    let baseline = baseline.exists().then_some(baseline);
+    match &baseline {
+        Some(b) => println!("baseline: {}", b.display()),
+        None => println!("no baseline binary: new binary only"),
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("udf-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bl = baseline.as_deref();
+
+    if want("topn") {
+        let p = dir.join("topn-200k.rowbinary");
+        let t = Instant::now();
+        let paths = call_tree_paths(200_000, 1);
+        let frames: usize = paths.iter().map(|(s, _)| s.len()).sum();
+        write_table_rows(&p, &paths);
+        println!(
+            "topn input: {} paths, {frames} frames (generated in {:.1?})",
+            paths.len(),
+            t.elapsed()
+        );
+        let args = ["tree-table", "--format", "RowBinary", "--max-nodes", "1000"];
+        case(
+            "topn tree-table --max-nodes 1000",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::TreeRows,
+        );
+        let args = ["tree-table", "--format", "RowBinary"];
+        case(
+            "topn tree-table (full tree)",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::Bytes,
+        );
+    }
+    if want("synthetic20k") {
+        // The flame-graph benchmark's UDF input: 20,000 distinct stacks.
+        let a = synthetic_stacks(20_000, 1);
+        let p = dir.join("synthetic-20k.rowbinary");
+        write_udf_row(&p, &[&a], Names::Synthetic);
+        let args = ["tree", "--format", "RowBinary"];
+        case(
+            "stackTree 20k synthetic",
+            &args,
+            &p,
+            &new,
+            bl,
+            runs,
+            Same::Bytes,
+        );
+    }
+    if want("distinct1m") || want("diff1m") {
+        let t = Instant::now();
+        let a = synthetic_stacks(1_000_000, 2);
+        println!(
+            "1M input: {} distinct synthetic stacks (generated in {:.1?})",
+            a.len(),
+            t.elapsed()
+        );
+        if want("distinct1m") {
+            let p = dir.join("distinct-1m.rowbinary");
+            write_udf_row(&p, &[&a], Names::Synthetic);
+            let args = ["tree", "--format", "RowBinary"];
+            case(
+                "stackTree 1M distinct",
+                &args,
+                &p,
+                &new,
+                bl,
+                runs,
+                Same::Bytes,
+            );
+        }
+        if want("diff1m") {
+            // The comparison: every other baseline stack, plus as many new
+            // ones under another root frame (so none equals a shared one).
+            let fresh = synthetic_stacks(a.len() / 2, 3);
+            let b: Vec<(Vec<u32>, i64)> = a
+                .iter()
+                .step_by(2)
+                .cloned()
+                .chain(fresh.into_iter().map(|(mut s, v)| {
+                    s[0] = 6001;
+                    (s, v)
+                }))
+                .collect();
+            let p = dir.join("diff-1m.rowbinary");
+            write_udf_row(&p, &[&a, &b], Names::Synthetic);
+            let args = ["diff", "--format", "RowBinary"];
+            case("stackDiff 1M vs 1M", &args, &p, &new, bl, runs, Same::Bytes);
+        }
+    }
+}
