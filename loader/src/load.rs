@@ -423,7 +423,11 @@ pub const PROCESS_TABLES: &[&str] = &[
 /// load generation (recorded first, in `process_generations`), so the
 /// engine's deduplication window does not drop its batches as copies of
 /// the deleted ones. Interrupted, it is simply run again.
-pub fn delete_process(backend: &dyn Backend, db: &crate::ident::Ident, process_id: u64) -> Result<()> {
+pub fn delete_process(
+    backend: &dyn Backend,
+    db: &crate::ident::Ident,
+    process_id: u64,
+) -> Result<()> {
     backend.execute(&format!(
         "INSERT INTO {db}.process_generations (process_id, generation) \
          SELECT {process_id}, 1 + greatest( \

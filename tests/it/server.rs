@@ -294,7 +294,13 @@ fn engine_backed(req: &Request) -> (u16, Vec<u8>) {
         let (rows, _) = decode_blocks(&req.body);
         let token = req.param("insert_deduplication_token").unwrap_or("");
         engine()
-            .insert_rowbinary(&db.parse().unwrap(), table, structure_of(table), &rows, token)
+            .insert_rowbinary(
+                &db.parse().unwrap(),
+                table,
+                structure_of(table),
+                &rows,
+                token,
+            )
             .map(|()| Vec::new())
     } else if sql.trim_start().starts_with("SELECT") {
         Backend::query_tsv(engine(), &sql).map(String::into_bytes)
