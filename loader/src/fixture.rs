@@ -250,11 +250,19 @@ pub fn compile_workload(out_dir: &Path) -> Result<PathBuf, Error> {
         cause,
     })?;
     let out = out_dir.join("workload");
+    let dir = out_dir.canonicalize().map_err(|cause| Error::Io {
+        path: out_dir.to_path_buf(),
+        cause,
+    })?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".to_owned());
     let mut cmd = Command::new(&cc);
-    cmd.args(["-g", "-O1", "-fno-omit-frame-pointer", "-o"])
-        .arg(&out)
-        .arg(&source);
+    // Compiled in the output directory under a stable name: the DWARF file
+    // of every frame reads `fixtures/gen/workload.c` wherever the fixtures
+    // were written, so two fixture sets name their frames alike.
+    cmd.current_dir(&dir)
+        .args(["-g", "-O1", "-fno-omit-frame-pointer"])
+        .arg(format!("-ffile-prefix-map={}=fixtures/gen", dir.display()))
+        .args(["-o", "workload", "workload.c"]);
     let output = cmd.output().map_err(|cause| Error::Compile {
         path: source.clone(),
         detail: format!("cannot run {cc}: {cause}"),

@@ -24,6 +24,7 @@
 use crate::backend::{insert, Backend};
 use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
+use crate::ident::Ident;
 use crate::rows::{
     stable_hash, FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow,
     StackRow, TotalRow,
@@ -41,7 +42,7 @@ pub const PROFILER_LABEL: &str = "[memhawk]";
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Database. Default: `flamehouse`.
-    pub database: crate::ident::Ident,
+    pub database: Ident,
     /// Symbolization (sysroot, granularity, debug directories).
     pub symbolizer: SymbolizerOptions,
     /// Limits on one record of the file (compressed and decompressed
@@ -219,33 +220,55 @@ struct State<'a> {
     spare: &'a Receiver<Spare>,
 }
 
-/// The embedded engine's background merges paused (`SYSTEM STOP MERGES`,
-/// every table: the engine belongs to this process) until
-/// [`MergePause::resume`] or drop.
+/// The embedded engine's background merges paused (`SYSTEM STOP MERGES`)
+/// on the tables of the load's database until [`MergePause::resume`] or
+/// drop. Scoped to those tables, not the whole engine: another database's
+/// mutation (an `ALTER ... DELETE` waiting with `mutations_sync`, which runs
+/// in the merge pool) must not wait on this load, as it would for ever when
+/// it holds the engine's one connection that the load needs to resume.
 struct MergePause<'a> {
     backend: &'a dyn Backend,
+    tables: Vec<String>,
     resumed: bool,
 }
 
 impl<'a> MergePause<'a> {
-    fn new(backend: &'a dyn Backend) -> Result<Self> {
-        backend.execute("SYSTEM STOP MERGES")?;
-        Ok(MergePause {
+    fn new(backend: &'a dyn Backend, db: &Ident) -> Result<Self> {
+        let tables = backend
+            .query_tsv(&format!(
+                "SELECT name FROM system.tables WHERE database = {} AND engine LIKE '%MergeTree' \
+                 ORDER BY name",
+                crate::backend::sql_string(db.as_str())
+            ))?
+            .lines()
+            .map(|t| format!("{db}.{}", crate::backend::quote_ident(t)))
+            .collect();
+        let pause = MergePause {
             backend,
+            tables,
             resumed: false,
-        })
+        };
+        pause.set("STOP")?;
+        Ok(pause)
+    }
+
+    fn set(&self, what: &str) -> Result<()> {
+        for t in &self.tables {
+            self.backend.execute(&format!("SYSTEM {what} MERGES {t}"))?;
+        }
+        Ok(())
     }
 
     fn resume(mut self) -> Result<()> {
         self.resumed = true;
-        self.backend.execute("SYSTEM START MERGES")
+        self.set("START")
     }
 }
 
 impl Drop for MergePause<'_> {
     fn drop(&mut self) {
         if !self.resumed {
-            let _ = self.backend.execute("SYSTEM START MERGES");
+            let _ = self.set("START");
         }
     }
 }
@@ -341,7 +364,7 @@ fn crash_point(at: &str) {
     }
 }
 
-fn write_batch(backend: &dyn Backend, db: &crate::ident::Ident, b: Batch) -> Result<Spare> {
+fn write_batch(backend: &dyn Backend, db: &Ident, b: Batch) -> Result<Spare> {
     let tok = &b.token;
     // The process row (with this load's source) and the batch's byte range
     // first, dictionaries next, progress last: a crash in between makes the
@@ -423,11 +446,7 @@ pub const PROCESS_TABLES: &[&str] = &[
 /// load generation (recorded first, in `process_generations`), so the
 /// engine's deduplication window does not drop its batches as copies of
 /// the deleted ones. Interrupted, it is simply run again.
-pub fn delete_process(
-    backend: &dyn Backend,
-    db: &crate::ident::Ident,
-    process_id: u64,
-) -> Result<()> {
+pub fn delete_process(backend: &dyn Backend, db: &Ident, process_id: u64) -> Result<()> {
     backend.execute(&format!(
         "INSERT INTO {db}.process_generations (process_id, generation) \
          SELECT {process_id}, 1 + greatest( \
@@ -479,7 +498,7 @@ pub fn load_file(
     // pause is in memory only; a crash cannot leave it on.
     let mut pause = backend
         .merges_in_process()
-        .then(|| MergePause::new(backend))
+        .then(|| MergePause::new(backend, &opts.database))
         .transpose()?;
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(1);
@@ -549,7 +568,7 @@ fn read_file(
     // byte stream), not the path, so a moved or copied file resumes too.
     let mut resume: u64 = 0;
 
-    let mut reader = BinpbReader::with_options(std::io::BufReader::new(file), &abs, opts.reader);
+    let mut reader = BinpbReader::from_file(file, &abs, opts.reader)?;
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
     let mut summary = LoadSummary {
         source: source.clone(),
@@ -674,13 +693,12 @@ fn read_file(
                 if replace {
                     // The delete is a mutation, which runs in the merge
                     // pool: let it run while it waits for the delete.
-                    let paused = pause.is_some();
-                    if paused {
-                        backend.execute("SYSTEM START MERGES")?;
+                    if let Some(p) = pause.as_ref() {
+                        p.set("START")?;
                     }
                     let deleted = delete_process(backend, db, pid);
-                    if paused {
-                        backend.execute("SYSTEM STOP MERGES")?;
+                    if let Some(p) = pause.as_ref() {
+                        p.set("STOP")?;
                     }
                     deleted?;
                 }

@@ -1175,7 +1175,7 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
     std::fs::copy(bin(), &installed).unwrap();
     let script = format!(
         "mount -t tmpfs none '{repo}' && test ! -e '{repo}/fixtures/gen/workload.c' \
-         && exec ./flamehouse --data data fixtures --out fx --snapshots 3 --stacks 50",
+         && exec ./flamehouse fixtures --out fx --snapshots 3 --stacks 50",
         repo = repo.display()
     );
     let out = Command::new("unshare")
@@ -1283,7 +1283,7 @@ fn a_bad_file_does_not_stop_the_others() {
         .unwrap();
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no process 12345"),
+        String::from_utf8_lossy(&out.stderr).contains("no process \"12345\""),
         "{out:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

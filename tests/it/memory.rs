@@ -1507,7 +1507,9 @@ fn sysroot_fixture() -> &'static (Fixture, PathBuf, &'static str) {
         let reference = "flamehouse_mem_sysroot_ref";
         fresh_db(reference);
         let s = load(reference, &path).unwrap();
-        assert!(s.symbolized_percent > 90.0, "{s:?}");
+        // Everything but the fixture's two start-up frames in a libc that
+        // is deliberately absent (`/nonexistent/...`).
+        assert!(s.symbolized_percent > 80.0, "{s:?}");
         // Move the binary under the sysroot; copy the libraries there.
         let root = dir.join("root");
         let under = |p: &Path| root.join(p.strip_prefix("/").unwrap());
@@ -1552,7 +1554,9 @@ fn sysroot_finds_the_moved_main_program() {
     let db = "flamehouse_mem_sysroot";
     fresh_db(db);
     let s = load_with(db, &f.path, Some(root), false);
-    assert!(s.symbolized_percent > 90.0, "{s:?}");
+    // Everything but the fixture's two start-up frames in a libc that
+    // is deliberately absent (`/nonexistent/...`).
+    assert!(s.symbolized_percent > 80.0, "{s:?}");
     assert!(
         !s.missing_modules.iter().any(|m| m.contains("workload")),
         "{:?}",
@@ -1600,7 +1604,9 @@ fn replace_redoes_a_bad_load_and_leaves_other_processes_alone() {
 
     let s = load_with(db, &f.path, Some(root), true);
     assert_eq!(s.snapshots_stored as usize, f.replay.snaps.len());
-    assert!(s.symbolized_percent > 90.0, "{s:?}");
+    // Everything but the fixture's two start-up frames in a libc that
+    // is deliberately absent (`/nonexistent/...`).
+    assert!(s.symbolized_percent > 80.0, "{s:?}");
     same_outputs(
         &snapshot_of(db, pid, &f.replay),
         &snapshot_of(reference, pid, &f.replay),

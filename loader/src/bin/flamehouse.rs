@@ -373,9 +373,24 @@ fn print_summary(s: &LoadSummary) {
     }
 }
 
+/// An error already printed to stderr (one line per file that failed): the
+/// exit status says it, nothing more is printed.
+#[derive(Debug)]
+struct Reported;
+
+impl std::fmt::Display for Reported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reported above")
+    }
+}
+
+impl std::error::Error for Reported {}
+
 fn main() {
     if let Err(e) = run() {
-        eprintln!("flamehouse: {}", format!("{e:#}").replace('\n', " "));
+        if e.downcast_ref::<Reported>().is_none() {
+            eprintln!("flamehouse: {}", format!("{e:#}").replace('\n', " "));
+        }
         std::process::exit(1);
     }
 }
@@ -506,7 +521,13 @@ fn run() -> anyhow::Result<()> {
                 }
             }
             if failed > 0 {
-                anyhow::bail!("{failed} of {} files failed to load", files.len());
+                if files.len() > 1 {
+                    eprintln!(
+                        "flamehouse: {failed} of {} files failed to load",
+                        files.len()
+                    );
+                }
+                return Err(Reported.into());
             }
             Ok(())
         }

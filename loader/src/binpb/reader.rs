@@ -194,6 +194,15 @@ impl BinpbReader<BufReader<File>> {
             path: path.to_owned(),
             cause,
         })?;
+        Self::from_file(file, path, options)
+    }
+
+    /// A reader over an opened `file` (the loader keeps its own handle to
+    /// follow the path); a directory is refused here.
+    ///
+    /// # Errors
+    /// [`Error::Open`] if `file` is a directory.
+    pub fn from_file(file: File, path: &Path, options: ReaderOptions) -> Result<Self, Error> {
         // A directory opens fine on Linux and fails only at the first read
         // (EISDIR): say so up front.
         if file.metadata().is_ok_and(|m| m.is_dir()) {
