@@ -96,28 +96,7 @@ pub fn samples_lit(samples: &[Sample]) -> String {
     }
 }
 
-/// Undoes TabSeparated escaping of one field.
-pub fn unescape_tsv(s: &str) -> String {
-    let mut out = String::new();
-    let mut it = s.chars();
-    while let Some(c) = it.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('0') => out.push('\0'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some(c) => out.push(c),
-            None => out.push('\\'),
-        }
-    }
-    out
-}
+pub use flamehouse::flame::unescape_tsv;
 
 /// One flame-graph row as returned by the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -390,8 +390,8 @@ pub fn resolve_process(backend: &dyn Backend, db: &Ident, process: &str) -> Resu
     })
 }
 
-/// Undoes TabSeparated escaping of one field.
-fn unescape_tsv(s: &str) -> String {
+/// Undoes ClickHouse's TabSeparated escaping of one field.
+pub fn unescape_tsv(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut it = s.chars();
     while let Some(c) = it.next() {
@@ -404,6 +404,8 @@ fn unescape_tsv(s: &str) -> String {
             Some('t') => out.push('\t'),
             Some('r') => out.push('\r'),
             Some('0') => out.push('\0'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
             Some(c) => out.push(c),
             None => out.push('\\'),
         }
