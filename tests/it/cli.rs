@@ -1288,3 +1288,76 @@ fn a_bad_file_does_not_stop_the_others() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `load --replace` redoes a load made with the wrong main binary: a plain
+/// re-run stores nothing new and keeps the unsymbolized frames; `--replace`
+/// deletes the process and loads it again, so its peak flame graph equals
+/// a first load made right (in another data directory), and the other
+/// process is untouched.
+#[test]
+fn load_replace_redoes_a_load_with_the_wrong_binary() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-replace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (data, right) = (dir.join("data"), dir.join("right"));
+    let files = small_fixtures();
+    let pick = |name: &str| {
+        files
+            .iter()
+            .find(|f| f.ends_with(&format!("memhawk_{name}_protobuf.binpb")))
+            .unwrap()
+            .as_str()
+    };
+    let (a, b) = (pick("workload_4242"), pick("workload-b_4343"));
+    let peak = |data: &Path, name: &str| {
+        let out = dir.join(format!("{name}.folded"));
+        run(
+            data,
+            &[
+                "flame",
+                "peak",
+                "--process",
+                name,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    let symbolized = |summary: &str| -> f64 {
+        let s = summary.split("symbolized ").nth(1).unwrap();
+        s[..s.find('%').unwrap()].parse().unwrap()
+    };
+    // The reference: both files loaded right.
+    run(&right, &["load", a, b]);
+    let want_a = peak(&right, "workload");
+    let want_b = peak(&right, "workload-b");
+    // A wrong binary for `workload`.
+    let wrong = run(&data, &["load", "--binary", "/nonexistent/workload", a]);
+    run(&data, &["load", b]);
+    assert!(symbolized(&wrong) < 1.0, "{wrong}");
+    let bad_a = peak(&data, "workload");
+    assert_ne!(bad_a, want_a);
+    // A plain re-run stores nothing and changes nothing.
+    let again = run(&data, &["load", a]);
+    assert!(again.contains("(0 new)"), "{again}");
+    assert_eq!(peak(&data, "workload"), bad_a);
+    // --replace redoes it.
+    let redone = run(&data, &["load", "--replace", a]);
+    assert!(symbolized(&redone) > 80.0, "{redone}");
+    assert!(redone.contains("new)") && !redone.contains("(0 new)"), "{redone}");
+    assert_eq!(peak(&data, "workload"), want_a);
+    assert_eq!(peak(&data, "workload-b"), want_b);
+    let count = |d: &Path| {
+        run(
+            d,
+            &[
+                "sql",
+                "SELECT (SELECT count() FROM flamehouse.samples), (SELECT count() FROM flamehouse.totals), \
+                 (SELECT count() FROM flamehouse.processes FINAL)",
+            ],
+        )
+    };
+    assert_eq!(count(&data), count(&right));
+    let _ = std::fs::remove_dir_all(&dir);
+}
