@@ -13,7 +13,7 @@ use crate::codec::{Format, Input, Limits, Output};
 use crate::fold::stack_fold;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions};
 use crate::samples::Samples;
-use crate::tree::{stack_diff_with, stack_tree_with};
+use crate::tree::{stack_diff_counted, stack_diff_with, stack_tree_counted, stack_tree_with};
 use crate::Result;
 use std::io::{Read, Write};
 
@@ -89,11 +89,13 @@ fn one_row<R: Read, W: Write>(
     match function {
         Function::Tree => {
             let o = TreeOptions::from_pairs(&opts)?;
-            out.tree_streamed(false, |emit| stack_tree_with(a, &o, emit))?
+            out.tree_streamed(false, |count, emit| stack_tree_counted(a, &o, count, emit))?
         }
         Function::Diff => {
             let o = DiffOptions::from_pairs(&opts)?;
-            out.tree_streamed(true, |emit| stack_diff_with(a, b, &o, emit))?
+            out.tree_streamed(true, |count, emit| {
+                stack_diff_counted(a, b, &o, count, emit)
+            })?
         }
         Function::Fold => out.fold(&stack_fold(a, &FilterOptions::from_pairs(&opts)?)?)?,
     }

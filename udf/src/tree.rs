@@ -308,6 +308,20 @@ struct Entry {
     side: u32,
 }
 
+impl Entry {
+    /// Stack `s` (record `r`), its cursor on the first frame.
+    fn of(s: u32, r: &Rec) -> Entry {
+        Entry {
+            at: r.f0,
+            value: r.value,
+            mag: r.mag,
+            s,
+            left: r.len,
+            side: r.side,
+        }
+    }
+}
+
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
     idx: Vec<Entry>,
@@ -332,14 +346,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             .recs
             .iter()
             .enumerate()
-            .map(|(s, r)| Entry {
-                at: r.f0,
-                value: r.value,
-                mag: r.mag,
-                s: s as u32,
-                left: r.len,
-                side: r.side,
-            })
+            .map(|(s, r)| Entry::of(s as u32, r))
             .collect();
         Builder {
             w,
@@ -350,6 +357,31 @@ impl<'w, 'a> Builder<'w, 'a> {
             tag: Vec::new(),
             tmp: Vec::new(),
         }
+    }
+
+    /// The number of nodes of the whole tree under (and with) `root`: every
+    /// node expanded once, in any order; the cursors are then reset, so the
+    /// tree can be expanded again.
+    fn count_full(&mut self, root: &Node) -> Result<u64> {
+        let mut n: u64 = 1;
+        let mut pending: Vec<Node> = Vec::new();
+        let mut kids: Vec<Node> = Vec::new();
+        let mut cur = *root;
+        loop {
+            if cur.has_children {
+                kids.clear();
+                self.expand(&cur, NONE, &mut kids)?;
+                n += kids.len() as u64;
+                pending.extend(kids.iter().filter(|k| k.has_children));
+            }
+            let Some(c) = pending.pop() else { break };
+            cur = c;
+        }
+        // The partitions moved and advanced the entries: start again.
+        for (s, (e, r)) in self.idx.iter_mut().zip(&self.w.recs).enumerate() {
+            *e = Entry::of(s as u32, r);
+        }
+        Ok(n)
     }
 
     fn root(&self) -> Result<Node> {
@@ -557,6 +589,10 @@ fn prefetch<T>(data: &[T], at: usize) {
 /// on both sides (side 1 is 0 for a single tree).
 pub type Emit<'e> = dyn FnMut(u32, &[u8], [i64; 2], [i64; 2]) -> Result<()> + 'e;
 
+/// Receives the number of rows of a tree before its first row (for an
+/// encoding that writes the length of an array first).
+pub type Count<'e> = dyn FnMut(u64) -> Result<()> + 'e;
+
 fn sort_key(diff: bool, v: [i64; 2]) -> i128 {
     if diff {
         v[0] as i128 + v[1] as i128
@@ -569,6 +605,7 @@ fn build(
     inputs: &[&Samples],
     opts: &TreeOptions,
     normalize: bool,
+    count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
@@ -588,9 +625,12 @@ fn build(
         0
     };
     if opts.max_nodes == 0 && threshold == 0 {
+        if let Some(count) = count {
+            count(b.count_full(&root)?)?;
+        }
         full(&mut b, root, opts, diff, emit)
     } else {
-        pruned(&mut b, root, opts, threshold, diff, emit)
+        pruned(&mut b, root, opts, threshold, diff, count, emit)
     }
 }
 
@@ -636,6 +676,7 @@ fn pruned(
     opts: &TreeOptions,
     threshold: u64,
     diff: bool,
+    count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let limit = if opts.max_nodes == 0 {
@@ -719,6 +760,9 @@ fn pruned(
             &mut heap,
         )?;
     }
+    if let Some(count) = count {
+        count(rows as u64)?;
+    }
     // Pre-order output of the kept nodes and each parent's `[other]` row.
     #[derive(Clone, Copy)]
     enum Item {
@@ -780,7 +824,31 @@ fn pruned(
 
 /// Streams the single flame graph of `samples` to `emit` in pre-order.
 pub fn stack_tree_with(samples: &Samples, opts: &TreeOptions, emit: &mut Emit<'_>) -> Result<()> {
-    build(&[samples], opts, false, emit)
+    build(&[samples], opts, false, None, emit)
+}
+
+/// [`stack_tree_with`], telling `count` (when given) the number of rows
+/// before the first one. A full tree is then expanded twice (the first
+/// time only to count its nodes): cheaper than holding its encoded rows.
+pub fn stack_tree_counted(
+    samples: &Samples,
+    opts: &TreeOptions,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    build(&[samples], opts, false, count, emit)
+}
+
+/// [`stack_diff_with`], telling `count` the number of rows before the
+/// first one (see [`stack_tree_counted`]).
+pub fn stack_diff_counted(
+    baseline: &Samples,
+    comparison: &Samples,
+    opts: &DiffOptions,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    build(&[baseline, comparison], &opts.tree, opts.normalize, count, emit)
 }
 
 /// Streams the diff flame graph of `baseline` against `comparison` to
@@ -791,7 +859,7 @@ pub fn stack_diff_with(
     opts: &DiffOptions,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    build(&[baseline, comparison], &opts.tree, opts.normalize, emit)
+    build(&[baseline, comparison], &opts.tree, opts.normalize, None, emit)
 }
 
 /// Builds the single flame graph of `samples`.
