@@ -94,36 +94,45 @@ struct Work<'a> {
 }
 
 impl<'a> Work<'a> {
-    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
-        let recs_raw = || {
-            let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
-            for (side, s) in inputs.iter().enumerate() {
-                for i in 0..s.len() {
-                    let (f0, n, b0) = s.pos(i);
-                    let v = s.value(i);
-                    recs.push(Rec {
-                        f0: if raw { b0 } else { f0 },
-                        len: n as u32,
-                        side: side as u32,
-                        value: v,
-                        mag: v.unsigned_abs(),
-                    });
-                }
+    /// The records of every stack; `f0` a byte offset (`raw`) or a frame
+    /// index within its input.
+    fn recs(inputs: &[&Samples], raw: bool) -> Vec<Rec> {
+        let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
+        for (side, s) in inputs.iter().enumerate() {
+            for i in 0..s.len() {
+                let (f0, n, b0) = s.pos(i);
+                let v = s.value(i);
+                recs.push(Rec {
+                    f0: if raw { b0 } else { f0 },
+                    len: n as u32,
+                    side: side as u32,
+                    value: v,
+                    mag: v.unsigned_abs(),
+                });
             }
-            recs
-        };
+        }
+        recs
+    }
+
+    /// Frames as decoded when `raw` and nothing is filtered, else interned.
+    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
         if filter.is_identity() && raw {
             return Work {
-                recs: recs_raw(),
+                recs: Self::recs(inputs, true),
                 frames: Frames::Raw(inputs.to_vec()),
             };
         }
+        Work::interned(inputs, filter)
+    }
+
+    /// Every frame interned: the result no longer needs the inputs.
+    fn interned(inputs: &[&Samples], filter: &FilterOptions) -> Work<'static> {
         let mut labels = Labels::default();
         let mut ids = Vec::new();
         if filter.is_identity() {
             // Interned in input order: the frame indexes stay valid, offset
             // by the frames of the inputs before.
-            let mut recs = recs_raw();
+            let mut recs = Self::recs(inputs, false);
             let mut offset = 0;
             for (side, s) in inputs.iter().enumerate() {
                 s.intern_into(&mut labels, &mut ids);
@@ -601,6 +610,14 @@ fn sort_key(diff: bool, v: [i64; 2]) -> i128 {
     }
 }
 
+/// Whether the tree of these options looks at raw frames (only a few are
+/// looked at: pruned, nothing filtered); normalize groups whole stacks,
+/// which needs them interned.
+fn raw_frames(diff: bool, opts: &TreeOptions, normalize: bool) -> bool {
+    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
+    prunes && !(diff && normalize) && opts.filter.is_identity()
+}
+
 fn build(
     inputs: &[&Samples],
     opts: &TreeOptions,
@@ -609,12 +626,48 @@ fn build(
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
-    let normalize = diff && normalize;
-    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
-    // Raw frames when only a few are looked at; normalize groups whole
-    // stacks, which needs them interned.
-    let mut w = Work::new(inputs, &opts.filter, prunes && !normalize);
-    if normalize {
+    let raw = raw_frames(diff, opts, normalize);
+    let w = Work::new(inputs, &opts.filter, raw);
+    run(w, diff, opts, normalize, count, emit)
+}
+
+/// [`build`] that empties the inputs (and frees their memory) as soon as
+/// the tree no longer needs them: once every frame is interned.
+fn build_releasing(
+    inputs: &mut [&mut Samples],
+    opts: &TreeOptions,
+    normalize: bool,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    let diff = inputs.len() > 1;
+    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
+    if raw_frames(diff, opts, normalize) {
+        return run(
+            Work::new(&shared, &opts.filter, true),
+            diff,
+            opts,
+            normalize,
+            count,
+            emit,
+        );
+    }
+    let w = Work::interned(&shared, &opts.filter);
+    for s in inputs.iter_mut() {
+        **s = Samples::new();
+    }
+    run(w, diff, opts, normalize, count, emit)
+}
+
+fn run(
+    mut w: Work<'_>,
+    diff: bool,
+    opts: &TreeOptions,
+    normalize: bool,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    if diff && normalize {
         w.normalize_baseline()?;
     }
     let mut b = Builder::new(&w);
@@ -830,25 +883,33 @@ pub fn stack_tree_with(samples: &Samples, opts: &TreeOptions, emit: &mut Emit<'_
 /// [`stack_tree_with`], telling `count` (when given) the number of rows
 /// before the first one. A full tree is then expanded twice (the first
 /// time only to count its nodes): cheaper than holding its encoded rows.
+/// Empties `samples` (freeing its memory) once every frame is interned:
+/// peak memory is then about the input's, not input plus tree.
 pub fn stack_tree_counted(
-    samples: &Samples,
+    samples: &mut Samples,
     opts: &TreeOptions,
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    build(&[samples], opts, false, count, emit)
+    build_releasing(&mut [samples], opts, false, count, emit)
 }
 
 /// [`stack_diff_with`], telling `count` the number of rows before the
-/// first one (see [`stack_tree_counted`]).
+/// first one; empties both inputs (see [`stack_tree_counted`]).
 pub fn stack_diff_counted(
-    baseline: &Samples,
-    comparison: &Samples,
+    baseline: &mut Samples,
+    comparison: &mut Samples,
     opts: &DiffOptions,
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    build(&[baseline, comparison], &opts.tree, opts.normalize, count, emit)
+    build_releasing(
+        &mut [baseline, comparison],
+        &opts.tree,
+        opts.normalize,
+        count,
+        emit,
+    )
 }
 
 /// Streams the diff flame graph of `baseline` against `comparison` to
