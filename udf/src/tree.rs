@@ -377,7 +377,10 @@ impl<'w, 'a> Builder<'w, 'a> {
         let mut kids: Vec<Node> = Vec::new();
         let mut cur = *root;
         loop {
-            if cur.has_children {
+            if cur.has_children && cur.hi - cur.lo == 1 {
+                // One stack: a chain of its frames left.
+                n += u64::from(self.idx[cur.lo as usize].left);
+            } else if cur.has_children {
                 kids.clear();
                 self.expand(&cur, NONE, &mut kids)?;
                 n += kids.len() as u64;
@@ -391,6 +394,24 @@ impl<'w, 'a> Builder<'w, 'a> {
             *e = Entry::of(s as u32, r);
         }
         Ok(n)
+    }
+
+    /// Emits the nodes below `n` when only one stack passes through it (a
+    /// chain of that stack's frames left, each with its value), without
+    /// expanding them; false when the frames are not interned.
+    fn chain(&self, n: &Node, emit: &mut Emit<'_>) -> Result<bool> {
+        let Frames::Ids { labels, ids } = &self.w.frames else {
+            return Ok(false);
+        };
+        let e = &self.idx[n.lo as usize];
+        let mut v = [0; 2];
+        v[e.side as usize] = e.value;
+        let frames = &ids[e.at..e.at + e.left as usize];
+        for (i, &l) in frames.iter().enumerate() {
+            let s = if i + 1 == frames.len() { v } else { [0; 2] };
+            emit(n.depth + 1 + i as u32, labels.get(l), v, s)?;
+        }
+        Ok(true)
     }
 
     fn root(&self) -> Result<Node> {
@@ -701,7 +722,7 @@ fn full(
     let mut kids: Vec<Node> = Vec::new();
     let mut cur = root;
     loop {
-        if cur.has_children {
+        if cur.has_children && !(cur.hi - cur.lo == 1 && b.chain(&cur, emit)?) {
             kids.clear();
             b.expand(&cur, NONE, &mut kids)?;
             kids.sort_unstable_by(|a, c| {
