@@ -21,7 +21,7 @@ pub(crate) fn hash_label(label: &[u8]) -> u64 {
 /// `a == b` for short labels without a `memcmp` call: word compares, the
 /// last word overlapping (interning compares every frame with its match).
 #[inline(always)]
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
@@ -104,6 +104,7 @@ impl Labels {
     }
 
     /// The id of `label`, storing it first if it is new.
+    #[inline]
     pub fn intern(&mut self, label: &[u8]) -> u32 {
         let h = hash_label(label);
         let Labels { arena, ends, table } = self;

@@ -28,7 +28,7 @@
 
 use crate::filter::IdFilter;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions, OTHER_LABEL};
-use crate::samples::{hash_label, Labels, Samples};
+use crate::samples::{hash_label, same, Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
@@ -539,7 +539,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                     }
                     let (f, next) = inputs[e.side as usize].frame_at(e.at);
                     let h = hash_label(f);
-                    let g = match groups.find(h, |&g| group_labels[g as usize] == f) {
+                    let g = match groups.find(h, |&g| same(group_labels[g as usize], f)) {
                         Some(&g) => g,
                         None => {
                             let g = group_labels.len() as u32;
