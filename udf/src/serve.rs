@@ -13,7 +13,7 @@ use crate::codec::{Format, Input, Limits, Output};
 use crate::fold::stack_fold;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions};
 use crate::samples::Samples;
-use crate::tree::{stack_diff_counted, stack_diff_with, stack_tree_counted, stack_tree_with};
+use crate::tree::{stack_diff_counted, stack_tree_counted};
 use crate::Result;
 use std::io::{Read, Write};
 
@@ -163,17 +163,19 @@ pub fn serve_table<R: Read, R2: Read, W: Write>(
         TableOptions::Diff(o) => o.tree.validate()?,
         TableOptions::Fold(_) => {}
     }
-    let a = read_stack_rows(r, format, limits)?;
+    let mut a = read_stack_rows(r, format, limits)?;
     let mut out = Output::new(w, format);
     match opts {
-        TableOptions::Tree(o) => out.tree_table_streamed(false, |e| stack_tree_with(&a, o, e))?,
+        TableOptions::Tree(o) => {
+            out.tree_table_streamed(false, |e| stack_tree_counted(&mut a, o, None, e))?
+        }
         TableOptions::Fold(o) => out.fold_table(&stack_fold(&a, o)?)?,
         TableOptions::Diff(o) => {
-            let b = match comparison {
+            let mut b = match comparison {
                 Some(c) => read_stack_rows(c, format, limits)?,
                 None => Samples::new(),
             };
-            out.tree_table_streamed(true, |e| stack_diff_with(&a, &b, o, e))?
+            out.tree_table_streamed(true, |e| stack_diff_counted(&mut a, &mut b, o, None, e))?
         }
     }
     out.flush()?;

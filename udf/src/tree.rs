@@ -11,9 +11,14 @@
 //! pass through it; expanding a node partitions its range by the next frame
 //! (a stable counting sort), which gives every child's value, self and
 //! magnitude at once. The full tree is streamed in pre-order while it is
-//! expanded, so memory stays at the input plus one index; there, frames are
-//! interned label ids and the partition goes through a per-label slot
-//! table. With `max_nodes`/`min_share` only the nodes that are kept are
+//! expanded; there, frames are interned label ids (the decoded input is
+//! then freed: memory is the ids plus one index, never the tree) and the
+//! partition goes through a per-label slot table. A node only one stack
+//! passes through is that stack's remaining frames, a chain emitted without
+//! expanding it. An encoding that needs the row count first (a RowBinary
+//! array) gets it from a first expansion that only counts, which is cheaper
+//! than holding the encoded rows (a large tree's output is larger than its
+//! input). With `max_nodes`/`min_share` only the nodes that are kept are
 //! expanded, heaviest first (a node's magnitude is at most its parent's, so
 //! the kept nodes form a connected top of the tree): the millions of small
 //! nodes below the cut are never built, and (without a filter) frames are
@@ -333,6 +338,9 @@ impl Entry {
 
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
+    /// The stacks (taken from the work): the root's values and the
+    /// cursors' starts; freed once a pruned tree no longer needs them.
+    recs: Vec<Rec>,
     idx: Vec<Entry>,
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
@@ -346,19 +354,19 @@ struct Builder<'w, 'a> {
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
-    fn new(w: &'w Work<'a>) -> Self {
+    fn new(w: &'w Work<'a>, recs: Vec<Rec>) -> Self {
         let labels = match &w.frames {
             Frames::Ids { labels, .. } => labels.len(),
             Frames::Raw(_) => 0,
         };
-        let idx = w
-            .recs
+        let idx = recs
             .iter()
             .enumerate()
             .map(|(s, r)| Entry::of(s as u32, r))
             .collect();
         Builder {
             w,
+            recs,
             idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
@@ -390,7 +398,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             cur = c;
         }
         // The partitions moved and advanced the entries: start again.
-        for (s, (e, r)) in self.idx.iter_mut().zip(&self.w.recs).enumerate() {
+        for (s, (e, r)) in self.idx.iter_mut().zip(&self.recs).enumerate() {
             *e = Entry::of(s as u32, r);
         }
         Ok(n)
@@ -420,7 +428,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             at: 0,
             depth: 0,
             lo: 0,
-            hi: self.w.recs.len() as u32,
+            hi: self.recs.len() as u32,
             value: [0; 2],
             self_: [0; 2],
             magnitude: 0,
@@ -428,7 +436,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             parent: NONE,
             has_children: false,
         };
-        for r in &self.w.recs {
+        for r in &self.recs {
             let side = r.side as usize;
             n.value[side] = n.value[side].checked_add(r.value).ok_or(Error::Overflow)?;
             n.magnitude = n.magnitude.saturating_add(r.mag);
@@ -453,6 +461,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             group_labels,
             tag,
             tmp,
+            ..
         } = self;
         let (lo, hi, d) = (n.lo as usize, n.hi as usize, n.depth as usize);
         let base = out.len();
@@ -691,7 +700,8 @@ fn run(
     if diff && normalize {
         w.normalize_baseline()?;
     }
-    let mut b = Builder::new(&w);
+    let recs = std::mem::take(&mut w.recs);
+    let mut b = Builder::new(&w, recs);
     let root = b.root()?;
     let threshold = if opts.min_share > 0.0 {
         (opts.min_share * root.magnitude as f64).ceil() as u64
@@ -753,6 +763,8 @@ fn pruned(
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
+    // The cursors are never reset here.
+    b.recs = Vec::new();
     let limit = if opts.max_nodes == 0 {
         usize::MAX
     } else {
@@ -941,7 +953,13 @@ pub fn stack_diff_with(
     opts: &DiffOptions,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    build(&[baseline, comparison], &opts.tree, opts.normalize, None, emit)
+    build(
+        &[baseline, comparison],
+        &opts.tree,
+        opts.normalize,
+        None,
+        emit,
+    )
 }
 
 /// Builds the single flame graph of `samples`.

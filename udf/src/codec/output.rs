@@ -13,10 +13,7 @@ pub struct Output<W> {
 impl<W: Write> Output<W> {
     /// Wraps `w`, which carries `format`.
     pub fn new(w: W, format: Format) -> Self {
-        Output {
-            w,
-            format,
-        }
+        Output { w, format }
     }
 
     /// Flushes the underlying writer (after each pool chunk).
@@ -242,7 +239,8 @@ impl<W: Write> Output<W> {
             Ok(())
         };
         // TabSeparated needs no count (and a full tree then no counting).
-        let count = (format == Format::RowBinary).then_some(&mut count as &mut crate::tree::Count<'_>);
+        let count =
+            (format == Format::RowBinary).then_some(&mut count as &mut crate::tree::Count<'_>);
         build(count, &mut |level, label, v, s| {
             match format {
                 Format::TabSeparated if n > 0 => w.write_all(b",")?,
