@@ -73,6 +73,16 @@ pub struct DiffRow {
 
 const NONE: u32 = u32::MAX;
 
+/// `a + b`, or the overflow error (built only when it happens: `ok_or`
+/// would build and drop an error for every sum).
+#[inline(always)]
+fn plus(a: i64, b: i64) -> Result<i64> {
+    match a.checked_add(b) {
+        Some(v) => Ok(v),
+        None => Err(Error::Overflow),
+    }
+}
+
 /// One stack after the filter. `f0` is where its first frame is: an index
 /// into the interned ids, or (raw frames) a byte offset in its input.
 #[derive(Debug, Clone, Copy)]
@@ -247,7 +257,7 @@ impl<'a> Work<'a> {
                 }
             };
             let sum = &mut groups[g as usize].1;
-            *sum = sum.checked_add(r.value).ok_or(Error::Overflow)?;
+            *sum = plus(*sum, r.value)?;
             group_of[i] = g;
         }
         // Make the denominator positive so floor division is well defined.
@@ -438,10 +448,10 @@ impl<'w, 'a> Builder<'w, 'a> {
         };
         for r in &self.recs {
             let side = r.side as usize;
-            n.value[side] = n.value[side].checked_add(r.value).ok_or(Error::Overflow)?;
+            n.value[side] = plus(n.value[side], r.value)?;
             n.magnitude = n.magnitude.saturating_add(r.mag);
             if r.len == 0 {
-                n.self_[side] = n.self_[side].checked_add(r.value).ok_or(Error::Overflow)?;
+                n.self_[side] = plus(n.self_[side], r.value)?;
             } else {
                 n.has_children = true;
             }
@@ -880,8 +890,8 @@ fn pruned(
                         kids.push((Item::Node(c), cn.value));
                     } else {
                         dropped = true;
-                        other[0] = other[0].checked_add(cn.value[0]).ok_or(Error::Overflow)?;
-                        other[1] = other[1].checked_add(cn.value[1]).ok_or(Error::Overflow)?;
+                        other[0] = plus(other[0], cn.value[0])?;
+                        other[1] = plus(other[1], cn.value[1])?;
                     }
                 }
                 if dropped {
