@@ -33,6 +33,9 @@ pub enum Error {
     /// Summing values overflowed Int64.
     #[error("value overflow: the sum of values under one node exceeds Int64")]
     Overflow,
+    /// A broken invariant (a bug): reported instead of writing bad output.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Crate-wide result type.

@@ -18,6 +18,32 @@ pub(crate) fn hash_label(label: &[u8]) -> u64 {
     foldhash::fast::FixedState::default().hash_one(label)
 }
 
+/// `a == b` for short labels without a `memcmp` call: word compares, the
+/// last word overlapping (interning compares every frame with its match).
+#[inline(always)]
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_ne_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let w4 = |s: &[u8], i: usize| u32::from_ne_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            if w8(a, i) != w8(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        w8(a, n - 8) == w8(b, n - 8)
+    } else if n >= 4 {
+        w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4)
+    } else {
+        a == b
+    }
+}
+
 /// LEB128 of `n`, at most 4 bytes for `n <= MAX_FRAME_BYTES`.
 fn leb(mut n: usize) -> ([u8; 5], usize) {
     let mut b = [0u8; 5];
@@ -38,7 +64,8 @@ fn leb(mut n: usize) -> ([u8; 5], usize) {
 #[derive(Default, Clone)]
 pub struct Labels {
     arena: Vec<u8>,
-    /// End offset in `arena` of every label.
+    /// Start offset in `arena` of every label, then the end (a leading 0
+    /// once a label is stored: no branch for the first label).
     ends: Vec<usize>,
     table: HashTable<u32>,
 }
@@ -46,7 +73,7 @@ pub struct Labels {
 impl std::fmt::Debug for Labels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Labels")
-            .field("count", &self.ends.len())
+            .field("count", &self.len())
             .field("bytes", &self.arena.len())
             .finish()
     }
@@ -55,48 +82,49 @@ impl std::fmt::Debug for Labels {
 impl Labels {
     /// Number of distinct labels.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.ends.len().saturating_sub(1)
     }
 
     /// True when no label is stored.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len() == 0
     }
 
     /// The bytes of label `id`.
     #[inline]
     pub fn get(&self, id: u32) -> &[u8] {
         let i = id as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.arena[start..self.ends[i]]
+        &self.arena[self.ends[i]..self.ends[i + 1]]
     }
 
     /// The id of `label`, if it is stored.
     pub fn find(&self, label: &[u8]) -> Option<u32> {
         let h = hash_label(label);
-        self.table.find(h, |&id| self.get(id) == label).copied()
+        self.table.find(h, |&id| same(self.get(id), label)).copied()
     }
 
     /// The id of `label`, storing it first if it is new.
+    #[inline]
     pub fn intern(&mut self, label: &[u8]) -> u32 {
         let h = hash_label(label);
         let Labels { arena, ends, table } = self;
         let get = |id: u32| {
             let i = id as usize;
-            let start = if i == 0 { 0 } else { ends[i - 1] };
-            &arena[start..ends[i]]
+            &arena[ends[i]..ends[i + 1]]
         };
-        if let Some(&id) = table.find(h, |&id| get(id) == label) {
+        if let Some(&id) = table.find(h, |&id| same(get(id), label)) {
             return id;
         }
-        let id = ends.len() as u32;
+        if ends.is_empty() {
+            ends.push(0);
+        }
+        let id = (ends.len() - 1) as u32;
         arena.extend_from_slice(label);
         ends.push(arena.len());
         let (arena, ends) = (&*arena, &*ends);
         table.insert_unique(h, id, |&id| {
             let i = id as usize;
-            let start = if i == 0 { 0 } else { ends[i - 1] };
-            hash_label(&arena[start..ends[i]])
+            hash_label(&arena[ends[i]..ends[i + 1]])
         });
         id
     }

@@ -13,7 +13,7 @@ use crate::codec::{Format, Input, Limits, Output};
 use crate::fold::stack_fold;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions};
 use crate::samples::Samples;
-use crate::tree::{stack_diff_with, stack_tree_with};
+use crate::tree::{stack_diff_counted, stack_tree_counted};
 use crate::Result;
 use std::io::{Read, Write};
 
@@ -89,11 +89,13 @@ fn one_row<R: Read, W: Write>(
     match function {
         Function::Tree => {
             let o = TreeOptions::from_pairs(&opts)?;
-            out.tree_streamed(false, |emit| stack_tree_with(a, &o, emit))?
+            out.tree_streamed(false, |count, emit| stack_tree_counted(a, &o, count, emit))?
         }
         Function::Diff => {
             let o = DiffOptions::from_pairs(&opts)?;
-            out.tree_streamed(true, |emit| stack_diff_with(a, b, &o, emit))?
+            out.tree_streamed(true, |count, emit| {
+                stack_diff_counted(a, b, &o, count, emit)
+            })?
         }
         Function::Fold => out.fold(&stack_fold(a, &FilterOptions::from_pairs(&opts)?)?)?,
     }
@@ -161,17 +163,19 @@ pub fn serve_table<R: Read, R2: Read, W: Write>(
         TableOptions::Diff(o) => o.tree.validate()?,
         TableOptions::Fold(_) => {}
     }
-    let a = read_stack_rows(r, format, limits)?;
+    let mut a = read_stack_rows(r, format, limits)?;
     let mut out = Output::new(w, format);
     match opts {
-        TableOptions::Tree(o) => out.tree_table_streamed(false, |e| stack_tree_with(&a, o, e))?,
+        TableOptions::Tree(o) => {
+            out.tree_table_streamed(false, |e| stack_tree_counted(&mut a, o, None, e))?
+        }
         TableOptions::Fold(o) => out.fold_table(&stack_fold(&a, o)?)?,
         TableOptions::Diff(o) => {
-            let b = match comparison {
+            let mut b = match comparison {
                 Some(c) => read_stack_rows(c, format, limits)?,
                 None => Samples::new(),
             };
-            out.tree_table_streamed(true, |e| stack_diff_with(&a, &b, o, e))?
+            out.tree_table_streamed(true, |e| stack_diff_counted(&mut a, &mut b, o, None, e))?
         }
     }
     out.flush()?;

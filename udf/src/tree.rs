@@ -11,9 +11,14 @@
 //! pass through it; expanding a node partitions its range by the next frame
 //! (a stable counting sort), which gives every child's value, self and
 //! magnitude at once. The full tree is streamed in pre-order while it is
-//! expanded, so memory stays at the input plus one index; there, frames are
-//! interned label ids and the partition goes through a per-label slot
-//! table. With `max_nodes`/`min_share` only the nodes that are kept are
+//! expanded; there, frames are interned label ids (the decoded input is
+//! then freed: memory is the ids plus one index, never the tree) and the
+//! partition goes through a per-label slot table. A node only one stack
+//! passes through is that stack's remaining frames, a chain emitted without
+//! expanding it. An encoding that needs the row count first (a RowBinary
+//! array) gets it from a first expansion that only counts, which is cheaper
+//! than holding the encoded rows (a large tree's output is larger than its
+//! input). With `max_nodes`/`min_share` only the nodes that are kept are
 //! expanded, heaviest first (a node's magnitude is at most its parent's, so
 //! the kept nodes form a connected top of the tree): the millions of small
 //! nodes below the cut are never built, and (without a filter) frames are
@@ -28,7 +33,7 @@
 
 use crate::filter::IdFilter;
 use crate::options::{DiffOptions, FilterOptions, TreeOptions, OTHER_LABEL};
-use crate::samples::{hash_label, Labels, Samples};
+use crate::samples::{hash_label, same, Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
@@ -68,6 +73,16 @@ pub struct DiffRow {
 
 const NONE: u32 = u32::MAX;
 
+/// `a + b`, or the overflow error (built only when it happens: `ok_or`
+/// would build and drop an error for every sum).
+#[inline(always)]
+fn plus(a: i64, b: i64) -> Result<i64> {
+    match a.checked_add(b) {
+        Some(v) => Ok(v),
+        None => Err(Error::Overflow),
+    }
+}
+
 /// One stack after the filter. `f0` is where its first frame is: an index
 /// into the interned ids, or (raw frames) a byte offset in its input.
 #[derive(Debug, Clone, Copy)]
@@ -94,36 +109,45 @@ struct Work<'a> {
 }
 
 impl<'a> Work<'a> {
-    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
-        let recs_raw = || {
-            let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
-            for (side, s) in inputs.iter().enumerate() {
-                for i in 0..s.len() {
-                    let (f0, n, b0) = s.pos(i);
-                    let v = s.value(i);
-                    recs.push(Rec {
-                        f0: if raw { b0 } else { f0 },
-                        len: n as u32,
-                        side: side as u32,
-                        value: v,
-                        mag: v.unsigned_abs(),
-                    });
-                }
+    /// The records of every stack; `f0` a byte offset (`raw`) or a frame
+    /// index within its input.
+    fn recs(inputs: &[&Samples], raw: bool) -> Vec<Rec> {
+        let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
+        for (side, s) in inputs.iter().enumerate() {
+            for i in 0..s.len() {
+                let (f0, n, b0) = s.pos(i);
+                let v = s.value(i);
+                recs.push(Rec {
+                    f0: if raw { b0 } else { f0 },
+                    len: n as u32,
+                    side: side as u32,
+                    value: v,
+                    mag: v.unsigned_abs(),
+                });
             }
-            recs
-        };
+        }
+        recs
+    }
+
+    /// Frames as decoded when `raw` and nothing is filtered, else interned.
+    fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
         if filter.is_identity() && raw {
             return Work {
-                recs: recs_raw(),
+                recs: Self::recs(inputs, true),
                 frames: Frames::Raw(inputs.to_vec()),
             };
         }
+        Work::interned(inputs, filter)
+    }
+
+    /// Every frame interned: the result no longer needs the inputs.
+    fn interned(inputs: &[&Samples], filter: &FilterOptions) -> Work<'static> {
         let mut labels = Labels::default();
         let mut ids = Vec::new();
         if filter.is_identity() {
             // Interned in input order: the frame indexes stay valid, offset
             // by the frames of the inputs before.
-            let mut recs = recs_raw();
+            let mut recs = Self::recs(inputs, false);
             let mut offset = 0;
             for (side, s) in inputs.iter().enumerate() {
                 s.intern_into(&mut labels, &mut ids);
@@ -233,7 +257,7 @@ impl<'a> Work<'a> {
                 }
             };
             let sum = &mut groups[g as usize].1;
-            *sum = sum.checked_add(r.value).ok_or(Error::Overflow)?;
+            *sum = plus(*sum, r.value)?;
             group_of[i] = g;
         }
         // Make the denominator positive so floor division is well defined.
@@ -308,8 +332,25 @@ struct Entry {
     side: u32,
 }
 
+impl Entry {
+    /// Stack `s` (record `r`), its cursor on the first frame.
+    fn of(s: u32, r: &Rec) -> Entry {
+        Entry {
+            at: r.f0,
+            value: r.value,
+            mag: r.mag,
+            s,
+            left: r.len,
+            side: r.side,
+        }
+    }
+}
+
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
+    /// The stacks (taken from the work): the root's values and the
+    /// cursors' starts; freed once a pruned tree no longer needs them.
+    recs: Vec<Rec>,
     idx: Vec<Entry>,
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
@@ -323,26 +364,19 @@ struct Builder<'w, 'a> {
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
-    fn new(w: &'w Work<'a>) -> Self {
+    fn new(w: &'w Work<'a>, recs: Vec<Rec>) -> Self {
         let labels = match &w.frames {
             Frames::Ids { labels, .. } => labels.len(),
             Frames::Raw(_) => 0,
         };
-        let idx = w
-            .recs
+        let idx = recs
             .iter()
             .enumerate()
-            .map(|(s, r)| Entry {
-                at: r.f0,
-                value: r.value,
-                mag: r.mag,
-                s: s as u32,
-                left: r.len,
-                side: r.side,
-            })
+            .map(|(s, r)| Entry::of(s as u32, r))
             .collect();
         Builder {
             w,
+            recs,
             idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
@@ -352,13 +386,59 @@ impl<'w, 'a> Builder<'w, 'a> {
         }
     }
 
+    /// The number of nodes of the whole tree under (and with) `root`: every
+    /// node expanded once, in any order; the cursors are then reset, so the
+    /// tree can be expanded again.
+    fn count_full(&mut self, root: &Node) -> Result<u64> {
+        let mut n: u64 = 1;
+        let mut pending: Vec<Node> = Vec::new();
+        let mut kids: Vec<Node> = Vec::new();
+        let mut cur = *root;
+        loop {
+            if cur.has_children && cur.hi - cur.lo == 1 {
+                // One stack: a chain of its frames left.
+                n += u64::from(self.idx[cur.lo as usize].left);
+            } else if cur.has_children {
+                kids.clear();
+                self.expand(&cur, NONE, &mut kids)?;
+                n += kids.len() as u64;
+                pending.extend(kids.iter().filter(|k| k.has_children));
+            }
+            let Some(c) = pending.pop() else { break };
+            cur = c;
+        }
+        // The partitions moved and advanced the entries: start again.
+        for (s, (e, r)) in self.idx.iter_mut().zip(&self.recs).enumerate() {
+            *e = Entry::of(s as u32, r);
+        }
+        Ok(n)
+    }
+
+    /// Emits the nodes below `n` when only one stack passes through it (a
+    /// chain of that stack's frames left, each with its value), without
+    /// expanding them; false when the frames are not interned.
+    fn chain(&self, n: &Node, emit: &mut Emit<'_>) -> Result<bool> {
+        let Frames::Ids { labels, ids } = &self.w.frames else {
+            return Ok(false);
+        };
+        let e = &self.idx[n.lo as usize];
+        let mut v = [0; 2];
+        v[e.side as usize] = e.value;
+        let frames = &ids[e.at..e.at + e.left as usize];
+        for (i, &l) in frames.iter().enumerate() {
+            let s = if i + 1 == frames.len() { v } else { [0; 2] };
+            emit(n.depth + 1 + i as u32, labels.get(l), v, s)?;
+        }
+        Ok(true)
+    }
+
     fn root(&self) -> Result<Node> {
         let mut n = Node {
             label: NONE,
             at: 0,
             depth: 0,
             lo: 0,
-            hi: self.w.recs.len() as u32,
+            hi: self.recs.len() as u32,
             value: [0; 2],
             self_: [0; 2],
             magnitude: 0,
@@ -366,12 +446,12 @@ impl<'w, 'a> Builder<'w, 'a> {
             parent: NONE,
             has_children: false,
         };
-        for r in &self.w.recs {
+        for r in &self.recs {
             let side = r.side as usize;
-            n.value[side] = n.value[side].checked_add(r.value).ok_or(Error::Overflow)?;
+            n.value[side] = plus(n.value[side], r.value)?;
             n.magnitude = n.magnitude.saturating_add(r.mag);
             if r.len == 0 {
-                n.self_[side] = n.self_[side].checked_add(r.value).ok_or(Error::Overflow)?;
+                n.self_[side] = plus(n.self_[side], r.value)?;
             } else {
                 n.has_children = true;
             }
@@ -391,6 +471,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             group_labels,
             tag,
             tmp,
+            ..
         } = self;
         let (lo, hi, d) = (n.lo as usize, n.hi as usize, n.depth as usize);
         let base = out.len();
@@ -477,7 +558,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                     }
                     let (f, next) = inputs[e.side as usize].frame_at(e.at);
                     let h = hash_label(f);
-                    let g = match groups.find(h, |&g| group_labels[g as usize] == f) {
+                    let g = match groups.find(h, |&g| same(group_labels[g as usize], f)) {
                         Some(&g) => g,
                         None => {
                             let g = group_labels.len() as u32;
@@ -557,6 +638,10 @@ fn prefetch<T>(data: &[T], at: usize) {
 /// on both sides (side 1 is 0 for a single tree).
 pub type Emit<'e> = dyn FnMut(u32, &[u8], [i64; 2], [i64; 2]) -> Result<()> + 'e;
 
+/// Receives the number of rows of a tree before its first row (for an
+/// encoding that writes the length of an array first).
+pub type Count<'e> = dyn FnMut(u64) -> Result<()> + 'e;
+
 fn sort_key(diff: bool, v: [i64; 2]) -> i128 {
     if diff {
         v[0] as i128 + v[1] as i128
@@ -565,22 +650,68 @@ fn sort_key(diff: bool, v: [i64; 2]) -> i128 {
     }
 }
 
+/// Whether the tree of these options looks at raw frames (only a few are
+/// looked at: pruned, nothing filtered); normalize groups whole stacks,
+/// which needs them interned.
+fn raw_frames(diff: bool, opts: &TreeOptions, normalize: bool) -> bool {
+    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
+    prunes && !(diff && normalize) && opts.filter.is_identity()
+}
+
 fn build(
     inputs: &[&Samples],
     opts: &TreeOptions,
     normalize: bool,
+    count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
-    let normalize = diff && normalize;
-    let prunes = opts.max_nodes > 0 || opts.min_share > 0.0;
-    // Raw frames when only a few are looked at; normalize groups whole
-    // stacks, which needs them interned.
-    let mut w = Work::new(inputs, &opts.filter, prunes && !normalize);
-    if normalize {
+    let raw = raw_frames(diff, opts, normalize);
+    let w = Work::new(inputs, &opts.filter, raw);
+    run(w, diff, opts, normalize, count, emit)
+}
+
+/// [`build`] that empties the inputs (and frees their memory) as soon as
+/// the tree no longer needs them: once every frame is interned.
+fn build_releasing(
+    inputs: &mut [&mut Samples],
+    opts: &TreeOptions,
+    normalize: bool,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    let diff = inputs.len() > 1;
+    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
+    if raw_frames(diff, opts, normalize) {
+        return run(
+            Work::new(&shared, &opts.filter, true),
+            diff,
+            opts,
+            normalize,
+            count,
+            emit,
+        );
+    }
+    let w = Work::interned(&shared, &opts.filter);
+    for s in inputs.iter_mut() {
+        **s = Samples::new();
+    }
+    run(w, diff, opts, normalize, count, emit)
+}
+
+fn run(
+    mut w: Work<'_>,
+    diff: bool,
+    opts: &TreeOptions,
+    normalize: bool,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    if diff && normalize {
         w.normalize_baseline()?;
     }
-    let mut b = Builder::new(&w);
+    let recs = std::mem::take(&mut w.recs);
+    let mut b = Builder::new(&w, recs);
     let root = b.root()?;
     let threshold = if opts.min_share > 0.0 {
         (opts.min_share * root.magnitude as f64).ceil() as u64
@@ -588,9 +719,12 @@ fn build(
         0
     };
     if opts.max_nodes == 0 && threshold == 0 {
+        if let Some(count) = count {
+            count(b.count_full(&root)?)?;
+        }
         full(&mut b, root, opts, diff, emit)
     } else {
-        pruned(&mut b, root, opts, threshold, diff, emit)
+        pruned(&mut b, root, opts, threshold, diff, count, emit)
     }
 }
 
@@ -608,7 +742,7 @@ fn full(
     let mut kids: Vec<Node> = Vec::new();
     let mut cur = root;
     loop {
-        if cur.has_children {
+        if cur.has_children && !(cur.hi - cur.lo == 1 && b.chain(&cur, emit)?) {
             kids.clear();
             b.expand(&cur, NONE, &mut kids)?;
             kids.sort_unstable_by(|a, c| {
@@ -636,8 +770,11 @@ fn pruned(
     opts: &TreeOptions,
     threshold: u64,
     diff: bool,
+    count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
+    // The cursors are never reset here.
+    b.recs = Vec::new();
     let limit = if opts.max_nodes == 0 {
         usize::MAX
     } else {
@@ -719,6 +856,9 @@ fn pruned(
             &mut heap,
         )?;
     }
+    if let Some(count) = count {
+        count(rows as u64)?;
+    }
     // Pre-order output of the kept nodes and each parent's `[other]` row.
     #[derive(Clone, Copy)]
     enum Item {
@@ -750,8 +890,8 @@ fn pruned(
                         kids.push((Item::Node(c), cn.value));
                     } else {
                         dropped = true;
-                        other[0] = other[0].checked_add(cn.value[0]).ok_or(Error::Overflow)?;
-                        other[1] = other[1].checked_add(cn.value[1]).ok_or(Error::Overflow)?;
+                        other[0] = plus(other[0], cn.value[0])?;
+                        other[1] = plus(other[1], cn.value[1])?;
                     }
                 }
                 if dropped {
@@ -780,7 +920,39 @@ fn pruned(
 
 /// Streams the single flame graph of `samples` to `emit` in pre-order.
 pub fn stack_tree_with(samples: &Samples, opts: &TreeOptions, emit: &mut Emit<'_>) -> Result<()> {
-    build(&[samples], opts, false, emit)
+    build(&[samples], opts, false, None, emit)
+}
+
+/// [`stack_tree_with`], telling `count` (when given) the number of rows
+/// before the first one. A full tree is then expanded twice (the first
+/// time only to count its nodes): cheaper than holding its encoded rows.
+/// Empties `samples` (freeing its memory) once every frame is interned:
+/// peak memory is then about the input's, not input plus tree.
+pub fn stack_tree_counted(
+    samples: &mut Samples,
+    opts: &TreeOptions,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    build_releasing(&mut [samples], opts, false, count, emit)
+}
+
+/// [`stack_diff_with`], telling `count` the number of rows before the
+/// first one; empties both inputs (see [`stack_tree_counted`]).
+pub fn stack_diff_counted(
+    baseline: &mut Samples,
+    comparison: &mut Samples,
+    opts: &DiffOptions,
+    count: Option<&mut Count<'_>>,
+    emit: &mut Emit<'_>,
+) -> Result<()> {
+    build_releasing(
+        &mut [baseline, comparison],
+        &opts.tree,
+        opts.normalize,
+        count,
+        emit,
+    )
 }
 
 /// Streams the diff flame graph of `baseline` against `comparison` to
@@ -791,7 +963,13 @@ pub fn stack_diff_with(
     opts: &DiffOptions,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    build(&[baseline, comparison], &opts.tree, opts.normalize, emit)
+    build(
+        &[baseline, comparison],
+        &opts.tree,
+        opts.normalize,
+        None,
+        emit,
+    )
 }
 
 /// Builds the single flame graph of `samples`.

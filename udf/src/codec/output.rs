@@ -8,17 +8,12 @@ use std::io::{self, Write};
 pub struct Output<W> {
     w: W,
     format: Format,
-    scratch: Vec<u8>,
 }
 
 impl<W: Write> Output<W> {
     /// Wraps `w`, which carries `format`.
     pub fn new(w: W, format: Format) -> Self {
-        Output {
-            w,
-            format,
-            scratch: Vec::new(),
-        }
+        Output { w, format }
     }
 
     /// Flushes the underlying writer (after each pool chunk).
@@ -220,52 +215,61 @@ fn uleb<W: Write>(w: &mut W, mut v: u64) -> io::Result<()> {
 
 impl<W: Write> Output<W> {
     /// One tree (or diff) array value whose rows `build` streams to the
-    /// given callback, encoded as they come, never as row structs.
-    /// TabSeparated goes straight to the output; RowBinary needs the row
-    /// count before the rows, so the encoded rows wait in 1 MiB chunks
-    /// (no doubling buffer, no copy of it).
+    /// given callbacks, encoded as they come, never as row structs, straight
+    /// to the output. RowBinary needs the row count before the rows: `build`
+    /// gives it to the count callback first (a full tree is counted by a
+    /// first expansion that emits nothing), so no row is held in memory.
     pub fn tree_streamed(
         &mut self,
         diff: bool,
-        build: impl FnOnce(&mut crate::tree::Emit<'_>) -> crate::Result<()>,
+        build: impl FnOnce(
+            Option<&mut crate::tree::Count<'_>>,
+            &mut crate::tree::Emit<'_>,
+        ) -> crate::Result<()>,
     ) -> crate::Result<()> {
         let format = self.format;
         let mut n: u64 = 0;
+        let w = &mut self.w;
         if format == Format::TabSeparated {
-            let w = &mut self.w;
             w.write_all(b"[")?;
-            build(&mut |level, label, v, s| {
-                if n > 0 {
-                    w.write_all(b",")?;
-                }
-                n += 1;
-                node_row(w, format, false, diff, level, label, v, s)?;
-                Ok(())
-            })?;
-            self.w.write_all(b"]")?;
-            return Ok(());
         }
-        const CHUNK: usize = 1 << 20;
-        let mut chunks: Vec<Vec<u8>> = vec![std::mem::take(&mut self.scratch)];
-        chunks[0].clear();
-        build(&mut |level, label, v, s| {
-            let mut cur = chunks.last_mut().expect("one chunk");
-            if cur.len() + label.len() + 64 > CHUNK && !cur.is_empty() {
-                chunks.push(Vec::with_capacity(CHUNK));
-                cur = chunks.last_mut().expect("one chunk");
+        let announced = std::cell::Cell::new(None::<u64>);
+        let mut count = |rows: u64| -> crate::Result<()> {
+            announced.set(Some(rows));
+            Ok(())
+        };
+        // TabSeparated needs no count (and a full tree then no counting).
+        let count =
+            (format == Format::RowBinary).then_some(&mut count as &mut crate::tree::Count<'_>);
+        build(count, &mut |level, label, v, s| {
+            match format {
+                Format::TabSeparated if n > 0 => w.write_all(b",")?,
+                Format::TabSeparated => {}
+                Format::RowBinary if n == 0 => match announced.get() {
+                    Some(rows) => uleb(w, rows)?,
+                    None => {
+                        return Err(crate::Error::Internal(
+                            "tree rows before their count".into(),
+                        ))
+                    }
+                },
+                Format::RowBinary => {}
             }
             n += 1;
-            node_row(cur, format, false, diff, level, label, v, s)?;
+            node_row(w, format, false, diff, level, label, v, s)?;
             Ok(())
         })?;
-        uleb(&mut self.w, n)?;
-        for c in &chunks {
-            self.w.write_all(c)?;
+        match format {
+            Format::TabSeparated => self.w.write_all(b"]")?,
+            Format::RowBinary => {
+                if announced.get() != Some(n) {
+                    return Err(crate::Error::Internal(format!(
+                        "{n} tree rows written, {:?} announced",
+                        announced.get()
+                    )));
+                }
+            }
         }
-        // Keep one chunk for the next call.
-        let mut first = chunks.swap_remove(0);
-        first.clear();
-        self.scratch = first;
         Ok(())
     }
 

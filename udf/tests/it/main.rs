@@ -7,5 +7,6 @@
 mod cli;
 mod common;
 mod golden;
+mod peak;
 mod props;
 mod wire;
