@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tools the fixture generator and its tests run: gcc (compiles
 # fixtures/gen/workload.c), binutils (objdump -d and addr2line are the
-# tests' independent oracles for the fixtures' call graph and symbols) and
+# tests' independent oracles for the fixtures' call graph and symbols),
 # util-linux (unshare: the installed-binary test hides the checkout) and
 # GNU time (/usr/bin/time: the UDF's peak-memory test and bench).
 # Installs Debian's packages only when a command is missing.
