@@ -1345,7 +1345,10 @@ fn load_replace_redoes_a_load_with_the_wrong_binary() {
     // --replace redoes it.
     let redone = run(&data, &["load", "--replace", a]);
     assert!(symbolized(&redone) > 80.0, "{redone}");
-    assert!(redone.contains("new)") && !redone.contains("(0 new)"), "{redone}");
+    assert!(
+        redone.contains("new)") && !redone.contains("(0 new)"),
+        "{redone}"
+    );
     assert_eq!(peak(&data, "workload"), want_a);
     assert_eq!(peak(&data, "workload-b"), want_b);
     let count = |d: &Path| {
