@@ -446,8 +446,10 @@ fn state(data: &Path) -> String {
         data,
         &[
             "sql",
-            "SELECT name, engine, total_rows FROM system.tables WHERE database = 'flamehouse' ORDER BY name \
-             UNION ALL SELECT name, '', NULL FROM system.databases ORDER BY 1, 2",
+            // One ORDER BY over the whole union: the parts of a UNION ALL
+            // come back in any order.
+            "SELECT * FROM (SELECT name, engine, total_rows FROM system.tables WHERE database = 'flamehouse' \
+             UNION ALL SELECT name, '', NULL FROM system.databases) ORDER BY 1, 2",
         ],
     )
 }
