@@ -1366,3 +1366,61 @@ fn load_replace_redoes_a_load_with_the_wrong_binary() {
     assert_eq!(count(&data), count(&right));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A profile written by MemHawk's own writer (fixtures/memhawk, see its
+/// README for provenance) of a program whose allocations are known: the
+/// bytes and blocks under `make_small` and `make_big` at the peak and at the
+/// end are the program's, not a figure flamehouse computed.
+#[test]
+fn memhawk_written_profile_matches_the_program() {
+    let fx = crate::render::repo().join("fixtures/memhawk");
+    let dir = std::env::temp_dir().join(format!("flamehouse-cli-memhawk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let file = fx.join("memhawk_alloc_22746_protobuf.binpb");
+    let binary = fx.join("alloc");
+    let out = run(
+        &data,
+        &[
+            "load",
+            "--binary",
+            binary.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("5 snapshots (5 new)"), "{out}");
+    // Bytes (or blocks) of the folded lines through `function`.
+    let through = |view: &[&str], metric: &str, function: &str| -> i64 {
+        let folded = dir.join("view.folded");
+        let mut args = vec!["flame"];
+        args.extend(view);
+        args.extend([
+            "--process",
+            "alloc",
+            "--metric",
+            metric,
+            "--out",
+            folded.to_str().unwrap(),
+        ]);
+        run(&data, &args);
+        std::fs::read_to_string(&folded)
+            .unwrap()
+            .lines()
+            .filter(|l| l.split(';').any(|f| f == function))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+            .sum()
+    };
+    let peak: &[&str] = &["peak"];
+    let end: &[&str] = &["at", "--t", "end"];
+    assert_eq!(through(peak, "bytes", "make_small"), 64_000);
+    assert_eq!(through(peak, "bytes", "make_big"), 1_000_000);
+    assert_eq!(through(peak, "count", "make_small"), 1_000);
+    assert_eq!(through(peak, "count", "make_big"), 10);
+    assert_eq!(through(end, "bytes", "make_small"), 64_000);
+    assert_eq!(through(end, "bytes", "make_big"), 500_000);
+    assert_eq!(through(end, "count", "make_big"), 5);
+    // Every program allocation is under `main`.
+    assert_eq!(through(end, "bytes", "main"), 564_000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
