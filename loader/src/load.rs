@@ -599,6 +599,9 @@ fn read_file(
     // machine; the profile's own path is one on the profiled machine, which
     // the symbolizer puts under the sysroot like every other module.
     let mut main_binary: Option<PathBuf> = opts.main_binary.clone();
+    // The header's processFullPath: the main program's module name in
+    // profiles that name it by path.
+    let mut full_path = String::new();
     // The idle clock: restarted by every record read and every growth of
     // the file, so catching up never counts as idle, and a torn tail that
     // stays torn does not count as growth.
@@ -735,6 +738,7 @@ fn read_file(
                 if main_binary.is_none() && !info.process_full_path.is_empty() {
                     main_binary = Some(PathBuf::from(&info.process_full_path));
                 }
+                full_path.clone_from(&info.process_full_path);
                 // Written with the first batch this load stores, so the
                 // process and its source are the file actually loaded (not
                 // a copy that failed before storing anything).
@@ -751,7 +755,8 @@ fn read_file(
             Record::Snapshot(snap) => {
                 summary.snapshots += 1;
                 if !snap.loaded_so.is_empty() {
-                    let map = ModuleMap::new(&snap.loaded_so, main_binary.as_deref());
+                    let map = ModuleMap::new(&snap.loaded_so, main_binary.as_deref())
+                        .main_named(&full_path, main_binary.as_deref());
                     sym.set_modules(if opts.main_binary.is_some() {
                         map.main_on_host()
                     } else {

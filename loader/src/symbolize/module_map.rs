@@ -119,6 +119,26 @@ impl ModuleMap {
         Self { modules, by_bias }
     }
 
+    /// The same map with the module named `full_path` (the header's
+    /// `processFullPath`) also taken as the main program, at `main_program`:
+    /// a MemHawk build that names the main program by its path instead of
+    /// an empty name or `/proc/self/exe` still gets `--binary` applied.
+    #[must_use]
+    pub fn main_named(mut self, full_path: &str, main_program: Option<&Path>) -> Self {
+        if full_path.is_empty() {
+            return self;
+        }
+        for m in &mut self.modules {
+            if !m.is_main && m.filename == full_path {
+                m.is_main = true;
+                if let Some(p) = main_program.filter(|p| !p.as_os_str().is_empty()) {
+                    m.path = Some(p.to_path_buf());
+                }
+            }
+        }
+        self
+    }
+
     /// The same map with the main program's path taken as a path on this
     /// machine (a binary the user named, e.g. `load --binary`): the sysroot
     /// is not put in front of it.
