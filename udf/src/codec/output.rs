@@ -26,21 +26,8 @@ impl<W: Write> Output<W> {
         self.w
     }
 
-    fn uleb(&mut self, mut v: u64) -> io::Result<()> {
-        let mut buf = [0u8; 10];
-        let mut i = 0;
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                buf[i] = b;
-                i += 1;
-                break;
-            }
-            buf[i] = b | 0x80;
-            i += 1;
-        }
-        self.w.write_all(&buf[..i])
+    fn uleb(&mut self, v: u64) -> io::Result<()> {
+        uleb(&mut self.w, v)
     }
 
     fn rb_str(&mut self, s: &[u8]) -> io::Result<()> {
