@@ -2,7 +2,7 @@
 //! process (chDB allows one database path per process), SQL helpers, and the
 //! independent reference implementation the functions are checked against.
 
-use flamehouse::engine::{Engine, EngineOptions};
+use flamehouse::storage::engine::{Engine, EngineOptions};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -69,7 +69,7 @@ pub fn q_err(sql: &str) -> String {
 
 /// Path of the built `flamehouse-udf` executable.
 pub fn udf_binary() -> PathBuf {
-    flamehouse::engine::find_udf_binary(None).expect("flamehouse-udf is built")
+    flamehouse::storage::engine::find_udf_binary(None).expect("flamehouse-udf is built")
 }
 
 /// A sample: frames root first and a value.
@@ -77,7 +77,7 @@ pub type Sample = (Vec<String>, i64);
 
 /// A ClickHouse string literal for `s` (SQL quoting, byte-exact).
 pub fn lit(s: &str) -> String {
-    flamehouse::backend::sql_string(s)
+    flamehouse::storage::sql_string(s)
 }
 
 /// A SQL literal of `Array(Tuple(Array(String), Int64))`.

@@ -6,10 +6,10 @@
 //! stacks of depth 10-40 that share prefixes like real call trees, and the
 //! sample rows are drawn in SQL with a skewed (cubic) distribution over them.
 
-use crate::backend::Backend;
-use crate::engine::Engine;
 use crate::error::{file_err, Error, Result};
-use crate::ident::Ident;
+use crate::storage::engine::Engine;
+use crate::storage::ident::Ident;
+use crate::storage::Backend;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
@@ -108,9 +108,9 @@ pub fn load_synthetic(engine: &Engine, table: &Ident, p: &SyntheticProfile) -> R
         for (i, s) in chunk.iter().enumerate() {
             let id = u32::try_from(chunk_no * 5_000 + i).expect("fewer than 2^32 stacks");
             rows.extend_from_slice(&id.to_le_bytes());
-            crate::rows::uleb(&mut rows, s.len() as u64);
+            crate::storage::rows::uleb(&mut rows, s.len() as u64);
             for f in s {
-                crate::rows::string(&mut rows, f);
+                crate::storage::rows::string(&mut rows, f);
             }
         }
         engine.insert_rowbinary(

@@ -69,7 +69,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
-use crate::binpb::{
+use crate::formats::binpb::{
     AllocSummary, BinpbWriter, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace, StacktracePtr,
     TracedAllocSummary, PROFILER_TRACE_BIT,
 };
@@ -880,7 +880,7 @@ mod tests {
 
     use super::test_support::{run, workload, TempDir};
     use super::*;
-    use crate::binpb::{BinpbReader, Record};
+    use crate::formats::binpb::{BinpbReader, Record};
     use crate::symbolize::ModuleMap;
 
     struct Read {

@@ -3,9 +3,9 @@
 //! the command (parsed and checked before any SQL runs) and the check that a
 //! view is not empty before anything is written.
 
-use crate::backend::{sql_string, Backend};
 use crate::error::{Error, Result};
-use crate::ident::Ident;
+use crate::storage::ident::Ident;
+use crate::storage::{sql_string, Backend};
 
 /// A flame-graph view of the schema (the `flame_*` views).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

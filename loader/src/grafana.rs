@@ -101,7 +101,7 @@ fn unit(metric: &str) -> &'static str {
 /// on one line, with its `{name:Type}` parameters replaced by `params`.
 pub fn view_query(name: &str, params: &[(&str, String)]) -> String {
     let head = format!("CREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS");
-    let sql = crate::schema::MIGRATIONS
+    let sql = crate::storage::schema::MIGRATIONS
         .iter()
         .rev()
         .find_map(|(_, _, sql)| {
@@ -115,7 +115,7 @@ pub fn view_query(name: &str, params: &[(&str, String)]) -> String {
         .flat_map(str::split_whitespace)
         .collect::<Vec<_>>()
         .join(" ")
-        .replace("{db}", crate::schema::DEFAULT_DATABASE);
+        .replace("{db}", crate::storage::schema::DEFAULT_DATABASE);
     let mut marked = Vec::new();
     for (i, (param, _)) in params.iter().enumerate() {
         // Markers first, so a value containing braces is never rescanned.

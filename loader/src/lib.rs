@@ -12,21 +12,16 @@
 //! - [`ident`]: validated SQL identifiers (database, cluster);
 //! - [`error`]: the crate's error type.
 
-pub mod backend;
-pub mod binpb;
 pub mod demo;
-pub mod engine;
 pub mod error;
 pub mod fixture;
 pub mod flame;
+pub mod formats;
 pub mod grafana;
-pub mod ident;
-pub mod load;
-pub mod rows;
-pub mod schema;
-pub mod server;
+pub mod ingest;
+pub mod storage;
 pub mod symbolize;
 
-pub use engine::{Engine, EngineOptions};
 pub use error::{Error, Result};
-pub use ident::Ident;
+pub use storage::engine::{Engine, EngineOptions};
+pub use storage::ident::Ident;

@@ -20,13 +20,13 @@
 //! diagnostics (a second load into a schema without `stack_functions_mv`,
 //! and the bulk insert with a copy of that view; slow at the defaults).
 
-use flamehouse::backend::sql_string;
-use flamehouse::binpb::{
+use flamehouse::formats::binpb::{
     AllocSummary, BinpbWriter, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace, StacktracePtr,
     TracedAllocSummary, PROFILER_TRACE_BIT,
 };
-use flamehouse::engine::{Engine, EngineOptions};
-use flamehouse::rows::{RowBinary, SampleRow};
+use flamehouse::storage::engine::{Engine, EngineOptions};
+use flamehouse::storage::rows::{RowBinary, SampleRow};
+use flamehouse::storage::sql_string;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -325,7 +325,7 @@ fn add_delta(total: &mut AllocSummary, old: &AllocSummary, new: &AllocSummary) {
 
 /// `target/release/` (the directory of the CLI): the bench executable is
 /// `target/release/deps/load-*`, so look next to it and one level up, as
-/// `flamehouse::engine::find_udf_binary` does.
+/// `flamehouse::storage::engine::find_udf_binary` does.
 fn release_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current exe");
     for dir in exe.ancestors().skip(1).take(2) {

@@ -318,7 +318,7 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
 /// with a non-zero exit, after the records before it are stored.
 #[test]
 fn record_size_limit_is_an_option_and_an_error() {
-    use flamehouse::binpb::{BinpbWriter, ProcessInfo};
+    use flamehouse::formats::binpb::{BinpbWriter, ProcessInfo};
     let dir = std::env::temp_dir().join(format!("flamehouse-cli-limit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -1224,7 +1224,7 @@ fn a_bad_file_does_not_stop_the_others() {
     let good_a = fx.join("memhawk_workload_4242_protobuf.binpb");
     let good_b = fx.join("memhawk_workload-b_4343_protobuf.binpb");
     // A copy of the first with its third record's length prefix made huge.
-    let mut reader = flamehouse::binpb::BinpbReader::open(&good_a).unwrap();
+    let mut reader = flamehouse::formats::binpb::BinpbReader::open(&good_a).unwrap();
     reader.next_record().unwrap();
     reader.next_record().unwrap();
     let at = reader.committed_offset();

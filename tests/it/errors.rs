@@ -123,7 +123,7 @@ fn engine_shows_the_udf_error_to_the_user() {
 /// the engine's error without hanging and store nothing.
 #[test]
 fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
-    use flamehouse::backend::Backend;
+    use flamehouse::storage::Backend;
     use std::time::{Duration, Instant};
     let e = engine();
     q("CREATE DATABASE IF NOT EXISTS pipe_test");

@@ -23,7 +23,10 @@ fn udf_configs_and_wrappers_are_fresh() {
 #[test]
 fn setup_script_pins_the_engine_version_the_code_expects() {
     let script = std::fs::read_to_string(repo().join("scripts/setup-engine.sh")).unwrap();
-    let want = format!("CHDB_VERSION=\"{}\"", flamehouse::engine::CHDB_VERSION);
+    let want = format!(
+        "CHDB_VERSION=\"{}\"",
+        flamehouse::storage::engine::CHDB_VERSION
+    );
     assert!(
         script.contains(&want),
         "scripts/setup-engine.sh does not pin {want}"

@@ -7,8 +7,8 @@
 use crate::render::{frame_json, render, repo};
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::grafana;
-use flamehouse::load::{load_file, LoadOptions};
-use flamehouse::schema::{migrate, SchemaOptions};
+use flamehouse::ingest::{load_file, LoadOptions};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse_tests::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};

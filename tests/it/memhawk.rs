@@ -1,6 +1,6 @@
 //! A minimal MemHawk `.binpb` decoder written from
 //! `shared/reference/binpb-format.md` alone, for the tests' oracles: it
-//! shares no code with `flamehouse::binpb` (no `prost`, no `proto.rs`, no
+//! shares no code with `flamehouse::formats::binpb` (no `prost`, no `proto.rs`, no
 //! reader or dictionaries), only the `zstd` library for decompression, so a
 //! wrong field number or framing rule in the library cannot be restated
 //! here. It reads whole, complete files and panics on anything else.

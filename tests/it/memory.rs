@@ -6,7 +6,7 @@
 //!
 //! The replay decodes each file with the tests' own decoder
 //! (`super::memhawk`, written from binpb-format.md, sharing no code with
-//! `flamehouse::binpb`), keeps every trace's absolute values per snapshot
+//! `flamehouse::formats::binpb`), keeps every trace's absolute values per snapshot
 //! (as-of semantics), symbolizes each trace with `Symbolizer` + `ModuleMap`
 //! as a user would, and compares at the level of
 //! function paths (root first), so it does not depend on the loader's own
@@ -16,10 +16,10 @@
 //! tail and a corrupted record, resuming a file that grew, and `init` twice.
 
 use super::memhawk;
-use flamehouse::binpb::{AllocSummary, ElfInfo, ProcessInfo, Segment};
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
-use flamehouse::load::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
-use flamehouse::schema::{migrate, SchemaOptions};
+use flamehouse::formats::binpb::{AllocSummary, ElfInfo, ProcessInfo, Segment};
+use flamehouse::ingest::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use flamehouse_tests::*;
 use rand::rngs::StdRng;
@@ -1515,9 +1515,9 @@ fn sysroot_fixture() -> &'static (Fixture, PathBuf, &'static str) {
         let under = |p: &Path| root.join(p.strip_prefix("/").unwrap());
         std::fs::create_dir_all(under(&bin).parent().unwrap()).unwrap();
         std::fs::rename(&bin, under(&bin)).unwrap();
-        let mut reader = flamehouse::binpb::BinpbReader::open(&path).unwrap();
+        let mut reader = flamehouse::formats::binpb::BinpbReader::open(&path).unwrap();
         while let Some(rec) = reader.next_record().unwrap() {
-            if let flamehouse::binpb::Record::Snapshot(s) = rec {
+            if let flamehouse::formats::binpb::Record::Snapshot(s) = rec {
                 for so in &s.loaded_so {
                     let p = Path::new(&so.filename);
                     if p.is_absolute() && p.is_file() && !under(p).exists() {
@@ -1617,8 +1617,8 @@ fn replace_redoes_a_bad_load_and_leaves_other_processes_alone() {
 
     // Deleted, then loaded again (not dropped as a duplicate of the
     // deleted batches).
-    flamehouse::load::delete_process(engine(), &db.parse().unwrap(), pid).unwrap();
-    for t in flamehouse::load::PROCESS_TABLES {
+    flamehouse::ingest::delete_process(engine(), &db.parse().unwrap(), pid).unwrap();
+    for t in flamehouse::ingest::PROCESS_TABLES {
         assert_eq!(
             count(&format!(
                 "SELECT count() FROM {db}.{t} WHERE process_id = {pid}"

@@ -12,17 +12,17 @@
 //! must hold the same rows, the inserts must be byte for byte the same, and
 //! loading again through the server must store nothing.
 
-use flamehouse::backend::{column_names, Backend};
-use flamehouse::engine::Engine;
 use flamehouse::error::Result;
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
-use flamehouse::load::{load_file, LoadOptions};
-use flamehouse::rows::{
+use flamehouse::ingest::{load_file, LoadOptions};
+use flamehouse::storage::engine::Engine;
+use flamehouse::storage::rows::{
     FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow, StackRow,
     TotalRow,
 };
-use flamehouse::schema::{migrate, SchemaOptions};
-use flamehouse::server::{ServerBackend, ServerOptions};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse::storage::server::{ServerBackend, ServerOptions};
+use flamehouse::storage::{column_names, Backend};
 use flamehouse_tests::{engine, q, udf_binary};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -3,8 +3,8 @@
 //! the finished file stores.
 
 use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
-use flamehouse::load::{load_file, LoadOptions};
-use flamehouse::schema::{migrate, SchemaOptions};
+use flamehouse::ingest::{load_file, LoadOptions};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse_tests::*;
 use std::io::Write;
 use std::time::Duration;
@@ -105,7 +105,7 @@ fn watch_follows_a_growing_file() {
 
 /// The end of every record (the header first) of a file.
 fn record_ends(path: &std::path::Path) -> Vec<u64> {
-    let mut reader = flamehouse::binpb::BinpbReader::open(path).unwrap();
+    let mut reader = flamehouse::formats::binpb::BinpbReader::open(path).unwrap();
     let mut ends = Vec::new();
     while reader.next_record().unwrap().is_some() {
         ends.push(reader.committed_offset());
@@ -156,7 +156,7 @@ fn watch_opts(db: &str, idle_ms: u64) -> LoadOptions {
 fn spawn_load(
     path: &std::path::Path,
     opts: LoadOptions,
-) -> std::sync::mpsc::Receiver<flamehouse::Result<flamehouse::load::LoadSummary>> {
+) -> std::sync::mpsc::Receiver<flamehouse::Result<flamehouse::ingest::LoadSummary>> {
     let (tx, rx) = std::sync::mpsc::channel();
     let path = path.to_path_buf();
     std::thread::spawn(move || {
@@ -166,9 +166,9 @@ fn spawn_load(
 }
 
 fn wait(
-    rx: &std::sync::mpsc::Receiver<flamehouse::Result<flamehouse::load::LoadSummary>>,
+    rx: &std::sync::mpsc::Receiver<flamehouse::Result<flamehouse::ingest::LoadSummary>>,
     secs: u64,
-) -> flamehouse::Result<flamehouse::load::LoadSummary> {
+) -> flamehouse::Result<flamehouse::ingest::LoadSummary> {
     rx.recv_timeout(Duration::from_secs(secs))
         .unwrap_or_else(|_| panic!("load --watch did not exit within {secs} s"))
 }

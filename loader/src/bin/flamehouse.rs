@@ -2,13 +2,13 @@
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use flamehouse::backend::Backend;
 use flamehouse::demo::{self, SyntheticProfile};
-use flamehouse::engine::{Engine, EngineOptions};
 use flamehouse::flame::{self, Metric, TimeArg, ViewKind};
-use flamehouse::load::{self, LoadOptions, LoadSummary};
-use flamehouse::schema::{self, SchemaOptions};
-use flamehouse::server::{ServerBackend, ServerOptions};
+use flamehouse::ingest::{self, LoadOptions, LoadSummary};
+use flamehouse::storage::engine::{Engine, EngineOptions};
+use flamehouse::storage::schema::{self, SchemaOptions};
+use flamehouse::storage::server::{ServerBackend, ServerOptions};
+use flamehouse::storage::Backend;
 use flamehouse::symbolize::{Granularity, SymbolizerOptions};
 use flamehouse::Ident;
 use std::io::{IsTerminal, Write};
@@ -59,7 +59,7 @@ struct ServerArgs {
     #[arg(long, env = "CLICKHOUSE_URL")]
     url: Option<String>,
     /// Server user.
-    #[arg(long, env = "CLICKHOUSE_USER", default_value = flamehouse::server::DEFAULT_USER)]
+    #[arg(long, env = "CLICKHOUSE_USER", default_value = flamehouse::storage::server::DEFAULT_USER)]
     user: String,
     /// Server password.
     #[arg(
@@ -71,17 +71,17 @@ struct ServerArgs {
     password: String,
     /// The server session's default database, for names `sql` does not
     /// qualify (the flamehouse tables are in --database).
-    #[arg(long, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::server::DEFAULT_DATABASE)]
+    #[arg(long, env = "CLICKHOUSE_DATABASE", default_value = flamehouse::storage::server::DEFAULT_DATABASE)]
     server_database: String,
     /// PEM file of CA certificates to trust for an https:// server, besides
     /// the system's (SSL_CERT_FILE and SSL_CERT_DIR are honoured too).
     #[arg(long, env = "CLICKHOUSE_CA_CERT")]
     ca_cert: Option<PathBuf>,
     /// Seconds one server request may take (0: no limit).
-    #[arg(long, default_value_t = flamehouse::server::DEFAULT_TIMEOUT.as_secs())]
+    #[arg(long, default_value_t = flamehouse::storage::server::DEFAULT_TIMEOUT.as_secs())]
     timeout: u64,
     /// Seconds connecting to the server may take.
-    #[arg(long, default_value_t = flamehouse::server::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    #[arg(long, default_value_t = flamehouse::storage::server::DEFAULT_CONNECT_TIMEOUT.as_secs())]
     connect_timeout: u64,
 }
 
@@ -222,10 +222,10 @@ enum Command {
         binary: Option<PathBuf>,
         /// Largest record (compressed) accepted, in MiB: a larger length
         /// prefix is reported as corruption.
-        #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20)]
+        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20)]
         max_record_mib: u64,
         /// Largest decompressed record accepted, in MiB.
-        #[arg(long, default_value_t = flamehouse::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
+        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
         #[command(flatten)]
         target: TargetArgs,
@@ -459,7 +459,7 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 main_binary: binary,
-                reader: flamehouse::binpb::ReaderOptions {
+                reader: flamehouse::formats::binpb::ReaderOptions {
                     max_record_len: max_record_mib.saturating_mul(1 << 20),
                     max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
                 },
@@ -485,7 +485,7 @@ fn run() -> anyhow::Result<()> {
                     None
                 };
                 let started = std::time::Instant::now();
-                let r = load::load_file(&*engine, f, &lo, &mut |p| {
+                let r = ingest::load_file(&*engine, f, &lo, &mut |p| {
                     if let Some(b) = &bar {
                         b.set_length(p.total_bytes.max(p.bytes));
                         b.set_position(p.bytes);
@@ -541,7 +541,7 @@ fn run() -> anyhow::Result<()> {
             let db = &schema.database;
             // An unknown process is an error that says how to list them.
             let p = flame::resolve_process(&*engine, db, &process)?;
-            load::delete_process(&*engine, db, p.id)?;
+            ingest::delete_process(&*engine, db, p.id)?;
             println!("deleted process {} ({}) from {db}", p.id, p.name);
             Ok(())
         }

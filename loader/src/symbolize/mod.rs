@@ -19,7 +19,7 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use flamehouse::binpb::ElfInfo;
+//! use flamehouse::formats::binpb::ElfInfo;
 //! use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 //!
 //! # let loaded_so: Vec<ElfInfo> = Vec::new();

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::binpb::ElfInfo;
+use crate::formats::binpb::ElfInfo;
 
 /// The name MemHawk gives the main program when it does not write an empty
 /// one.

@@ -2,9 +2,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::binpb::{BinpbReader, ElfInfo, Record, Segment};
 use crate::fixture::test_support::{run, workload, TempDir};
 use crate::fixture::{self, FixtureOptions, FAKE_LIBC, PIE_BIAS};
+use crate::formats::binpb::{BinpbReader, ElfInfo, Record, Segment};
 
 fn elf(filename: &str, bias: u64, segments: &[(u64, u64)]) -> ElfInfo {
     ElfInfo {

@@ -35,7 +35,7 @@
 //! # Example
 //!
 //! ```no_run
-//! use flamehouse::binpb::{BinpbReader, Record};
+//! use flamehouse::formats::binpb::{BinpbReader, Record};
 //!
 //! let mut reader = BinpbReader::open("memhawk_app_42_protobuf.binpb")?;
 //! while let Some(record) = reader.next_record()? {
@@ -50,7 +50,7 @@
 //!     }
 //! }
 //! println!("ended: {:?}", reader.tail());
-//! # Ok::<(), flamehouse::binpb::Error>(())
+//! # Ok::<(), flamehouse::formats::binpb::Error>(())
 //! ```
 
 pub mod dict;

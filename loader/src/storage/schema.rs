@@ -2,9 +2,9 @@
 //! applied by `flamehouse init` (and before every load), for a single node or
 //! a cluster.
 
-use crate::backend::Backend;
 use crate::error::Result;
-use crate::ident::Ident;
+use crate::storage::ident::Ident;
+use crate::storage::Backend;
 use flamehouse_udf::catalog;
 
 /// Default database name.
@@ -12,18 +12,30 @@ pub const DEFAULT_DATABASE: &str = "flamehouse";
 
 /// The migrations, in order: (version, name, SQL template).
 pub const MIGRATIONS: &[(u32, &str, &str)] = &[
-    (1, "tables", include_str!("../../sql/schema/001_tables.sql")),
-    (2, "views", include_str!("../../sql/schema/002_views.sql")),
-    (3, "rollup", include_str!("../../sql/schema/003_rollup.sql")),
+    (
+        1,
+        "tables",
+        include_str!("../../../sql/schema/001_tables.sql"),
+    ),
+    (
+        2,
+        "views",
+        include_str!("../../../sql/schema/002_views.sql"),
+    ),
+    (
+        3,
+        "rollup",
+        include_str!("../../../sql/schema/003_rollup.sql"),
+    ),
     (
         4,
         "checked_views",
-        include_str!("../../sql/schema/004_checked_views.sql"),
+        include_str!("../../../sql/schema/004_checked_views.sql"),
     ),
     (
         5,
         "exact_loads",
-        include_str!("../../sql/schema/005_exact_loads.sql"),
+        include_str!("../../../sql/schema/005_exact_loads.sql"),
     ),
 ];
 
@@ -114,8 +126,8 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
         Ok(backend
             .query_tsv(&format!(
                 "SELECT count() FROM system.parts WHERE active AND database = {} AND table = {}",
-                crate::backend::sql_string(db.as_str()),
-                crate::backend::sql_string(table)
+                crate::storage::sql_string(db.as_str()),
+                crate::storage::sql_string(table)
             ))?
             .trim()
             .parse()
@@ -123,7 +135,7 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
     };
     let tables = backend.query_tsv(&format!(
         "SELECT name FROM system.tables WHERE database = {} AND engine LIKE '%MergeTree' ORDER BY name",
-        crate::backend::sql_string(db.as_str())
+        crate::storage::sql_string(db.as_str())
     ))?;
     let on_cluster = opts
         .cluster
@@ -137,7 +149,7 @@ pub fn compact(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<(Strin
         // in the database: quoted, not trusted.
         backend.execute(&format!(
             "OPTIMIZE TABLE {db}.{}{on_cluster} FINAL",
-            crate::backend::quote_ident(table)
+            crate::storage::quote_ident(table)
         ))?;
         out.push((table.to_string(), before, parts(table)?));
     }

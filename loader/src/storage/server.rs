@@ -5,7 +5,7 @@
 //! The rest of the loader is synchronous, so the backend owns a
 //! current-thread tokio runtime and blocks on each request.
 //!
-//! Inserts send the bytes that [`crate::rows::RowBinary::encode`] produced,
+//! Inserts send the bytes that [`crate::storage::rows::RowBinary::encode`] produced,
 //! unchanged, as `INSERT INTO db.table (columns) FORMAT RowBinary` through the
 //! crate's pre-formatted insert ([`clickhouse::Client::insert_formatted_with`]),
 //! LZ4-compressed in ClickHouse's block framing. The embedded engine reads the
@@ -26,9 +26,9 @@
 //! `deduplicate_blocks_in_dependent_materialized_views = 1`, as the embedded
 //! backend's inserts do, so a batch sent again is stored once.
 
-use crate::backend::{column_names, Backend};
 use crate::error::{Error, Result};
-use crate::ident::Ident;
+use crate::storage::ident::Ident;
+use crate::storage::{column_names, Backend};
 use clickhouse::{Client, Compression};
 use std::future::Future;
 use std::path::PathBuf;
@@ -339,7 +339,7 @@ pub fn insert_sql(db: &Ident, table: &Ident, structure: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rows::{RowBinary, SampleRow};
+    use crate::storage::rows::{RowBinary, SampleRow};
 
     #[test]
     fn insert_statement_names_columns_in_encoding_order() {

@@ -21,14 +21,14 @@
 //! now. A process can be deleted ([`delete_process`], `load --replace`) and
 //! loaded again under the next generation.
 
-use crate::backend::{insert, Backend};
-use crate::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::error::{Error, Result};
-use crate::ident::Ident;
-use crate::rows::{
+use crate::formats::binpb::{self, BinpbReader, Record, Snapshot};
+use crate::storage::ident::Ident;
+use crate::storage::rows::{
     stable_hash, FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow,
     StackRow, TotalRow,
 };
+use crate::storage::{insert, Backend};
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
@@ -75,7 +75,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
-            database: crate::schema::default_database(),
+            database: crate::storage::schema::default_database(),
             symbolizer: SymbolizerOptions::default(),
             reader: binpb::ReaderOptions::default(),
             main_binary: None,
@@ -238,10 +238,10 @@ impl<'a> MergePause<'a> {
             .query_tsv(&format!(
                 "SELECT name FROM system.tables WHERE database = {} AND engine LIKE '%MergeTree' \
                  ORDER BY name",
-                crate::backend::sql_string(db.as_str())
+                crate::storage::sql_string(db.as_str())
             ))?
             .lines()
-            .map(|t| format!("{db}.{}", crate::backend::quote_ident(t)))
+            .map(|t| format!("{db}.{}", crate::storage::quote_ident(t)))
             .collect();
         let pause = MergePause {
             backend,
@@ -473,7 +473,7 @@ enum Followed {
 }
 
 /// Loads one file into `backend` (the schema must exist: see
-/// [`crate::schema::migrate`]). Decoding and symbolizing run on the calling
+/// [`crate::storage::schema::migrate`]). Decoding and symbolizing run on the calling
 /// thread while a writer thread inserts the previous batch; at most one batch
 /// waits between them, so memory stays bounded, and the writer hands the
 /// sample buffers back for reuse.

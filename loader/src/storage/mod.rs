@@ -2,10 +2,16 @@
 //! same SQL; inserts carry an `insert_deduplication_token`, so a batch that is
 //! sent again (a retry, a restart after a crash) is stored once.
 
-use crate::engine::Engine;
+pub mod engine;
+pub mod ident;
+pub mod rows;
+pub mod schema;
+pub mod server;
+
 use crate::error::{file_err, Error, Result};
-use crate::ident::Ident;
-use crate::rows::{encode_all, RowBinary};
+use crate::storage::engine::Engine;
+use crate::storage::ident::Ident;
+use crate::storage::rows::{encode_all, RowBinary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

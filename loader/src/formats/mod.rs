@@ -1,0 +1,3 @@
+//! Profile formats: one module per input format, engine-free.
+
+pub mod binpb;
