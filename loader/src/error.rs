@@ -100,7 +100,7 @@ impl Error {
 /// Crate-wide result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-pub(crate) fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+pub fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.into();
     move |cause| Error::File { path, cause }
 }

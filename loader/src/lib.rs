@@ -12,13 +12,12 @@
 //! - [`ident`]: validated SQL identifiers (database, cluster);
 //! - [`error`]: the crate's error type.
 
-pub mod demo;
 pub mod error;
-pub mod fixture;
 pub mod flame;
 pub mod formats;
 pub mod grafana;
 pub mod ingest;
+pub mod render;
 pub mod storage;
 pub mod symbolize;
 

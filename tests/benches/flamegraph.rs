@@ -12,7 +12,7 @@
 //! Run: `cargo bench -p flamehouse-tests --bench flamegraph`
 //! (env: BENCH_SAMPLES, BENCH_DISTINCT, BENCH_RUNS, BASELINE_UDF).
 
-use flamehouse::demo::{grouped_sql, load_synthetic, SyntheticProfile};
+use flamehouse_fixtures::demo::{grouped_sql, load_synthetic, SyntheticProfile};
 use flamehouse_udf::codec::{Format, Limits};
 use flamehouse_udf::serve::{serve_udf, Function};
 use std::alloc::{GlobalAlloc, Layout, System};

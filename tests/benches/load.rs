@@ -21,12 +21,13 @@
 //! and the bulk insert with a copy of that view; slow at the defaults).
 
 use flamehouse::formats::binpb::{
-    AllocSummary, BinpbWriter, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace, StacktracePtr,
+    AllocSummary, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace, StacktracePtr,
     TracedAllocSummary, PROFILER_TRACE_BIT,
 };
 use flamehouse::storage::engine::{Engine, EngineOptions};
 use flamehouse::storage::rows::{RowBinary, SampleRow};
 use flamehouse::storage::sql_string;
+use flamehouse_fixtures::binpb_writer::BinpbWriter;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -13,9 +13,24 @@ fn bin() -> PathBuf {
         .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
 }
 
+/// `flamehouse-fixtures` (the test and demo inputs), next to `flamehouse`.
+fn fixtures_bin() -> PathBuf {
+    flamehouse_tests::udf_binary().with_file_name("flamehouse-fixtures")
+}
+
+/// Runs `flamehouse ARGS` on `data`; `fixtures ARGS` runs
+/// `flamehouse-fixtures generate ARGS` (the generator is not part of the
+/// product's binary).
 fn run(data: &Path, args: &[&str]) -> String {
-    let mut cmd = Command::new(bin());
-    cmd.arg(args[0]);
+    let mut cmd = if args[0] == "fixtures" {
+        let mut c = Command::new(fixtures_bin());
+        c.arg("generate");
+        c
+    } else {
+        let mut c = Command::new(bin());
+        c.arg(args[0]);
+        c
+    };
     // Commands without an engine take no --data.
     if !["fixtures", "grafana"].contains(&args[0]) {
         cmd.arg("--data").arg(data);
@@ -318,7 +333,8 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
 /// with a non-zero exit, after the records before it are stored.
 #[test]
 fn record_size_limit_is_an_option_and_an_error() {
-    use flamehouse::formats::binpb::{BinpbWriter, ProcessInfo};
+    use flamehouse::formats::binpb::ProcessInfo;
+    use flamehouse_fixtures::binpb_writer::BinpbWriter;
     let dir = std::env::temp_dir().join(format!("flamehouse-cli-limit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -406,8 +422,8 @@ fn small_fixtures() -> &'static [String] {
         // at exit (the tests using these end at different times).
         let fx = flamehouse_tests::engine().data_dir().join("cli-fixtures");
         let _ = std::fs::remove_dir_all(&fx);
-        let out = Command::new(flamehouse_tests::udf_binary().with_file_name("flamehouse"))
-            .args(["fixtures", "--snapshots", "30", "--stacks", "300", "--out"])
+        let out = Command::new(fixtures_bin())
+            .args(["generate", "--snapshots", "30", "--stacks", "300", "--out"])
             .arg(&fx)
             .output()
             .unwrap();
@@ -702,7 +718,7 @@ fn empty_views_are_errors_with_the_process_span() {
 }
 
 /// The README's `flamehouse flame` examples, run as written against the
-/// fixtures (`flamehouse fixtures` then `load`), each draw a non-empty
+/// fixtures (`flamehouse-fixtures generate` then `load`), each draw a non-empty
 /// flame graph: the sum of the folded values is the view's root value from
 /// SQL.
 #[test]
@@ -792,12 +808,8 @@ fn options_that_do_nothing_are_errors() {
     let d = d.to_str().unwrap();
     let url = "http://127.0.0.1:9";
     let cases: &[(&[&str], &str)] = &[
-        (&["demo", "--url", url], "unexpected argument '--url'"),
         (&["grafana", "--url", url], "unexpected argument '--url'"),
-        (&["fixtures", "--url", url], "unexpected argument '--url'"),
         (&["grafana", "--data", d], "unexpected argument '--data'"),
-        (&["fixtures", "--data", d], "unexpected argument '--data'"),
-        (&["demo", "--user", "u"], "unexpected argument '--user'"),
         (
             &["--url", url, "sql", "SELECT 1"],
             "unexpected argument '--url'",
@@ -863,7 +875,7 @@ fn help_shows_each_default_once_and_only_options_that_apply() {
         String::from_utf8(out.stdout).unwrap()
     };
     let commands = [
-        "sql", "init", "compact", "load", "fixtures", "flame", "grafana", "demo",
+        "sql", "init", "compact", "load", "delete", "flame", "grafana",
     ];
     for cmd in commands {
         let h = help(&[cmd]);
@@ -877,7 +889,7 @@ fn help_shows_each_default_once_and_only_options_that_apply() {
             "--timeout",
             "--connect-timeout",
         ];
-        let uses_server = ["sql", "init", "compact", "load", "flame"].contains(&cmd);
+        let uses_server = ["sql", "init", "compact", "load", "delete", "flame"].contains(&cmd);
         for opt in server {
             assert_eq!(
                 h.contains(&format!("{opt} ")),
@@ -885,7 +897,7 @@ fn help_shows_each_default_once_and_only_options_that_apply() {
                 "{cmd} {opt}: {h}"
             );
         }
-        let uses_data = cmd != "grafana" && cmd != "fixtures";
+        let uses_data = cmd != "grafana";
         assert_eq!(h.contains("--data "), uses_data, "{cmd}: {h}");
     }
     let top = help(&[]);
@@ -1158,7 +1170,7 @@ fn demo_finds_the_binaries_through_cargo() {
     );
 }
 
-/// `flamehouse fixtures` from an installed binary: the binary copied to a
+/// `flamehouse-fixtures generate` from an installed binary: the binary copied to a
 /// temp dir and run from there in a mount namespace where the repository
 /// is an empty tmpfs, so a source path baked in at build time cannot be
 /// read (it was, before the C source was embedded).
@@ -1173,11 +1185,11 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     assert!(!dir.canonicalize().unwrap().starts_with(&repo));
-    let installed = dir.join("flamehouse");
-    std::fs::copy(bin(), &installed).unwrap();
+    let installed = dir.join("flamehouse-fixtures");
+    std::fs::copy(fixtures_bin(), &installed).unwrap();
     let script = format!(
         "mount -t tmpfs none '{repo}' && test ! -e '{repo}/fixtures/gen/workload.c' \
-         && exec ./flamehouse fixtures --out fx --snapshots 3 --stacks 50",
+         && exec ./flamehouse-fixtures generate --out fx --snapshots 3 --stacks 50",
         repo = repo.display()
     );
     let out = Command::new("unshare")
@@ -1188,14 +1200,14 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "installed flamehouse fixtures failed: {stderr}"
+        "installed flamehouse-fixtures failed: {stderr}"
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches(" stacks, ").count(), 2, "{stdout}");
     assert!(stdout.contains("4 snapshots, 50 stacks"), "{stdout}");
     // The embedded source was written next to the binary it compiled.
     let source = std::fs::read_to_string(dir.join("fx/workload.c")).unwrap();
-    assert_eq!(source, flamehouse::fixture::WORKLOAD_C);
+    assert_eq!(source, flamehouse_fixtures::workload::WORKLOAD_C);
     assert!(source.contains("wl_tree_build"));
     let _ = std::fs::remove_dir_all(&dir);
 }

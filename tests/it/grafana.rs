@@ -5,7 +5,7 @@
 //! `target/grafana-render/` as test artifacts.
 
 use crate::render::{frame_json, render, repo};
-use flamehouse::demo::{grouped_sql, load_synthetic, SyntheticProfile};
+use flamehouse_fixtures::demo::{grouped_sql, load_synthetic, SyntheticProfile};
 use flamehouse_tests::*;
 
 #[test]

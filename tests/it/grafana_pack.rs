@@ -5,10 +5,10 @@
 //! component; hostile variable values change nothing.
 
 use crate::render::{frame_json, render, repo};
-use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::grafana;
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};

@@ -16,11 +16,11 @@
 //! tail and a corrupted record, resuming a file that grew, and `init` twice.
 
 use super::memhawk;
-use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::formats::binpb::{AllocSummary, ElfInfo, ProcessInfo, Segment};
 use flamehouse::ingest::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
+use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -2,7 +2,7 @@
 //! data (folded lines must agree as multisets), and random inputs against
 //! the reference implementation.
 
-use flamehouse::demo::{load_synthetic, SyntheticProfile};
+use flamehouse_fixtures::demo::{load_synthetic, SyntheticProfile};
 use flamehouse_tests::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ fn fold_agrees_with_builtin_flamegraph() {
         "SELECT arrayJoin(flameGraph(stack, value)) FROM oracle_samples \
                      SETTINGS allow_introspection_functions = 1, max_threads = 1",
     );
-    let ours = q(&flamehouse::demo::fold_sql(
+    let ours = q(&flamehouse_fixtures::demo::fold_sql(
         &"oracle_samples".parse().unwrap(),
         "",
     ));

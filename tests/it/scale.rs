@@ -1,7 +1,7 @@
 //! A 1,000,000-sample table, both pre-aggregated per stack (the intended
 //! query shape) and sent to the UDF raw in one row.
 
-use flamehouse::demo::{fold_sql, load_synthetic, synthetic_stacks, SyntheticProfile};
+use flamehouse_fixtures::demo::{fold_sql, load_synthetic, synthetic_stacks, SyntheticProfile};
 use flamehouse_tests::*;
 use std::collections::BTreeMap;
 

@@ -13,7 +13,6 @@
 //! loading again through the server must store nothing.
 
 use flamehouse::error::Result;
-use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::engine::Engine;
 use flamehouse::storage::rows::{
@@ -23,6 +22,7 @@ use flamehouse::storage::rows::{
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::storage::server::{ServerBackend, ServerOptions};
 use flamehouse::storage::{column_names, Backend};
+use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::{engine, q, udf_binary};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -2,9 +2,9 @@
 //! records are torn mid-write), and ends with exactly what a single load of
 //! the finished file stores.
 
-use flamehouse::fixture::{compile_workload, generate, FixtureOptions};
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use std::io::Write;
 use std::time::Duration;

@@ -2,9 +2,9 @@
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use flamehouse::demo::{self, SyntheticProfile};
 use flamehouse::flame::{self, Metric, TimeArg, ViewKind};
 use flamehouse::ingest::{self, LoadOptions, LoadSummary};
+use flamehouse::render;
 use flamehouse::storage::engine::{Engine, EngineOptions};
 use flamehouse::storage::schema::{self, SchemaOptions};
 use flamehouse::storage::server::{ServerBackend, ServerOptions};
@@ -242,19 +242,6 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
-    /// Write fixture profiles (two processes) from a compiled C workload.
-    Fixtures {
-        /// Output directory.
-        #[arg(long, default_value = "out/fixtures")]
-        out: PathBuf,
-        /// Snapshots per process (1 s apart).
-        #[arg(long, default_value_t = 120)]
-        snapshots: usize,
-        /// Distinct stack traces per process (real call paths of the
-        /// workload: at most 16,385).
-        #[arg(long, default_value_t = 3000)]
-        stacks: usize,
-    },
     /// Render a flame-graph view to folded text or SVG.
     Flame {
         /// The view.
@@ -294,21 +281,6 @@ enum Command {
         /// Output directory (the repository keeps it in `grafana/`).
         #[arg(long, default_value = "grafana")]
         out: PathBuf,
-    },
-    /// Load a generated demo profile into the embedded engine and write its
-    /// flame graphs.
-    Demo {
-        /// Output directory.
-        #[arg(long, default_value = "out")]
-        out: PathBuf,
-        /// Number of sample rows.
-        #[arg(long, default_value_t = SyntheticProfile::default().samples)]
-        samples: u64,
-        /// Number of distinct stacks.
-        #[arg(long, default_value_t = SyntheticProfile::default().distinct)]
-        distinct: usize,
-        #[command(flatten)]
-        data: DataArgs,
     },
 }
 
@@ -545,36 +517,6 @@ fn run() -> anyhow::Result<()> {
             println!("deleted process {} ({}) from {db}", p.id, p.name);
             Ok(())
         }
-        Command::Fixtures {
-            out,
-            snapshots,
-            stacks,
-        } => {
-            std::fs::create_dir_all(&out)?;
-            let binary = flamehouse::fixture::compile_workload(&out)?;
-            for (pid, name, seed) in [(4242u32, "workload", 1u64), (4343, "workload-b", 2)] {
-                let mut fo = flamehouse::fixture::FixtureOptions::new(
-                    &binary,
-                    out.join(format!("memhawk_{name}_{pid}_protobuf.binpb")),
-                );
-                fo.snapshots = snapshots;
-                fo.stacks = stacks;
-                fo.pid = pid;
-                fo.name = name.to_string();
-                fo.seed = seed;
-                fo.start_timestamp_ns += u64::from(pid - 4242) * 30_000_000_000;
-                let g = flamehouse::fixture::generate(&fo)?;
-                println!(
-                    "wrote {} ({} snapshots, {} stacks, {} bytes)",
-                    g.output.display(),
-                    g.snapshots,
-                    g.stacks,
-                    g.bytes
-                );
-            }
-            println!("binary {}", binary.display());
-            Ok(())
-        }
         Command::Flame {
             view,
             process,
@@ -599,12 +541,12 @@ fn run() -> anyhow::Result<()> {
             };
             let f = flame::flame(&*engine, &database, &req)?;
             if out.extension().is_some_and(|e| e == "svg") {
-                let labels = demo::SvgOptions {
+                let labels = render::SvgOptions {
                     title: f.title.clone(),
                     count_name: f.unit.to_string(),
                     root: f.root.clone(),
                 };
-                demo::render_svg(&f.lines, &labels, &out)?;
+                render::render_svg(&f.lines, &labels, &out)?;
             } else {
                 std::fs::write(&out, f.lines.join("\n") + "\n")
                     .with_context(|| format!("writing {}", out.display()))?;
@@ -620,32 +562,6 @@ fn run() -> anyhow::Result<()> {
                 }
                 std::fs::write(&p, text)?;
                 println!("wrote {}", p.display());
-            }
-            Ok(())
-        }
-        Command::Demo {
-            out,
-            samples,
-            distinct,
-            data,
-        } => {
-            let engine = Engine::open(&data.options())?;
-            let p = SyntheticProfile {
-                samples,
-                distinct,
-                ..Default::default()
-            };
-            let r = demo::run_demo(&engine, &out, &p)?;
-            println!(
-                "demo: {} samples over {} distinct stacks in {}; root total {}; {} tree rows",
-                samples,
-                distinct,
-                engine.data_dir().display(),
-                r.total,
-                r.tree_rows
-            );
-            for f in r.files {
-                println!("wrote {}", f.display());
             }
             Ok(())
         }

@@ -3,7 +3,7 @@
 //! `clickhouse` crate).
 
 /// Appends a ULEB128 length.
-pub(crate) fn uleb(buf: &mut Vec<u8>, mut v: u64) {
+pub fn uleb(buf: &mut Vec<u8>, mut v: u64) {
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;
@@ -15,7 +15,7 @@ pub(crate) fn uleb(buf: &mut Vec<u8>, mut v: u64) {
     }
 }
 
-pub(crate) fn string(buf: &mut Vec<u8>, s: &str) {
+pub fn string(buf: &mut Vec<u8>, s: &str) {
     uleb(buf, s.len() as u64);
     buf.extend_from_slice(s.as_bytes());
 }

@@ -36,9 +36,6 @@
 mod elf;
 mod module_map;
 
-#[cfg(test)]
-mod tests;
-
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Decoder (and fixture encoder) for MemHawk `.binpb` snapshot streams.
+//! Decoder for MemHawk `.binpb` snapshot streams.
 //!
 //! This module owns everything about the file format described in
 //! `shared/reference/binpb-format.md`, and nothing beyond it (no symbolization,
@@ -10,9 +10,10 @@
 //!   [`ProcessInfo`] header and then one [`Snapshot`] at a time, with bounded
 //!   memory, torn-tail detection for live files and refusal of the older
 //!   wire-incompatible variant;
-//! - [`dict`]: [`Dictionaries`], the incremental frame/trace id dictionaries;
-//! - [`writer`]: [`BinpbWriter`], which writes the same framing (for fixtures
-//!   and tests).
+//! - [`dict`]: [`Dictionaries`], the incremental frame/trace id dictionaries.
+//!
+//! The encoder that writes the same framing (for fixtures and tests) is
+//! `flamehouse_fixtures::binpb_writer`, outside the production library.
 //!
 //! # Framing
 //!
@@ -56,12 +57,9 @@
 pub mod dict;
 pub mod proto;
 pub mod reader;
-pub mod writer;
 
 #[cfg(test)]
 mod golden;
-#[cfg(test)]
-mod tests;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -72,7 +70,6 @@ pub use proto::{
     StacktracePtr, TracedAllocSummary, PROFILER_TRACE_BIT,
 };
 pub use reader::{BinpbReader, ReaderOptions, Record, Tail};
-pub use writer::{encode_record, BinpbWriter};
 
 /// Everything that can go wrong reading a `.binpb` stream.
 ///
