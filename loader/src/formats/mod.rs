@@ -1,3 +1,4 @@
 //! Profile formats: one module per input format, engine-free.
 
 pub mod binpb;
+pub mod pprof;

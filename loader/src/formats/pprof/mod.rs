@@ -1,0 +1,829 @@
+//! Decoder for pprof profiles (`profile.proto` of github.com/google/pprof,
+//! package `perftools.profiles`): Go's `runtime/pprof`, async-profiler,
+//! pprof-rs, Node and Python exporters all write it.
+//!
+//! This module owns reading one pprof file into a plain, fully resolved
+//! [`PprofProfile`], and nothing beyond it (no symbolization, no ClickHouse
+//! rows, no format detection):
+//!
+//! - [`proto`]: the protobuf messages, derived by hand with `prost`;
+//! - [`read_file`] / [`decode`]: gzip (magic `1f 8b`) or raw protobuf, with a
+//!   cap on the decompressed size ([`DecodeOptions::max_decompressed_bytes`]);
+//!   every string table index resolved; ids turned into vector indexes;
+//! - `drop_frames` / `keep_frames` applied exactly as `go tool pprof` does
+//!   (`Profile.RemoveUninteresting`), unless
+//!   [`DecodeOptions::apply_drop_frames`] is off.
+//!
+//! # The decoded shape
+//!
+//! A [`Sample`] holds its stack as [`Sample::locations`], indexes into
+//! [`PprofProfile::locations`], **leaf first** as in the file. A [`Location`]
+//! holds its source lines innermost first (`lines[0]` is the innermost inlined
+//! function, the last line the real caller that the others were inlined into);
+//! [`PprofProfile::frames`] expands a sample into one [`Frame`] per line, still
+//! leaf first, with [`Frame::inlined`] set on every line but a location's last,
+//! which is the stack `go tool pprof -traces` prints (reverse it for
+//! root-first). A location with no lines (unsymbolized) gives one frame with no
+//! function, keeping its [`Location::address`] and [`Location::mapping`]
+//! for a symbolizer. Samples whose stack is empty are kept (their values still
+//! count in totals); `go tool pprof -traces` does not print them.
+//!
+//! Labels follow pprof's decoding: a label with a string value is a string
+//! label; otherwise it is numeric (with its `num_unit` when given), and a
+//! numeric label with value 0 and no unit is dropped, as pprof drops it.
+//!
+//! # Errors
+//!
+//! Every [`Error`] is one line naming the file; protobuf errors also name the
+//! byte offset (in the decompressed data for a gzipped file) of the top-level
+//! field that fails to decode.
+
+pub mod proto;
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use prost::Message;
+
+/// Default of [`DecodeOptions::max_decompressed_bytes`]: 256 MiB, far above
+/// real profiles (a busy Go service writes a few MB) and low enough that a
+/// gzip bomb fails fast instead of exhausting memory.
+pub const DEFAULT_MAX_DECOMPRESSED_BYTES: u64 = 256 << 20;
+
+/// How to decode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Refuse a profile whose protobuf (after gunzip, or the raw file) is
+    /// larger than this many bytes. Default [`DEFAULT_MAX_DECOMPRESSED_BYTES`].
+    pub max_decompressed_bytes: u64,
+    /// Apply the profile's `drop_frames` / `keep_frames` regexps as
+    /// `go tool pprof` does. Default `true`.
+    pub apply_drop_frames: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self {
+            max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
+            apply_drop_frames: true,
+        }
+    }
+}
+
+/// Why a pprof file could not be read. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the file failed.
+    #[error("{path}: {cause}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        cause: std::io::Error,
+    },
+    /// The gzip stream is corrupt or cut short.
+    #[error("{path}: not a valid gzip stream: {cause}")]
+    Gzip {
+        /// The file.
+        path: PathBuf,
+        /// The decompressor's error.
+        cause: std::io::Error,
+    },
+    /// The protobuf is larger than [`DecodeOptions::max_decompressed_bytes`].
+    #[error(
+        "{path}: the profile is larger than {limit} bytes{after} (a gzip bomb, or raise the \
+         decompressed-size limit)"
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+        /// `" after decompression"` for a gzipped file, else empty.
+        after: &'static str,
+    },
+    /// The bytes are not a `perftools.profiles.Profile` message.
+    #[error("{path}: not a pprof profile: {detail}")]
+    Protobuf {
+        /// The file.
+        path: PathBuf,
+        /// Where and what (`byte N: ...`).
+        detail: String,
+    },
+    /// The message decodes but breaks profile.proto's rules (a string index
+    /// out of range, an unknown id, a value count that does not match the
+    /// sample types, a bad `drop_frames` regexp).
+    #[error("{path}: invalid pprof profile: {detail}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the sample, location or field.
+        detail: String,
+    },
+}
+
+impl From<Error> for crate::Error {
+    fn from(e: Error) -> Self {
+        crate::Error::Decode(e.to_string())
+    }
+}
+
+/// A sample type or the period type: a name and its unit, e.g. `cpu` /
+/// `nanoseconds`, `alloc_space` / `bytes`, `contentions` / `count`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ValueType {
+    /// The type (`samples`, `cpu`, `inuse_space`, ...).
+    pub kind: String,
+    /// Its unit (`count`, `nanoseconds`, `bytes`, ...).
+    pub unit: String,
+}
+
+/// One mapped binary or library.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mapping {
+    /// The id in the file.
+    pub id: u64,
+    /// Start address of the mapping.
+    pub memory_start: u64,
+    /// End address (exclusive).
+    pub memory_limit: u64,
+    /// File offset that `memory_start` maps.
+    pub file_offset: u64,
+    /// Path of the binary as the profiler saw it.
+    pub filename: String,
+    /// Build id (GNU build id in hex for ELF), possibly empty.
+    pub build_id: String,
+    /// The profiler symbolized functions of this mapping.
+    pub has_functions: bool,
+    /// ... file names.
+    pub has_filenames: bool,
+    /// ... line numbers.
+    pub has_line_numbers: bool,
+    /// ... inlined frames.
+    pub has_inline_frames: bool,
+}
+
+/// One function.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Function {
+    /// The id in the file.
+    pub id: u64,
+    /// Human-readable name (`main.fib`, `std::vector<int>::push_back`).
+    pub name: String,
+    /// Name as the linker knows it (mangled), possibly empty.
+    pub system_name: String,
+    /// Source file, possibly empty.
+    pub filename: String,
+    /// First line of the function, 0 when unknown.
+    pub start_line: i64,
+}
+
+/// One source line at a location.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Line {
+    /// Index into [`PprofProfile::functions`]; `None` when the line names no
+    /// function (function id 0).
+    pub function: Option<usize>,
+    /// Line number, 0 when unknown.
+    pub line: i64,
+    /// Column, 0 when unknown.
+    pub column: i64,
+}
+
+/// One code address and the source lines at it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Location {
+    /// The id in the file.
+    pub id: u64,
+    /// Index into [`PprofProfile::mappings`]; `None` when unknown.
+    pub mapping: Option<usize>,
+    /// The instruction address (0 when the profiler gave none). For
+    /// non-leaf frames of an unwound stack this is a return address, as the
+    /// profiler wrote it: a symbolizer looks up `address - 1` there.
+    pub address: u64,
+    /// Source lines, innermost first; empty when unsymbolized.
+    pub lines: Vec<Line>,
+    /// `is_folded`: the address stands for several (identical-code-folded)
+    /// functions.
+    pub is_folded: bool,
+}
+
+/// A numeric label of a sample, e.g. Go heap profiles' `bytes` (object size).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumLabel {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: i64,
+    /// `num_unit` when the file gives one (`bytes`, `nanoseconds`, ...).
+    pub unit: Option<String>,
+}
+
+/// One sample: a stack, one value per sample type, labels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Indexes into [`PprofProfile::locations`], leaf first.
+    pub locations: Vec<usize>,
+    /// One value per entry of [`PprofProfile::sample_types`].
+    pub values: Vec<i64>,
+    /// String labels `(key, value)` in file order; a key may repeat.
+    pub labels: Vec<(String, String)>,
+    /// Numeric labels in file order.
+    pub num_labels: Vec<NumLabel>,
+}
+
+/// One decoded pprof profile with every string and id resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PprofProfile {
+    /// What each sample value measures, in value order.
+    pub sample_types: Vec<ValueType>,
+    /// The type named by `default_sample_type`, if the file names one
+    /// (`go tool pprof` otherwise defaults to the last sample type).
+    pub default_sample_type: Option<String>,
+    /// What [`Self::period`] counts (`cpu` / `nanoseconds`), if given.
+    pub period_type: Option<ValueType>,
+    /// Events between two samples (10 000 000 ns for Go's 100 Hz CPU
+    /// profile; the sampling rate for heap profiles).
+    pub period: i64,
+    /// Collection time, nanoseconds since the epoch (0 when absent).
+    pub time_nanos: i64,
+    /// Length of the collection in nanoseconds (0 when absent).
+    pub duration_nanos: i64,
+    /// `drop_frames` regexp as written (empty when absent).
+    pub drop_frames: String,
+    /// `keep_frames` regexp as written (empty when absent).
+    pub keep_frames: String,
+    /// Free-form comments.
+    pub comments: Vec<String>,
+    /// The mappings, in file order.
+    pub mappings: Vec<Mapping>,
+    /// The functions, in file order.
+    pub functions: Vec<Function>,
+    /// The locations, in file order (after `drop_frames`, a location's lines
+    /// may have been cut as pprof cuts them).
+    pub locations: Vec<Location>,
+    /// The samples, in file order.
+    pub samples: Vec<Sample>,
+}
+
+/// One frame of an expanded stack (see [`PprofProfile::frames`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Frame<'a> {
+    /// The function, `None` for an unsymbolized location.
+    pub function: Option<&'a Function>,
+    /// The line number (0 when unknown).
+    pub line: i64,
+    /// The location the frame comes from (address, mapping).
+    pub location: &'a Location,
+    /// Inlined into the next frame of the stack (every line of a location
+    /// but its last).
+    pub inlined: bool,
+}
+
+impl Frame<'_> {
+    /// The function name, or the address as `0x...` when unsymbolized (or the
+    /// function has no name).
+    #[must_use]
+    pub fn name(&self) -> Cow<'_, str> {
+        match self.function {
+            Some(f) if !f.name.is_empty() => Cow::Borrowed(f.name.as_str()),
+            _ => Cow::Owned(format!("{:#x}", self.location.address)),
+        }
+    }
+}
+
+impl PprofProfile {
+    /// The frames of `sample`, leaf first, inlined lines expanded (the order
+    /// `go tool pprof -traces` prints).
+    #[must_use]
+    pub fn frames<'a>(&'a self, sample: &Sample) -> Vec<Frame<'a>> {
+        let mut out = Vec::with_capacity(sample.locations.len());
+        for &li in &sample.locations {
+            let location = &self.locations[li];
+            if location.lines.is_empty() {
+                out.push(Frame {
+                    function: None,
+                    line: 0,
+                    location,
+                    inlined: false,
+                });
+            }
+            let last = location.lines.len().saturating_sub(1);
+            for (i, line) in location.lines.iter().enumerate() {
+                out.push(Frame {
+                    function: line.function.map(|f| &self.functions[f]),
+                    line: line.line,
+                    location,
+                    inlined: i != last,
+                });
+            }
+        }
+        out
+    }
+
+    /// The mapping of a location, if known.
+    #[must_use]
+    pub fn mapping(&self, location: &Location) -> Option<&Mapping> {
+        location.mapping.map(|m| &self.mappings[m])
+    }
+
+    /// Index of the sample type named `kind` (`cpu`, `alloc_space`, ...).
+    #[must_use]
+    pub fn sample_type_index(&self, kind: &str) -> Option<usize> {
+        self.sample_types.iter().position(|t| t.kind == kind)
+    }
+}
+
+/// Reads a pprof file, gzipped or raw.
+///
+/// # Errors
+/// [`Error`], naming `path`: the file cannot be read, is a corrupt gzip
+/// stream, exceeds the size cap, or is not a valid profile.
+pub fn read_file(path: &Path, options: &DecodeOptions) -> Result<PprofProfile, Error> {
+    let io = |cause| Error::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    // A raw file is capped before reading it; a gzipped one may be up to the
+    // cap compressed too (compression never makes a profile larger).
+    if len > options.max_decompressed_bytes {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit: options.max_decompressed_bytes,
+            after: "",
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(options.max_decompressed_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    decode(path, &bytes, options)
+}
+
+/// Decodes a pprof profile held in memory; `path` only names it in errors.
+///
+/// # Errors
+/// As [`read_file`].
+pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<PprofProfile, Error> {
+    let gunzipped;
+    let (raw, where_) = if bytes.starts_with(&[0x1f, 0x8b]) {
+        gunzipped = gunzip(path, bytes, options.max_decompressed_bytes)?;
+        (gunzipped.as_slice(), " of the decompressed profile")
+    } else {
+        if bytes.len() as u64 > options.max_decompressed_bytes {
+            return Err(Error::TooLarge {
+                path: path.to_path_buf(),
+                limit: options.max_decompressed_bytes,
+                after: "",
+            });
+        }
+        (bytes, "")
+    };
+    let invalid = |detail: String| Error::Invalid {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if raw.is_empty() {
+        return Err(invalid("the file is empty".into()));
+    }
+    let message = proto::Profile::decode(raw).map_err(|cause| {
+        let detail = match locate_error(raw) {
+            Some((offset, what)) => format!("byte {offset}{where_}: {what}"),
+            None => cause.to_string(),
+        };
+        Error::Protobuf {
+            path: path.to_path_buf(),
+            detail,
+        }
+    })?;
+    let mut profile = resolve(message).map_err(invalid)?;
+    if options.apply_drop_frames && !profile.drop_frames.is_empty() {
+        let drop = compile_frames_regex(&profile.drop_frames, "drop_frames").map_err(invalid)?;
+        let keep = if profile.keep_frames.is_empty() {
+            None
+        } else {
+            Some(compile_frames_regex(&profile.keep_frames, "keep_frames").map_err(invalid)?)
+        };
+        prune(&mut profile, &drop, keep.as_ref());
+    }
+    Ok(profile)
+}
+
+fn gunzip(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    // Multi-member: `cat a.gz b.gz` is a valid gzip file, and Go reads it so.
+    flate2::read::MultiGzDecoder::new(bytes)
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(|cause| Error::Gzip {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+    if out.len() as u64 > limit {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+            after: " after decompression",
+        });
+    }
+    Ok(out)
+}
+
+/// Resolves string indexes and ids of a decoded message; the error says
+/// which sample, location or field is wrong.
+fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
+    let strings = &p.string_table;
+    match strings.first() {
+        None => return Err("the string table is empty (entry 0 must be \"\")".into()),
+        Some(s) if !s.is_empty() => {
+            return Err(format!("string_table[0] is {s:?}, must be \"\""));
+        }
+        Some(_) => {}
+    }
+    let s = |index: i64, what: &dyn Fn() -> String| -> Result<String, String> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| strings.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "{}: string index {index} is out of range (the string table has {} entries)",
+                    what(),
+                    strings.len()
+                )
+            })
+    };
+    let value_type =
+        |v: &proto::ValueType, what: &dyn Fn() -> String| -> Result<ValueType, String> {
+            Ok(ValueType {
+                kind: s(v.r#type, what)?,
+                unit: s(v.unit, what)?,
+            })
+        };
+
+    let sample_types = p
+        .sample_type
+        .iter()
+        .enumerate()
+        .map(|(i, v)| value_type(v, &|| format!("sample_type[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let default_sample_type = match p.default_sample_type {
+        0 => None,
+        i => Some(s(i, &|| "default_sample_type".into())?),
+    };
+    let period_type = p
+        .period_type
+        .as_ref()
+        .map(|v| value_type(v, &|| "period_type".into()))
+        .transpose()?;
+    let comments = p
+        .comment
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| s(c, &|| format!("comment[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut mapping_index = HashMap::with_capacity(p.mapping.len());
+    let mut mappings = Vec::with_capacity(p.mapping.len());
+    for (i, m) in p.mapping.iter().enumerate() {
+        let what = || format!("mapping {} (mapping[{i}])", m.id);
+        if m.id == 0 || mapping_index.insert(m.id, i).is_some() {
+            return Err(format!("{}: the id is 0 or not unique", what()));
+        }
+        mappings.push(Mapping {
+            id: m.id,
+            memory_start: m.memory_start,
+            memory_limit: m.memory_limit,
+            file_offset: m.file_offset,
+            filename: s(m.filename, &what)?,
+            build_id: s(m.build_id, &what)?,
+            has_functions: m.has_functions,
+            has_filenames: m.has_filenames,
+            has_line_numbers: m.has_line_numbers,
+            has_inline_frames: m.has_inline_frames,
+        });
+    }
+
+    let mut function_index = HashMap::with_capacity(p.function.len());
+    let mut functions = Vec::with_capacity(p.function.len());
+    for (i, f) in p.function.iter().enumerate() {
+        let what = || format!("function {} (function[{i}])", f.id);
+        if f.id == 0 || function_index.insert(f.id, i).is_some() {
+            return Err(format!("{}: the id is 0 or not unique", what()));
+        }
+        functions.push(Function {
+            id: f.id,
+            name: s(f.name, &what)?,
+            system_name: s(f.system_name, &what)?,
+            filename: s(f.filename, &what)?,
+            start_line: f.start_line,
+        });
+    }
+
+    let mut location_index = HashMap::with_capacity(p.location.len());
+    let mut locations = Vec::with_capacity(p.location.len());
+    for (i, l) in p.location.iter().enumerate() {
+        let what = || format!("location {} (location[{i}])", l.id);
+        if l.id == 0 || location_index.insert(l.id, i).is_some() {
+            return Err(format!("{}: the id is 0 or not unique", what()));
+        }
+        let mapping = match l.mapping_id {
+            0 => None,
+            id => Some(
+                *mapping_index
+                    .get(&id)
+                    .ok_or_else(|| format!("{}: unknown mapping id {id}", what()))?,
+            ),
+        };
+        let lines = l
+            .line
+            .iter()
+            .map(|ln| {
+                let function = match ln.function_id {
+                    0 => None,
+                    id => Some(
+                        *function_index
+                            .get(&id)
+                            .ok_or_else(|| format!("{}: unknown function id {id}", what()))?,
+                    ),
+                };
+                Ok(Line {
+                    function,
+                    line: ln.line,
+                    column: ln.column,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        locations.push(Location {
+            id: l.id,
+            mapping,
+            address: l.address,
+            lines,
+            is_folded: l.is_folded,
+        });
+    }
+
+    let mut samples = Vec::with_capacity(p.sample.len());
+    for (i, x) in p.sample.iter().enumerate() {
+        let what = || format!("sample {i}");
+        if x.value.len() != sample_types.len() {
+            return Err(format!(
+                "sample {i} has {} values but the profile has {} sample types",
+                x.value.len(),
+                sample_types.len()
+            ));
+        }
+        let locs = x
+            .location_id
+            .iter()
+            .map(|id| {
+                location_index
+                    .get(id)
+                    .copied()
+                    .ok_or_else(|| format!("sample {i}: unknown location id {id}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut labels = Vec::new();
+        let mut num_labels = Vec::new();
+        for l in &x.label {
+            let key = s(l.key, &what)?;
+            if l.str != 0 {
+                labels.push((key, s(l.str, &what)?));
+            } else if l.num != 0 || l.num_unit != 0 {
+                let unit = match l.num_unit {
+                    0 => None,
+                    u => Some(s(u, &what)?),
+                };
+                num_labels.push(NumLabel {
+                    key,
+                    value: l.num,
+                    unit,
+                });
+            }
+        }
+        samples.push(Sample {
+            locations: locs,
+            values: x.value.clone(),
+            labels,
+            num_labels,
+        });
+    }
+
+    Ok(PprofProfile {
+        sample_types,
+        default_sample_type,
+        period_type,
+        period: p.period,
+        time_nanos: p.time_nanos,
+        duration_nanos: p.duration_nanos,
+        drop_frames: s(p.drop_frames, &|| "drop_frames".into())?,
+        keep_frames: s(p.keep_frames, &|| "keep_frames".into())?,
+        comments,
+        mappings,
+        functions,
+        locations,
+        samples,
+    })
+}
+
+/// pprof anchors both regexps: `^(RE)$`.
+fn compile_frames_regex(re: &str, field: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^({re})$")).map_err(|e| {
+        // The regex crate's message spans lines (pattern, caret, error);
+        // the last line says what is wrong.
+        let e = e.to_string();
+        let why = e.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(&e);
+        format!("{field} {re:?} is not a valid regexp: {}", why.trim())
+    })
+}
+
+/// pprof's `simplifyFunc`: drop a leading `.` (PPC ELF v1) and the argument
+/// list from the first `(` on, skipping the reserved names
+/// `(anonymous namespace)` and `operator()`.
+fn simplify_func(name: &str) -> &str {
+    const RESERVED: [&str; 2] = ["(anonymous namespace)", "operator()"];
+    let name = name.strip_prefix('.').unwrap_or(name);
+    let mut i = 0;
+    while i < name.len() {
+        let rest = &name[i..];
+        if let Some(r) = RESERVED.iter().find(|r| rest.starts_with(**r)) {
+            i += r.len();
+        } else if rest.starts_with('(') {
+            return &name[..i];
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    name
+}
+
+/// `drop_frames` / `keep_frames` as pprof's `Profile.Prune`: in each location
+/// find the outermost line whose function matches `drop` and not `keep`; that
+/// line and the ones inlined into it go (the whole location when it is the
+/// last line). Then each sample, scanned from the root, is cut at the first
+/// such location after at least one untouched frame: everything leafward of
+/// it goes, and the location itself too when all its lines matched. Frames
+/// before the first untouched one are never cut (so a matching root does not
+/// empty the stack).
+fn prune(p: &mut PprofProfile, drop: &regex::Regex, keep: Option<&regex::Regex>) {
+    let mut cache: HashMap<usize, bool> = HashMap::new();
+    let functions = &p.functions;
+    let mut matches = |f: usize| {
+        *cache.entry(f).or_insert_with(|| {
+            let name = simplify_func(&functions[f].name);
+            drop.is_match(name) && !keep.is_some_and(|k| k.is_match(name))
+        })
+    };
+    let n = p.locations.len();
+    let mut whole = vec![false; n];
+    let mut beneath = vec![false; n];
+    for (li, loc) in p.locations.iter_mut().enumerate() {
+        let hit = (0..loc.lines.len()).rev().find(|&i| {
+            loc.lines[i]
+                .function
+                .is_some_and(|f| !functions[f].name.is_empty() && matches(f))
+        });
+        if let Some(i) = hit {
+            beneath[li] = true;
+            if i == loc.lines.len() - 1 {
+                whole[li] = true;
+            } else {
+                loc.lines.drain(..=i);
+            }
+        }
+    }
+    for sample in &mut p.samples {
+        let mut found_user = false;
+        for i in (0..sample.locations.len()).rev() {
+            let li = sample.locations[i];
+            if !whole[li] && !beneath[li] {
+                found_user = true;
+                continue;
+            }
+            if !found_user {
+                continue;
+            }
+            if whole[li] {
+                sample.locations.drain(..=i);
+            } else {
+                sample.locations.drain(..i);
+            }
+            break;
+        }
+    }
+}
+
+/// Walks the top-level fields of a `Profile` that prost refused and returns
+/// the byte offset of the first one that is cut short or does not decode,
+/// with what is wrong.
+fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
+    fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = *buf.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    fn field_name(n: u64) -> &'static str {
+        match n {
+            1 => "sample_type",
+            2 => "sample",
+            3 => "mapping",
+            4 => "location",
+            5 => "function",
+            6 => "string_table",
+            7 => "drop_frames",
+            8 => "keep_frames",
+            9 => "time_nanos",
+            10 => "duration_nanos",
+            11 => "period_type",
+            12 => "period",
+            13 => "comment",
+            14 => "default_sample_type",
+            _ => "unknown field",
+        }
+    }
+    let mut pos = 0;
+    while pos < buf.len() {
+        let start = pos;
+        let Some(key) = varint(buf, &mut pos) else {
+            return Some((start, "truncated or overlong field key".into()));
+        };
+        let (field, wire) = (key >> 3, key & 7);
+        let name = field_name(field);
+        if field == 0 {
+            return Some((start, "field number 0".into()));
+        }
+        let end = match wire {
+            0 => {
+                if varint(buf, &mut pos).is_none() {
+                    return Some((start, format!("{name} (field {field}): truncated varint")));
+                }
+                pos
+            }
+            1 => pos + 8,
+            5 => pos + 4,
+            2 => {
+                let Some(len) = varint(buf, &mut pos) else {
+                    return Some((start, format!("{name} (field {field}): truncated length")));
+                };
+                match usize::try_from(len).ok().and_then(|l| pos.checked_add(l)) {
+                    Some(end) => end,
+                    None => {
+                        return Some((
+                            start,
+                            format!("{name} (field {field}): length {len} is past the end"),
+                        ))
+                    }
+                }
+            }
+            w => {
+                return Some((
+                    start,
+                    format!("{name} (field {field}): unsupported wire type {w}"),
+                ))
+            }
+        };
+        if end > buf.len() {
+            return Some((
+                start,
+                format!(
+                    "{name} (field {field}) needs {} bytes but the data ends after {} (truncated)",
+                    end - start,
+                    buf.len() - start
+                ),
+            ));
+        }
+        let body = &buf[pos..end];
+        let bad = match (field, wire) {
+            (1 | 11, 2) => proto::ValueType::decode(body).err().map(|e| e.to_string()),
+            (2, 2) => proto::Sample::decode(body).err().map(|e| e.to_string()),
+            (3, 2) => proto::Mapping::decode(body).err().map(|e| e.to_string()),
+            (4, 2) => proto::Location::decode(body).err().map(|e| e.to_string()),
+            (5, 2) => proto::Function::decode(body).err().map(|e| e.to_string()),
+            (6, 2) => std::str::from_utf8(body)
+                .err()
+                .map(|_| "a string_table entry is not UTF-8".to_string()),
+            (1..=6 | 11, _) => Some(format!("wire type {wire}, expected 2 (length-delimited)")),
+            (7..=10 | 12 | 14, w) if w != 0 => Some(format!("wire type {w}, expected 0 (varint)")),
+            _ => None,
+        };
+        if let Some(what) = bad {
+            return Some((start, format!("{name} (field {field}): {what}")));
+        }
+        pos = end;
+    }
+    None
+}

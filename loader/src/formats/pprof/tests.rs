@@ -1,0 +1,954 @@
+//! Tests against `go tool pprof`'s own output for real Go profiles
+//! (`fixtures/continuous/pprof/`, rebuilt by `fixtures/continuous/generate.sh`).
+//! The goldens are parsed here on their own terms; the expected side is
+//! computed from the decoded samples by the straightforward definitions
+//! (flat = value of the leaf frame, cum = value once per stack that contains
+//! the function), never by the decoder's code.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+
+use prost::Message;
+
+use super::*;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof")
+}
+
+fn load(name: &str) -> PprofProfile {
+    read_file(&dir().join(name), &DecodeOptions::default()).unwrap()
+}
+
+fn golden(name: &str) -> String {
+    let path = dir().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Profiles and their sample types, as generate.sh writes goldens for them.
+const PROFILES: [(&str, &[&str]); 5] = [
+    ("cpu", &["samples", "cpu"]),
+    ("cpu2", &["samples", "cpu"]),
+    (
+        "heap",
+        &[
+            "alloc_objects",
+            "alloc_space",
+            "inuse_objects",
+            "inuse_space",
+        ],
+    ),
+    ("mutex", &["contentions", "delay"]),
+    ("block", &["contentions", "delay"]),
+];
+
+/// A value as `go tool pprof -unit=ns|B|count` prints it: an exact integer,
+/// with `ns` or `B` appended.
+fn parse_value(s: &str) -> i64 {
+    let digits = s
+        .strip_suffix("ns")
+        .or_else(|| s.strip_suffix('B'))
+        .unwrap_or(s);
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("unexpected value {s:?} in a golden"))
+}
+
+/// `64B`, `1.12kB`, `1MB` (pprof's scaled byte labels, 1024-based) as bytes,
+/// with the half-unit of the last printed digit as tolerance.
+fn parse_bytes_label(s: &str) -> (f64, f64) {
+    for (suffix, scale) in [
+        ("kB", 1024f64),
+        ("MB", 1024f64 * 1024.0),
+        ("GB", 1024f64 * 1024.0 * 1024.0),
+        ("B", 1.0),
+    ] {
+        if let Some(n) = s.strip_suffix(suffix) {
+            let decimals = n.split_once('.').map_or(0, |(_, d)| d.len());
+            let tol = 0.5 * scale / 10f64.powi(i32::try_from(decimals).unwrap());
+            return (n.parse::<f64>().unwrap() * scale, tol);
+        }
+    }
+    panic!("unexpected numeric label {s:?}")
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Trace {
+    labels: BTreeMap<String, String>,
+    value: i64,
+    frames: Vec<(String, bool)>,
+}
+
+/// Parses `go tool pprof -traces`: blocks between separator lines, label
+/// lines (`key:  v1 v2`), then `VALUE   leaf` and one indented frame a line.
+fn parse_traces(text: &str) -> Vec<Trace> {
+    const SEP: &str = "-----------+-------------------------------------------------------";
+    let mut blocks = text.split(SEP).skip(1).collect::<Vec<_>>();
+    assert_eq!(
+        blocks.pop().map(str::trim),
+        Some(""),
+        "traces end with a separator"
+    );
+    blocks
+        .into_iter()
+        .map(|block| {
+            let mut t = Trace::default();
+            for line in block.lines().filter(|l| !l.trim().is_empty()) {
+                let frame = |name: &str| match name.strip_suffix(" (inline)") {
+                    Some(n) => (n.to_string(), true),
+                    None => (name.to_string(), false),
+                };
+                if let Some(name) = line.strip_prefix("             ") {
+                    assert!(!t.frames.is_empty(), "continuation before a leaf: {line:?}");
+                    t.frames.push(frame(name));
+                    continue;
+                }
+                let trimmed = line.trim_start();
+                let (first, rest) = trimmed.split_once(' ').unwrap();
+                if let Some(key) = first.strip_suffix(':') {
+                    t.labels
+                        .insert(key.to_string(), rest.trim_start().to_string());
+                } else {
+                    t.value = parse_value(first);
+                    t.frames.push(frame(rest.strip_prefix("  ").unwrap()));
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+/// `go tool pprof` shows a profile after `profile.Merge` of it alone: samples
+/// whose values are all zero go, samples with the same stack (locations
+/// compared by address, mapping and lines) and labels are summed into the
+/// first, and locations are renumbered 1.. in order of first use. This is
+/// that reference, computed on the decoded samples: the groups of sample
+/// indexes that become one, and the new location ids.
+fn merge_groups(p: &PprofProfile) -> (Vec<Vec<usize>>, HashMap<usize, u64>) {
+    let loc_key = |li: usize| {
+        let l = &p.locations[li];
+        let lines = l
+            .lines
+            .iter()
+            .map(|x| (x.function, x.line))
+            .collect::<Vec<_>>();
+        (l.address, l.mapping, lines, l.is_folded)
+    };
+    let mut by_key = HashMap::new();
+    let mut renumber = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut index = HashMap::new();
+    for (si, s) in p.samples.iter().enumerate() {
+        if s.values.iter().all(|&v| v == 0) {
+            continue;
+        }
+        let ids = s
+            .locations
+            .iter()
+            .map(|&li| {
+                let next = u64::try_from(by_key.len() + 1).unwrap();
+                let id = *by_key.entry(loc_key(li)).or_insert(next);
+                renumber.entry(li).or_insert(id);
+                id
+            })
+            .collect::<Vec<_>>();
+        let mut labels = s.labels.clone();
+        labels.sort();
+        let mut nums = s
+            .num_labels
+            .iter()
+            .map(|n| (n.key.clone(), n.value, n.unit.clone()))
+            .collect::<Vec<_>>();
+        nums.sort();
+        let g = *index.entry((ids, labels, nums)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(si);
+    }
+    (groups, renumber)
+}
+
+/// The merged samples: each group's first sample with the group's values
+/// summed.
+fn apply_groups(p: &PprofProfile, groups: &[Vec<usize>]) -> Vec<Sample> {
+    groups
+        .iter()
+        .map(|g| {
+            let mut s = p.samples[g[0]].clone();
+            for &other in &g[1..] {
+                for (a, b) in s.values.iter_mut().zip(&p.samples[other].values) {
+                    *a += b;
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// [`merge_groups`] then [`apply_groups`]; `before` is the profile as read
+/// (pprof merges before it applies `drop_frames`), `p` the one to show.
+fn pprof_merged(before: &PprofProfile, p: &PprofProfile) -> (Vec<Sample>, HashMap<usize, u64>) {
+    let (groups, renumber) = merge_groups(before);
+    (apply_groups(p, &groups), renumber)
+}
+
+/// What `-traces` should show for the decoded profile: every sample with a
+/// non-empty stack, in file order. Numeric labels are left to the caller
+/// (pprof prints them scaled).
+fn expected_traces(
+    before: &PprofProfile,
+    p: &PprofProfile,
+    index: usize,
+) -> Vec<(Trace, Vec<NumLabel>)> {
+    pprof_merged(before, p)
+        .0
+        .iter()
+        .filter(|s| !s.locations.is_empty())
+        .map(|s| {
+            let mut labels: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+            for (k, v) in &s.labels {
+                labels.entry(k.clone()).or_default().push(v);
+            }
+            let t = Trace {
+                labels: labels.into_iter().map(|(k, v)| (k, v.join(" "))).collect(),
+                value: s.values[index],
+                frames: p
+                    .frames(s)
+                    .iter()
+                    .map(|f| (f.name().into_owned(), f.inlined))
+                    .collect(),
+            };
+            (t, s.num_labels.clone())
+        })
+        .collect()
+}
+
+fn assert_traces(before: &PprofProfile, p: &PprofProfile, index: usize, golden_name: &str) {
+    let got = parse_traces(&golden(golden_name));
+    let want = expected_traces(before, p, index);
+    assert_eq!(got.len(), want.len(), "{golden_name}: number of traces");
+    assert!(!got.is_empty(), "{golden_name}: no traces");
+    for (i, (mut g, (w, nums))) in got.into_iter().zip(want).enumerate() {
+        for n in &nums {
+            let printed = g
+                .labels
+                .remove(&n.key)
+                .unwrap_or_else(|| panic!("{golden_name} trace {i}: no {} label", n.key));
+            let (v, tol) = parse_bytes_label(&printed);
+            #[allow(clippy::cast_precision_loss)]
+            let diff = (v - n.value as f64).abs();
+            assert!(
+                diff <= tol,
+                "{golden_name} trace {i}: {} {printed} vs {}",
+                n.key,
+                n.value
+            );
+        }
+        assert_eq!(g, w, "{golden_name} trace {i}");
+    }
+}
+
+#[test]
+fn stacks_values_and_labels_equal_go_tool_pprof_traces() {
+    for (name, types) in PROFILES {
+        let p = load(&format!("{name}.pb.gz"));
+        for (i, t) in types.iter().enumerate() {
+            assert_eq!(p.sample_types[i].kind, *t);
+            assert_traces(&p, &p, i, &format!("{name}.traces.{t}.txt"));
+        }
+    }
+}
+
+#[test]
+fn the_raw_file_decodes_as_the_gzipped_one() {
+    assert_eq!(load("cpu.pb"), load("cpu.pb.gz"));
+}
+
+/// `-top` rows: function -> (flat, cum, inline label).
+fn parse_top(text: &str) -> BTreeMap<String, (i64, i64, &'static str)> {
+    let mut lines = text.lines();
+    lines
+        .by_ref()
+        .find(|l| l.trim_start().starts_with("flat  flat%"))
+        .expect("a -top header");
+    let mut rows = BTreeMap::new();
+    for line in lines {
+        let tokens = line.split_whitespace().collect::<Vec<_>>();
+        let name = tokens[5..].join(" ");
+        let (name, label) = if let Some(n) = name.strip_suffix(" (partial-inline)") {
+            (n.to_string(), "partial-inline")
+        } else if let Some(n) = name.strip_suffix(" (inline)") {
+            (n.to_string(), "inline")
+        } else {
+            (name, "")
+        };
+        let row = (parse_value(tokens[0]), parse_value(tokens[3]), label);
+        assert!(rows.insert(name.clone(), row).is_none(), "{name} twice");
+    }
+    rows
+}
+
+/// flat, cum and the inline label per function from the decoded samples
+/// (only samples passing `keep`).
+fn compute_top(
+    p: &PprofProfile,
+    index: usize,
+    keep: impl Fn(&Sample) -> bool,
+) -> BTreeMap<String, (i64, i64, &'static str)> {
+    let mut flat: HashMap<String, i64> = HashMap::new();
+    let mut cum: HashMap<String, i64> = HashMap::new();
+    // (caller, callee) -> inlined on every occurrence (first per sample).
+    let mut edges: HashMap<(String, String), bool> = HashMap::new();
+    for s in p.samples.iter().filter(|s| keep(s)) {
+        let v = s.values[index];
+        let frames = p.frames(s);
+        if v == 0 || frames.is_empty() {
+            continue;
+        }
+        let names = frames
+            .iter()
+            .map(|f| f.name().into_owned())
+            .collect::<Vec<_>>();
+        for n in names.iter().collect::<BTreeSet<_>>() {
+            *cum.entry(n.clone()).or_default() += v;
+        }
+        *flat.entry(names[0].clone()).or_default() += v;
+        let mut seen = HashSet::new();
+        // Root to leaf: frame i is called by frame i + 1.
+        for i in (0..names.len() - 1).rev() {
+            let (caller, callee) = (&names[i + 1], &names[i]);
+            if caller != callee && seen.insert((caller.clone(), callee.clone())) {
+                let e = edges
+                    .entry((caller.clone(), callee.clone()))
+                    .or_insert(true);
+                *e &= frames[i].inlined;
+            }
+        }
+    }
+    cum.into_iter()
+        .filter(|(n, c)| *c != 0 || flat.get(n).copied().unwrap_or(0) != 0)
+        .map(|(n, c)| {
+            let incoming = edges.iter().filter(|((_, callee), _)| *callee == n);
+            let inline = incoming.clone().any(|(_, &i)| i);
+            let not = incoming.clone().any(|(_, &i)| !i);
+            let label = match (inline, not) {
+                (true, true) => "partial-inline",
+                (true, false) => "inline",
+                _ => "",
+            };
+            let f = flat.get(&n).copied().unwrap_or(0);
+            (n, (f, c, label))
+        })
+        .collect()
+}
+
+use std::collections::HashSet;
+
+#[test]
+fn flat_and_cum_equal_go_tool_pprof_top_for_every_sample_type() {
+    for (name, types) in PROFILES {
+        let p = load(&format!("{name}.pb.gz"));
+        for (i, t) in types.iter().enumerate() {
+            let golden_name = format!("{name}.top.{t}.txt");
+            let want = parse_top(&golden(&golden_name));
+            assert!(!want.is_empty(), "{golden_name}: empty");
+            assert_eq!(compute_top(&p, i, |_| true), want, "{golden_name}");
+        }
+    }
+}
+
+#[test]
+fn a_label_filter_equals_go_tool_pprof_tagfocus() {
+    let p = load("cpu.pb.gz");
+    let cpu = p.sample_type_index("cpu").unwrap();
+    let want = parse_top(&golden("cpu.tagfocus.handler=a.top.txt"));
+    let got = compute_top(&p, cpu, |s| {
+        s.labels.iter().any(|(k, v)| k == "handler" && v == "a")
+    });
+    assert_eq!(got, want);
+    // And the other label set, as traces.
+    let got = parse_traces(&golden("cpu.tagfocus.version=1.4.2.traces.txt"));
+    let want = expected_traces(&p, &p, cpu)
+        .into_iter()
+        .map(|(t, _)| t)
+        .filter(|t| t.labels.get("version").map(String::as_str) == Some("1.4.2"))
+        .collect::<Vec<_>>();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    // A numeric label range: heap samples with bytes >= 1 KiB.
+    let h = load("heap.pb.gz");
+    let want = parse_top(&golden("heap.tagfocus.bytes=1kB:.top.txt"));
+    let got = compute_top(&h, h.sample_type_index("alloc_space").unwrap(), |s| {
+        s.num_labels
+            .iter()
+            .any(|n| n.key == "bytes" && n.value >= 1024)
+    });
+    assert_eq!(got, want);
+}
+
+#[test]
+fn drop_frames_and_keep_frames_prune_as_go_tool_pprof() {
+    let p = load("dropframes.pb.gz");
+    assert_eq!(p.drop_frames, r"main\.(fib|step)|runtime\..*");
+    assert_eq!(p.keep_frames, r"runtime\.main");
+    let raw = read_file(&dir().join("dropframes.pb.gz"), &unpruned()).unwrap();
+    for (i, t) in ["samples", "cpu"].iter().enumerate() {
+        assert_traces(&raw, &p, i, &format!("dropframes.traces.{t}.txt"));
+        let want = parse_top(&golden(&format!("dropframes.top.{t}.txt")));
+        assert_eq!(compute_top(&p, i, |_| true), want, "dropframes.top.{t}");
+    }
+    // Unpruned, the copy holds the original samples.
+    assert_traces(&raw, &raw, 1, "cpu.traces.cpu.txt");
+    // Pruning changed something real: fib and step are gone, runtime.main stays.
+    let names = |p: &PprofProfile| {
+        p.samples
+            .iter()
+            .flat_map(|s| {
+                p.frames(s)
+                    .iter()
+                    .map(|f| f.name().into_owned())
+                    .collect::<Vec<_>>()
+            })
+            .collect::<BTreeSet<_>>()
+    };
+    let (before, after) = (names(&raw), names(&p));
+    for f in ["main.fib", "main.step", "main.mix"] {
+        assert!(before.contains(f) && !after.contains(f), "{f}");
+    }
+    assert!(after.contains("runtime.main"));
+}
+
+fn unpruned() -> DecodeOptions {
+    DecodeOptions {
+        apply_drop_frames: false,
+        ..DecodeOptions::default()
+    }
+}
+
+/// `go tool pprof -raw`: the header, sample values and labels (exact, with
+/// location ids), locations with their lines and mappings.
+#[test]
+fn header_samples_locations_and_mappings_equal_go_tool_pprof_raw() {
+    for name in ["cpu", "cpu2", "heap", "mutex", "block", "dropframes"] {
+        let p = load(&format!("{name}.pb.gz"));
+        let before = read_file(&dir().join(format!("{name}.pb.gz")), &unpruned()).unwrap();
+        let text = golden(&format!("{name}.raw.txt"));
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap_or_else(|| panic!("{name}.raw.txt: no {key}"))
+                .trim()
+                .to_string()
+        };
+        let pt = p.period_type.as_ref().unwrap();
+        assert_eq!(
+            field("PeriodType:"),
+            format!("{} {}", pt.kind, pt.unit),
+            "{name}"
+        );
+        assert_eq!(field("Period:"), p.period.to_string(), "{name}");
+        assert_eq!(field("Time:"), go_time(p.time_nanos), "{name}");
+        if p.duration_nanos != 0 {
+            // "%.4v" of a time.Duration: 4 characters of "1.3123s".
+            let secs = field("Duration:").parse::<f64>().unwrap();
+            #[allow(clippy::cast_precision_loss)]
+            let d = p.duration_nanos as f64 / 1e9;
+            assert!((secs - d).abs() < 0.01, "{name}: duration {secs} vs {d}");
+        }
+        let mut lines = text.lines().skip_while(|l| *l != "Samples:").skip(1);
+        let types = lines.next().unwrap();
+        let want_types = p
+            .sample_types
+            .iter()
+            .map(|t| format!("{}/{}", t.kind, t.unit))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(types.trim(), want_types, "{name}");
+
+        // Samples: "v1 v2: loc loc ..." then optional "key:[v] key:[v]".
+        let mut got = Vec::new();
+        let mut rest = lines.by_ref().take_while(|l| *l != "Locations").peekable();
+        while let Some(line) = rest.next() {
+            let (values, locs) = line.split_once(':').unwrap();
+            let values = values
+                .split_whitespace()
+                .map(parse_value)
+                .collect::<Vec<_>>();
+            let locs = locs
+                .split_whitespace()
+                .map(|x| x.parse::<u64>().unwrap())
+                .collect::<Vec<_>>();
+            let mut labels = BTreeSet::new();
+            if let Some(l) = rest.peek().filter(|l| l.contains(":[")) {
+                for part in l.trim().split("] ") {
+                    let (k, v) = part.trim_end_matches(']').split_once(":[").unwrap();
+                    labels.insert((k.to_string(), v.to_string()));
+                }
+                rest.next();
+            }
+            got.push((values, locs, labels));
+        }
+        let (merged, renumber) = pprof_merged(&before, &p);
+        let want = merged
+            .iter()
+            .map(|s| {
+                let locs = s
+                    .locations
+                    .iter()
+                    .map(|&l| renumber[&l])
+                    .collect::<Vec<_>>();
+                let mut labels = s.labels.iter().cloned().collect::<BTreeSet<_>>();
+                labels.extend(
+                    s.num_labels
+                        .iter()
+                        .map(|n| (n.key.clone(), n.value.to_string())),
+                );
+                (s.values.clone(), locs, labels)
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(got, want, "{name}: samples");
+
+        // Locations and mappings: the text pprof's Location.string and
+        // Mapping.string print for what was decoded.
+        let section = text
+            .lines()
+            .skip_while(|l| *l != "Locations")
+            .skip(1)
+            .take_while(|l| *l != "Mappings")
+            .collect::<Vec<_>>();
+        let mut want = Vec::new();
+        let mut order = renumber
+            .iter()
+            .map(|(&li, &id)| (id, li))
+            .collect::<Vec<_>>();
+        order.sort_unstable();
+        order.dedup_by_key(|x| x.0);
+        let mut used_mappings = Vec::new();
+        for &(id, li) in &order {
+            let l = &p.locations[li];
+            if let Some(m) = l.mapping.filter(|m| !used_mappings.contains(m)) {
+                used_mappings.push(m);
+            }
+            let mut head = format!("{id:>6}: {:#x} ", l.address);
+            if let Some(m) = l.mapping {
+                let pos = used_mappings.iter().position(|&u| u == m).unwrap() + 1;
+                head += &format!("M={pos} ");
+            }
+            for line in &l.lines {
+                let f = &p.functions[line.function.unwrap()];
+                want.push(format!(
+                    "{head}{} {}:{} s={}",
+                    f.name, f.filename, line.line, f.start_line
+                ));
+                head = " ".repeat(13);
+            }
+        }
+        assert_eq!(section, want, "{name}: locations");
+        let mappings = text
+            .lines()
+            .skip_while(|l| *l != "Mappings")
+            .skip(1)
+            .collect::<Vec<_>>();
+        // Mappings no location uses are gone; ids are renumbered (and the
+        // file's first mapping, the main binary, stays first).
+        let want = used_mappings
+            .iter()
+            .map(|&m| {
+                let m = &p.mappings[m];
+                let bits = [
+                    (m.has_functions, "[FN]"),
+                    (m.has_filenames, "[FL]"),
+                    (m.has_line_numbers, "[LN]"),
+                    (m.has_inline_frames, "[IN]"),
+                ]
+                .iter()
+                .filter(|b| b.0)
+                .map(|b| b.1)
+                .collect::<String>();
+                format!(
+                    ": {:#x}/{:#x}/{:#x} {} {} {bits}",
+                    m.memory_start, m.memory_limit, m.file_offset, m.filename, m.build_id
+                )
+            })
+            .collect::<Vec<_>>();
+        let mappings = mappings
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.strip_prefix(&(i + 1).to_string()).unwrap().to_string())
+            .collect::<Vec<_>>();
+        assert_eq!(mappings, want, "{name}: mappings");
+    }
+}
+
+/// Go's `time.Unix(0, ns).String()` in UTC: `2026-12-01 13:13:20.047733706
+/// +0000 UTC` (trailing zeros of the fraction dropped).
+fn go_time(ns: i64) -> String {
+    let (secs, frac) = (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let mut s = format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    );
+    if frac != 0 {
+        s += &format!(".{frac:09}").trim_end_matches('0').to_string();
+    }
+    s + " +0000 UTC"
+}
+
+#[test]
+fn go_heap_profile_has_the_four_types_and_object_size_labels() {
+    let p = load("heap.pb.gz");
+    let types = p
+        .sample_types
+        .iter()
+        .map(|t| (t.kind.as_str(), t.unit.as_str()))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        types,
+        [
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_objects", "count"),
+            ("inuse_space", "bytes")
+        ]
+    );
+    // MemProfileRate = 1: every sample is exact, space = objects x size.
+    let mut sized = 0;
+    for s in &p.samples {
+        match s.num_labels.iter().find(|n| n.key == "bytes") {
+            Some(size) => {
+                assert_eq!(s.values[1], s.values[0] * size.value);
+                assert_eq!(s.values[3], s.values[2] * size.value);
+                sized += 1;
+            }
+            None => assert_eq!((s.values[1], s.values[3]), (0, 0), "{s:?}"),
+        }
+    }
+    assert!(sized > 300, "{sized} samples with a size");
+    // The inlinable newBuf allocates: an inlined frame at the leaf.
+    assert!(p.samples.iter().any(|s| {
+        let f = p.frames(s);
+        f[0].name() == "main.newBuf" && f[0].inlined && f[1].name() == "main.allocKept"
+    }));
+}
+
+// --- Bad input -------------------------------------------------------------
+
+fn decode_err(name: &str, bytes: &[u8], options: &DecodeOptions) -> String {
+    let path = PathBuf::from(name);
+    let e = decode(&path, bytes, options)
+        .expect_err("must fail")
+        .to_string();
+    assert!(e.starts_with(&format!("{name}: ")), "names the file: {e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    e
+}
+
+/// Top-level field starts of a raw profile, read independently with a
+/// minimal protobuf walker.
+fn field_starts(buf: &[u8]) -> Vec<usize> {
+    let varint = |pos: &mut usize| {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = buf[*pos];
+            *pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b < 0x80 {
+                return v;
+            }
+        }
+    };
+    let mut starts = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        starts.push(pos);
+        let key = varint(&mut pos);
+        match key & 7 {
+            0 => {
+                varint(&mut pos);
+            }
+            2 => {
+                let len = varint(&mut pos);
+                pos += usize::try_from(len).unwrap();
+            }
+            w => panic!("wire type {w}"),
+        }
+    }
+    starts
+}
+
+#[test]
+fn a_truncated_profile_names_the_byte_offset_of_the_cut_field() {
+    let raw = std::fs::read(dir().join("cpu.pb")).unwrap();
+    let starts = field_starts(&raw);
+    for cut in [raw.len() / 3, raw.len() / 2, raw.len() - 1] {
+        let field = *starts.iter().rev().find(|&&s| s < cut).unwrap();
+        let e = decode_err("cut.pb", &raw[..cut], &DecodeOptions::default());
+        assert!(
+            e.contains(&format!("byte {field}:")) && e.contains("truncated"),
+            "cut at {cut}, field at {field}: {e}"
+        );
+    }
+    // Cut inside the gzip stream.
+    let gz = std::fs::read(dir().join("cpu.pb.gz")).unwrap();
+    let e = decode_err("cut.pb.gz", &gz[..gz.len() / 2], &DecodeOptions::default());
+    assert!(e.contains("gzip"), "{e}");
+}
+
+#[test]
+fn garbage_and_empty_files_are_refused() {
+    let e = decode_err(
+        "text.pb",
+        b"this is not a profile\n",
+        &DecodeOptions::default(),
+    );
+    assert!(e.contains("not a pprof profile"), "{e}");
+    let e = decode_err("empty.pb", b"", &DecodeOptions::default());
+    assert!(e.contains("empty"), "{e}");
+    let e = decode_err("zeros.pb", &[0; 64], &DecodeOptions::default());
+    assert!(e.contains("byte 0"), "{e}");
+    // Valid protobuf, but no string table: not a profile either.
+    let no_strings = proto::Profile {
+        period: 5,
+        ..Default::default()
+    };
+    let e = decode_err(
+        "nostrings.pb",
+        &no_strings.encode_to_vec(),
+        &DecodeOptions::default(),
+    );
+    assert!(e.contains("string table"), "{e}");
+    // A missing file names itself too.
+    let e = read_file(Path::new("/nonexistent/x.pb.gz"), &DecodeOptions::default()).unwrap_err();
+    assert!(e.to_string().starts_with("/nonexistent/x.pb.gz: "), "{e}");
+}
+
+#[test]
+fn a_gzip_bomb_stops_at_the_cap() {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..64 {
+        enc.write_all(&zeros).unwrap();
+    }
+    let bomb = enc.finish().unwrap();
+    assert!(bomb.len() < 200_000);
+    let opts = DecodeOptions {
+        max_decompressed_bytes: 8 << 20,
+        ..DecodeOptions::default()
+    };
+    let e = decode_err("bomb.pb.gz", &bomb, &opts);
+    assert!(
+        e.contains("larger than 8388608 bytes after decompression"),
+        "{e}"
+    );
+    // A raw file over the cap, read from disk.
+    let tmp = std::env::temp_dir().join(format!("flamehouse-pprof-big-{}.pb", std::process::id()));
+    std::fs::write(&tmp, vec![0u8; 2048]).unwrap();
+    let small = DecodeOptions {
+        max_decompressed_bytes: 1024,
+        ..DecodeOptions::default()
+    };
+    let e = read_file(&tmp, &small).unwrap_err().to_string();
+    std::fs::remove_file(&tmp).unwrap();
+    assert!(
+        e.starts_with(&tmp.display().to_string()) && e.contains("larger than 1024"),
+        "{e}"
+    );
+}
+
+/// A small profile written with the proto structs: strings, 2 sample types.
+fn small_profile() -> proto::Profile {
+    let strings = [
+        "",
+        "cpu",
+        "nanoseconds",
+        "samples",
+        "count",
+        "main",
+        "leaf",
+        "f.c",
+        "size",
+        "bytes",
+        "k",
+        "v",
+    ];
+    proto::Profile {
+        sample_type: vec![
+            proto::ValueType { r#type: 3, unit: 4 },
+            proto::ValueType { r#type: 1, unit: 2 },
+        ],
+        string_table: strings.iter().map(ToString::to_string).collect(),
+        function: vec![
+            proto::Function {
+                id: 1,
+                name: 5,
+                system_name: 5,
+                filename: 7,
+                start_line: 1,
+            },
+            proto::Function {
+                id: 2,
+                name: 6,
+                system_name: 6,
+                filename: 7,
+                start_line: 9,
+            },
+        ],
+        location: vec![
+            proto::Location {
+                id: 10,
+                address: 0x1234,
+                line: vec![
+                    proto::Line {
+                        function_id: 2,
+                        line: 11,
+                        column: 0,
+                    },
+                    proto::Line {
+                        function_id: 1,
+                        line: 3,
+                        column: 0,
+                    },
+                ],
+                ..Default::default()
+            },
+            proto::Location {
+                id: 20,
+                address: 0x5678,
+                mapping_id: 7,
+                ..Default::default()
+            },
+        ],
+        mapping: vec![proto::Mapping {
+            id: 7,
+            memory_start: 0x1000,
+            memory_limit: 0x9000,
+            filename: 7,
+            ..Default::default()
+        }],
+        sample: vec![proto::Sample {
+            location_id: vec![10, 20],
+            value: vec![1, 10],
+            label: vec![
+                proto::Label {
+                    key: 10,
+                    str: 11,
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: 8,
+                    num: 64,
+                    num_unit: 9,
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: 8,
+                    num: 0,
+                    num_unit: 0,
+                    ..Default::default()
+                },
+            ],
+        }],
+        period_type: Some(proto::ValueType { r#type: 1, unit: 2 }),
+        period: 1000,
+        time_nanos: 5,
+        duration_nanos: 6,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn labels_units_inlined_lines_and_unsymbolized_locations_resolve() {
+    let bytes = small_profile().encode_to_vec();
+    let p = decode(Path::new("small.pb"), &bytes, &DecodeOptions::default()).unwrap();
+    let s = &p.samples[0];
+    assert_eq!(s.labels, [("k".to_string(), "v".to_string())]);
+    // The zero numeric label without a unit is dropped, as pprof drops it.
+    assert_eq!(
+        s.num_labels,
+        [NumLabel {
+            key: "size".into(),
+            value: 64,
+            unit: Some("bytes".into())
+        }]
+    );
+    let frames = p.frames(s);
+    let shown = frames
+        .iter()
+        .map(|f| (f.name().into_owned(), f.inlined, f.line, f.location.address))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        shown,
+        [
+            ("leaf".to_string(), true, 11, 0x1234),
+            ("main".to_string(), false, 3, 0x1234),
+            ("0x5678".to_string(), false, 0, 0x5678),
+        ]
+    );
+    assert_eq!(p.mapping(frames[2].location).unwrap().memory_start, 0x1000);
+    assert_eq!((p.period, p.time_nanos, p.duration_nanos), (1000, 5, 6));
+    assert_eq!(
+        p.period_type,
+        Some(ValueType {
+            kind: "cpu".into(),
+            unit: "nanoseconds".into()
+        })
+    );
+}
+
+#[test]
+fn broken_references_name_what_is_wrong() {
+    let cases: [(&str, fn(&mut proto::Profile)); 5] = [
+        ("sample_type[1]: string index 99", |p| {
+            p.sample_type[1].unit = 99
+        }),
+        (
+            "sample 0 has 1 values but the profile has 2 sample types",
+            |p| p.sample[0].value.pop().map(drop).unwrap(),
+        ),
+        ("sample 0: unknown location id 30", |p| {
+            p.sample[0].location_id.push(30)
+        }),
+        ("location 20 (location[1]): unknown mapping id 8", |p| {
+            p.location[1].mapping_id = 8
+        }),
+        ("drop_frames \"(\" is not a valid regexp", |p| {
+            p.string_table.push("(".into());
+            p.drop_frames = i64::try_from(p.string_table.len() - 1).unwrap();
+        }),
+    ];
+    for (want, break_it) in cases {
+        let mut m = small_profile();
+        break_it(&mut m);
+        let e = decode_err("broken.pb", &m.encode_to_vec(), &DecodeOptions::default());
+        assert!(e.contains(want), "want {want:?} in {e}");
+    }
+}
+
+#[test]
+fn simplify_func_drops_argument_lists_but_not_reserved_names() {
+    assert_eq!(simplify_func("foo(int, char)"), "foo");
+    assert_eq!(simplify_func(".foo"), "foo");
+    assert_eq!(
+        simplify_func("(anonymous namespace)::f(int)"),
+        "(anonymous namespace)::f"
+    );
+    assert_eq!(simplify_func("S::operator()(int) const"), "S::operator()");
+    assert_eq!(simplify_func("main.(*T).m"), "main.");
+}
