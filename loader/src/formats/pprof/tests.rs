@@ -363,13 +363,13 @@ fn flat_and_cum_equal_go_tool_pprof_top_for_every_sample_type() {
 fn a_label_filter_equals_go_tool_pprof_tagfocus() {
     let p = load("cpu.pb.gz");
     let cpu = p.sample_type_index("cpu").unwrap();
-    let want = parse_top(&golden("cpu.tagfocus.handler=a.top.txt"));
+    let want = parse_top(&golden("cpu.tagfocus.handler_a.top.txt"));
     let got = compute_top(&p, cpu, |s| {
         s.labels.iter().any(|(k, v)| k == "handler" && v == "a")
     });
     assert_eq!(got, want);
     // And the other label set, as traces.
-    let got = parse_traces(&golden("cpu.tagfocus.version=1.4.2.traces.txt"));
+    let got = parse_traces(&golden("cpu.tagfocus.version_1.4.2.traces.txt"));
     let want = expected_traces(&p, &p, cpu)
         .into_iter()
         .map(|(t, _)| t)
@@ -379,7 +379,7 @@ fn a_label_filter_equals_go_tool_pprof_tagfocus() {
     assert_eq!(got, want);
     // A numeric label range: heap samples with bytes >= 1 KiB.
     let h = load("heap.pb.gz");
-    let want = parse_top(&golden("heap.tagfocus.bytes=1kB:.top.txt"));
+    let want = parse_top(&golden("heap.tagfocus.bytes_ge_1kB.top.txt"));
     let got = compute_top(&h, h.sample_type_index("alloc_space").unwrap(), |s| {
         s.num_labels
             .iter()
@@ -604,7 +604,7 @@ fn go_time(ns: i64) -> String {
         rem % 60
     );
     if frac != 0 {
-        s += &format!(".{frac:09}").trim_end_matches('0').to_string();
+        s += format!(".{frac:09}").trim_end_matches('0');
     }
     s + " +0000 UTC"
 }
@@ -914,7 +914,8 @@ fn labels_units_inlined_lines_and_unsymbolized_locations_resolve() {
 
 #[test]
 fn broken_references_name_what_is_wrong() {
-    let cases: [(&str, fn(&mut proto::Profile)); 5] = [
+    type Break = fn(&mut proto::Profile);
+    let cases: [(&str, Break); 5] = [
         ("sample_type[1]: string index 99", |p| {
             p.sample_type[1].unit = 99
         }),
@@ -951,4 +952,107 @@ fn simplify_func_drops_argument_lists_but_not_reserved_names() {
     );
     assert_eq!(simplify_func("S::operator()(int) const"), "S::operator()");
     assert_eq!(simplify_func("main.(*T).m"), "main.");
+}
+
+/// pprof's Prune on a hand-made profile: a matching root frame is kept (no
+/// untouched frame before it), a matching whole location cuts it and all
+/// below, a match inside an inlined location cuts the lines from it inward,
+/// and `keep_frames` saves a frame `drop_frames` matches.
+#[test]
+fn prune_keeps_matching_roots_and_cuts_inlined_lines() {
+    let names = [
+        "",
+        "runtime.goexit",
+        "main.work",
+        "runtime.mallocgc(int)",
+        "leaf",
+    ];
+    let mut strings = names.iter().map(ToString::to_string).collect::<Vec<_>>();
+    strings.extend([
+        "samples".into(),
+        "count".into(),
+        r"runtime\..*".into(),
+        r"runtime\.mallocgc".into(),
+    ]);
+    let function = |id: u64| proto::Function {
+        id,
+        name: i64::try_from(id).unwrap(),
+        ..Default::default()
+    };
+    let line = |f: u64| proto::Line {
+        function_id: f,
+        ..Default::default()
+    };
+    let location = |id: u64, fs: &[u64]| proto::Location {
+        id,
+        address: id * 16,
+        line: fs.iter().map(|&f| line(f)).collect(),
+        ..Default::default()
+    };
+    let sample = |locs: &[u64]| proto::Sample {
+        location_id: locs.to_vec(),
+        value: vec![1],
+        label: vec![],
+    };
+    let profile = |keep: i64| proto::Profile {
+        sample_type: vec![proto::ValueType { r#type: 5, unit: 6 }],
+        string_table: strings.clone(),
+        function: (1..=4).map(function).collect(),
+        // 1 goexit, 2 work, 3 mallocgc, 4 leaf, 5 leaf+mallocgc inlined into work.
+        location: vec![
+            location(1, &[1]),
+            location(2, &[2]),
+            location(3, &[3]),
+            location(4, &[4]),
+            location(5, &[4, 3, 2]),
+        ],
+        sample: vec![
+            sample(&[4, 3, 2, 1]),
+            sample(&[1]),
+            sample(&[5, 1]),
+            sample(&[4, 1, 2]),
+        ],
+        drop_frames: 7,
+        keep_frames: keep,
+        ..Default::default()
+    };
+    let stacks = |m: &proto::Profile| {
+        let p = decode(
+            Path::new("prune.pb"),
+            &m.encode_to_vec(),
+            &DecodeOptions::default(),
+        )
+        .unwrap();
+        p.samples
+            .iter()
+            .map(|s| {
+                p.frames(s)
+                    .iter()
+                    .map(|f| f.name().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(";")
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        stacks(&profile(0)),
+        [
+            "main.work;runtime.goexit",
+            "runtime.goexit",
+            // The location's lines lost mallocgc and leaf; the root goexit
+            // came first, so the sample itself is not cut.
+            "main.work;runtime.goexit",
+            // Cut at goexit under the untouched root main.work.
+            "main.work",
+        ]
+    );
+    assert_eq!(
+        stacks(&profile(8)),
+        [
+            "leaf;runtime.mallocgc(int);main.work;runtime.goexit",
+            "runtime.goexit",
+            "leaf;runtime.mallocgc(int);main.work;runtime.goexit",
+            "main.work",
+        ]
+    );
 }
