@@ -954,6 +954,132 @@ fn simplify_func_drops_argument_lists_but_not_reserved_names() {
     assert_eq!(simplify_func("main.(*T).m"), "main.");
 }
 
+/// Call edges `(caller, callee)` -> (value, inlined on every occurrence):
+/// each edge once per sample, self-calls skipped, as pprof builds its graph.
+fn compute_edges(p: &PprofProfile, index: usize) -> HashMap<(String, String), (i64, bool)> {
+    let mut edges: HashMap<(String, String), (i64, bool)> = HashMap::new();
+    for s in &p.samples {
+        let v = s.values[index];
+        let frames = p.frames(s);
+        if v == 0 || frames.is_empty() {
+            continue;
+        }
+        let mut seen = HashSet::new();
+        for i in (0..frames.len() - 1).rev() {
+            let pair = (
+                frames[i + 1].name().into_owned(),
+                frames[i].name().into_owned(),
+            );
+            if pair.0 != pair.1 && seen.insert(pair.clone()) {
+                let e = edges.entry(pair).or_insert((0, true));
+                e.0 += v;
+                e.1 &= frames[i].inlined;
+            }
+        }
+    }
+    edges
+}
+
+/// `-peek REGEX`: per matched function, its callers and callees with the
+/// value that flowed along each edge, and its own flat and cum.
+#[derive(Debug, PartialEq)]
+struct Peek {
+    callers: BTreeMap<String, (i64, bool)>,
+    node: (String, i64, i64),
+    callees: BTreeMap<String, (i64, bool)>,
+}
+
+fn parse_peek(text: &str) -> Vec<Peek> {
+    const SEP: &str = "----------------------------------------------------------+-------------";
+    let blocks = text.split(SEP).skip(2).filter(|b| b.contains('|'));
+    blocks
+        .map(|block| {
+            let mut callers = BTreeMap::new();
+            let mut callees = BTreeMap::new();
+            let mut node = None;
+            for line in block.lines().filter(|l| l.contains('|')) {
+                let (left, right) = line.split_once('|').unwrap();
+                let tokens = left.split_whitespace().collect::<Vec<_>>();
+                if let Some(name) = right.strip_prefix("   ") {
+                    let (name, inline) = match name.strip_suffix(" (inline)") {
+                        Some(n) => (n, true),
+                        None => (name, false),
+                    };
+                    let edge = (parse_value(tokens[0]), inline);
+                    let side = if node.is_none() {
+                        &mut callers
+                    } else {
+                        &mut callees
+                    };
+                    side.insert(name.to_string(), edge);
+                } else {
+                    let name = right.trim().trim_end_matches(" (inline)").to_string();
+                    node = Some((name, parse_value(tokens[0]), parse_value(tokens[3])));
+                }
+            }
+            Peek {
+                callers,
+                node: node.expect("a peek block has its node line"),
+                callees,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn callers_and_callees_equal_go_tool_pprof_peek() {
+    let p = load("cpu.pb.gz");
+    let cpu = p.sample_type_index("cpu").unwrap();
+    let top = compute_top(&p, cpu, |_| true);
+    let edges = compute_edges(&p, cpu);
+    for (golden_name, function) in [
+        ("cpu.peek.fib.txt", "main.fib"),
+        ("cpu.peek.hashLoop.txt", "main.hashLoop"),
+    ] {
+        let side = |pick: fn(&(String, String)) -> (&String, &String)| {
+            edges
+                .iter()
+                .filter(|(k, _)| pick(k).0 == function)
+                .map(|(k, &e)| (pick(k).1.clone(), e))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let want = Peek {
+            callers: side(|(caller, callee)| (callee, caller)),
+            node: (function.to_string(), top[function].0, top[function].1),
+            callees: side(|(caller, callee)| (caller, callee)),
+        };
+        assert!(!want.callers.is_empty() && !want.callees.is_empty());
+        assert_eq!(parse_peek(&golden(golden_name)), [want], "{golden_name}");
+    }
+}
+
+/// `-diff_base cpu.pb.gz cpu2.pb.gz`: the base's samples count negated.
+#[test]
+fn a_diff_equals_go_tool_pprof_diff_base() {
+    let mut both = load("cpu2.pb.gz");
+    let base = load("cpu.pb.gz");
+    let (functions, locations) = (both.functions.len(), both.locations.len());
+    both.functions.extend(base.functions.iter().cloned());
+    both.locations.extend(base.locations.iter().map(|l| {
+        let mut l = l.clone();
+        for line in &mut l.lines {
+            line.function = line.function.map(|f| f + functions);
+        }
+        l.mapping = None;
+        l
+    }));
+    both.samples.extend(base.samples.iter().map(|s| {
+        let mut s = s.clone();
+        s.locations.iter_mut().for_each(|l| *l += locations);
+        s.values.iter_mut().for_each(|v| *v = -*v);
+        s
+    }));
+    let cpu = both.sample_type_index("cpu").unwrap();
+    let want = parse_top(&golden("cpu2.diff_base_cpu.top.txt"));
+    assert!(want.values().any(|r| r.0 < 0) && want.values().any(|r| r.0 > 0));
+    assert_eq!(compute_top(&both, cpu, |_| true), want);
+}
+
 /// pprof's Prune on a hand-made profile: a matching root frame is kept (no
 /// untouched frame before it), a matching whole location cuts it and all
 /// below, a match inside an inlined location cuts the lines from it inward,
