@@ -32,6 +32,20 @@
 //! label; otherwise it is numeric (with its `num_unit` when given), and a
 //! numeric label with value 0 and no unit is dropped, as pprof drops it.
 //!
+//! # What the decoder leaves to its user
+//!
+//! Samples are kept exactly as the file has them. `go tool pprof` first runs
+//! `profile.Merge` on a single profile: it drops samples whose values are all
+//! zero and sums samples with the same locations and labels. Totals, flat and
+//! cum do not change; a loader that stores one row per sample may skip
+//! all-zero samples. Each entry of [`PprofProfile::sample_types`] is its own
+//! profile type (`cpu`/`nanoseconds`, `alloc_space`/`bytes`, ...) over the
+//! same stacks: `sample.values[i]` belongs to `sample_types[i]`;
+//! [`PprofProfile::default_sample_type`] names the one a viewer shows first.
+//! String labels are the natural series labels (Go's `pprof.Do` labels);
+//! numeric labels (Go heap profiles' `bytes` = object size) are per-sample
+//! values, usually not series keys.
+//!
 //! # Errors
 //!
 //! Every [`Error`] is one line naming the file; protobuf errors also name the
@@ -203,8 +217,9 @@ pub struct Location {
     /// Index into [`PprofProfile::mappings`]; `None` when unknown.
     pub mapping: Option<usize>,
     /// The instruction address (0 when the profiler gave none). For
-    /// non-leaf frames of an unwound stack this is a return address, as the
-    /// profiler wrote it: a symbolizer looks up `address - 1` there.
+    /// non-leaf frames it is usually a return address (profile.proto: "may
+    /// be in the middle of a call instruction"): a symbolizer looks up
+    /// `address - 1` there.
     pub address: u64,
     /// Source lines, innermost first; empty when unsymbolized.
     pub lines: Vec<Line>,
