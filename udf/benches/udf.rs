@@ -88,16 +88,8 @@ fn call_tree_paths(paths: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
     out
 }
 
-fn uleb(w: &mut impl Write, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            w.write_all(&[b]).unwrap();
-            return;
-        }
-        w.write_all(&[b | 0x80]).unwrap();
-    }
+fn uleb(w: &mut impl Write, v: u64) {
+    flamehouse_udf::rowbinary::write_uleb(w, v).unwrap();
 }
 
 /// How frame ids become labels.

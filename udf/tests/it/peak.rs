@@ -4,6 +4,7 @@
 //! length is checked against the rows that follow it (the row count comes
 //! from a separate counting pass).
 
+use crate::wire::uleb;
 use std::collections::HashSet;
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -21,18 +22,6 @@ impl Rng {
     }
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.next() % (hi - lo + 1)
-    }
-}
-
-fn uleb(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
     }
 }
 
