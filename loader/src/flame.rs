@@ -318,7 +318,9 @@ pub fn folded_sql(
          arrayMap((s, x) -> x > 0, stacks, lv) AS keep"
     );
     let side = |n: u8| {
-        format!("stackFold(arrayFilter((s, x) -> x, arrayZip(stacks, arrayMap(t -> t.{n}, r)), keep))")
+        format!(
+            "stackFold(arrayFilter((s, x) -> x, arrayZip(stacks, arrayMap(t -> t.{n}, r)), keep))"
+        )
     };
     if diff {
         format!(
@@ -590,9 +592,8 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         }
         _ => FlameView::Peak,
     };
-    let (root, lines) = parse_folded(
-        &backend.query_tsv(&folded_sql(db, p.id, req.metric, req.max_nodes, &fv))?,
-    )?;
+    let (root, lines) =
+        parse_folded(&backend.query_tsv(&folded_sql(db, p.id, req.metric, req.max_nodes, &fv))?)?;
     if lines.is_empty() {
         let what = match &fv {
             FlameView::Peak => "at its peak".to_string(),

@@ -51,7 +51,10 @@ fn max_nodes() -> String {
 /// byte 0xFF between them, which no UTF-8 name (every label is one)
 /// contains. Nothing selected is the empty array (every function).
 fn functions() -> String {
-    let joined = format!("trimBoth(replaceRegexpAll({}, '[{{}}]', ''))", var("function"));
+    let joined = format!(
+        "trimBoth(replaceRegexpAll({}, '[{{}}]', ''))",
+        var("function")
+    );
     format!("if(empty({joined}), [], splitByChar('\\xFF', unhex(replaceAll({joined}, ',', 'FF'))))")
 }
 

@@ -9,6 +9,7 @@ use flamehouse::grafana;
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::schema::{default_database, migrate, SchemaOptions};
 use flamehouse::Ident;
+use flamehouse_fixtures::testing::temp_path;
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use serde_json::Value;
@@ -21,8 +22,7 @@ use std::sync::OnceLock;
 fn fixture_files() -> &'static [PathBuf; 2] {
     static ONCE: OnceLock<[PathBuf; 2]> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("flamehouse-grafana-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_path("grafana");
         let bin = compile_workload(&dir).unwrap();
         [(7001u32, "graf-a", 11u64), (7002, "graf-b", 12)].map(|(pid, name, seed)| {
             let mut o = FixtureOptions::new(&bin, dir.join(format!("{name}.binpb")));
@@ -533,8 +533,7 @@ fn grafana_command_writes_the_whole_pack() {
             }
         }
     }
-    let dir = std::env::temp_dir().join(format!("flamehouse-pack-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("pack");
     let out = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
         .args(["grafana", "--out"])
         .arg(&dir)
@@ -630,8 +629,7 @@ fn panels_show_the_process_lifetime_when_the_range_misses_it() {
 #[test]
 fn a_pack_for_another_database_queries_that_database() {
     let db: Ident = "fh_grafana_alt".parse().unwrap();
-    let dir = std::env::temp_dir().join(format!("flamehouse-pack-alt-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("pack-alt");
     let out = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
         .args(["grafana", "--database", db.as_str(), "--out"])
         .arg(&dir)
@@ -658,7 +656,8 @@ fn a_pack_for_another_database_queries_that_database() {
     assert_eq!(args[0], "/usr/local/bin/flamehouse");
     assert_eq!(args[1], "init", "{args:?}");
     assert!(
-        args.windows(2).any(|w| w[0] == "--database" && w[1] == db.as_str()),
+        args.windows(2)
+            .any(|w| w[0] == "--database" && w[1] == db.as_str()),
         "{args:?}"
     );
     let args: Vec<String> = args[1..]
@@ -720,7 +719,11 @@ fn a_pack_for_another_database_queries_that_database() {
             assert!(!default_db.is_match(sql), "variable {}: {sql}", v["name"]);
             assert!(sql.contains(&format!("{db}.")), "{sql}");
             let got = q(&expand(sql, &vars, from_ms, to_ms, 1));
-            assert!(!got.trim().is_empty(), "variable {} returned nothing", v["name"]);
+            assert!(
+                !got.trim().is_empty(),
+                "variable {} returned nothing",
+                v["name"]
+            );
             checked += 1;
         }
     }

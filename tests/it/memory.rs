@@ -1723,9 +1723,18 @@ fn flame_command_folds_every_view_as_its_tree() {
                 let fv = match (view, t, range) {
                     (ViewKind::At, Some(t), _) => FlameView::At { t: ts(t) },
                     (ViewKind::Cumulative, Some(t), _) => FlameView::Cumulative { t: ts(t) },
-                    (ViewKind::Added, _, Some((a, b))) => FlameView::Added { t1: ts(a), t2: ts(b) },
-                    (ViewKind::Removed, _, Some((a, b))) => FlameView::Removed { t1: ts(a), t2: ts(b) },
-                    (ViewKind::Diff, _, Some((a, b))) => FlameView::Diff { t1: ts(a), t2: ts(b) },
+                    (ViewKind::Added, _, Some((a, b))) => FlameView::Added {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
+                    (ViewKind::Removed, _, Some((a, b))) => FlameView::Removed {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
+                    (ViewKind::Diff, _, Some((a, b))) => FlameView::Diff {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
                     _ => FlameView::Peak,
                 };
                 let rows = parse_rows(&q(&flame::view_sql(&db, pid, metric, max_nodes, &fv)));
@@ -1735,11 +1744,14 @@ fn flame_command_folds_every_view_as_its_tree() {
                 let tree = check_tree(&rows);
                 let mut want: Vec<String> = tree
                     .iter()
-                    .filter(|(path, v)| !path.is_empty() && v.iter().skip(1).step_by(2).any(|s| *s != 0))
+                    .filter(|(path, v)| {
+                        !path.is_empty() && v.iter().skip(1).step_by(2).any(|s| *s != 0)
+                    })
                     .map(|(path, v)| {
                         let selfs: Vec<String> =
                             v.iter().skip(1).step_by(2).map(i64::to_string).collect();
-                        let frames: Vec<String> = path.iter().map(|f| f.replace(';', ":")).collect();
+                        let frames: Vec<String> =
+                            path.iter().map(|f| f.replace(';', ":")).collect();
                         format!("{} {}", frames.join(";"), selfs.join(" "))
                     })
                     .collect();
