@@ -3,6 +3,7 @@
 //! independent reference implementation the functions are checked against.
 
 use flamehouse::storage::engine::{Engine, EngineOptions};
+use flamehouse_fixtures::testing;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -122,110 +123,69 @@ pub fn parse_rows(tsv: &str) -> Vec<Row> {
         .collect()
 }
 
-/// The reference: for every stack prefix, `[value, self]` per side, computed
-/// by enumerating prefixes directly (no tree): a prefix's value is the sum
-/// of samples that start with it; its self is the sum of samples equal to it.
+/// The reference ([`testing::reference_tree`]): for every stack prefix,
+/// `[value, self]` per side (one or two), computed by enumerating prefixes
+/// directly (no tree).
 pub fn reference(sides: &[&[Sample]]) -> BTreeMap<Vec<String>, Vec<i64>> {
-    let mut m: BTreeMap<Vec<String>, Vec<i64>> = BTreeMap::new();
-    let w = sides.len() * 2;
-    m.insert(Vec::new(), vec![0; w]);
-    for (side, samples) in sides.iter().enumerate() {
-        for (st, v) in samples.iter() {
-            for k in 0..=st.len() {
-                let e = m.entry(st[..k].to_vec()).or_insert_with(|| vec![0; w]);
-                e[side * 2] += v;
-                if k == st.len() {
-                    e[side * 2 + 1] += v;
-                }
-            }
-        }
-    }
-    m
-}
-
-/// Checks the Grafana nested-set rules and returns the path -> values map:
-/// one level-0 root first; each row one level below its parent;
-/// `value = self + sum(children)` per side; siblings by descending sort key
-/// (value, or value + valueRight for diffs), ties by label.
-pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
-    assert!(!rows.is_empty(), "empty tree");
-    assert_eq!(rows[0].level, 0, "first row is not the root");
-    let sides = rows[0].vals.len() / 2;
-    let key = |r: &Row| -> i128 { (0..sides).map(|s| r.vals[s * 2] as i128).sum() };
-    let mut out = BTreeMap::new();
-    let mut path: Vec<String> = Vec::new();
-    // Per open ancestor: its row index and the running sum of children.
-    let mut open: Vec<(usize, Vec<i64>)> = Vec::new();
-    let mut last_child: Vec<Option<usize>> = Vec::new();
-    let close = |open: &mut Vec<(usize, Vec<i64>)>, last_child: &mut Vec<Option<usize>>| {
-        let (idx, sums) = open.pop().unwrap();
-        last_child.pop();
-        for (s, sum) in sums.iter().enumerate() {
-            assert_eq!(
-                rows[idx].vals[s * 2],
-                rows[idx].vals[s * 2 + 1] + sum,
-                "value != self + children at row {idx} ({:?})",
-                rows[idx]
-            );
-        }
-        idx
-    };
-    for (i, r) in rows.iter().enumerate() {
-        if i > 0 {
-            assert!(r.level >= 1, "second root at row {i}");
-        }
-        assert!(
-            r.level as usize <= open.len(),
-            "row {i} jumps from level {} to {}",
-            open.len().saturating_sub(1),
-            r.level
-        );
-        while open.len() > r.level as usize {
-            close(&mut open, &mut last_child);
-            path.pop();
-        }
-        if let Some((_, sums)) = open.last_mut() {
-            for (s, sum) in sums.iter_mut().enumerate() {
-                *sum += r.vals[s * 2];
-            }
-            if let Some(prev) = last_child.last().copied().flatten() {
-                let (a, b) = (&rows[prev], r);
-                assert!(
-                    key(a) > key(b)
-                        || (key(a) == key(b) && a.label.as_bytes() <= b.label.as_bytes()),
-                    "siblings out of order at row {i}: {a:?} before {b:?}"
-                );
-            }
-            *last_child.last_mut().unwrap() = Some(i);
-        }
-        if r.level > 0 {
-            path.push(r.label.clone());
-        }
-        let prev = out.insert(path.clone(), r.vals.clone());
-        assert!(prev.is_none(), "duplicate path {path:?}");
-        open.push((i, vec![0; sides]));
-        last_child.push(None);
-    }
-    while !open.is_empty() {
-        close(&mut open, &mut last_child);
-    }
-    out
-}
-
-/// Random samples over a small vocabulary (so prefixes are shared).
-pub fn random_samples(
-    rng: &mut impl rand::Rng,
-    n: usize,
-    vocab: usize,
-    max_depth: usize,
-) -> Vec<Sample> {
-    (0..n)
-        .map(|_| {
-            let d = rng.gen_range(0..=max_depth);
-            let st = (0..d)
-                .map(|_| format!("f{}", rng.gen_range(0..vocab)))
+    let bytes: Vec<Vec<(testing::Stack, i64)>> = sides
+        .iter()
+        .map(|side| {
+            side.iter()
+                .map(|(st, v)| (st.iter().map(|f| f.as_bytes().to_vec()).collect(), *v))
+                .collect()
+        })
+        .collect();
+    let bytes: Vec<&[(testing::Stack, i64)]> = bytes.iter().map(Vec::as_slice).collect();
+    testing::reference_tree(&bytes)
+        .into_iter()
+        .map(|(path, n)| {
+            let vals = (0..sides.len())
+                .flat_map(|s| [n.value[s], n.self_[s]])
                 .collect();
-            (st, rng.gen_range(-5..100))
+            (strings(&path), vals)
         })
         .collect()
 }
+
+fn strings(path: &testing::Stack) -> Vec<String> {
+    path.iter()
+        .map(|f| String::from_utf8(f.clone()).expect("UTF-8 labels"))
+        .collect()
+}
+
+/// Checks the Grafana nested-set rules ([`testing::check_tree_rows`]) and
+/// returns the path -> values map (`[value, self]`, then `[valueRight,
+/// selfRight]` for diffs).
+pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
+    assert!(!rows.is_empty(), "empty tree");
+    let diff = rows[0].vals.len() == 4;
+    let shared: Vec<testing::TreeRow> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!(r.vals.len(), rows[0].vals.len(), "{r:?}");
+            let side = |i: usize| r.vals.get(i).copied().unwrap_or(0);
+            testing::TreeRow {
+                level: r.level,
+                label: r.label.as_bytes().to_vec(),
+                value: [side(0), side(2)],
+                self_: [side(1), side(3)],
+            }
+        })
+        .collect();
+    testing::check_tree_rows(&shared, diff).unwrap_or_else(|e| panic!("{e}"));
+    testing::path_values(&shared)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|(path, (v, s))| {
+            let vals = if diff {
+                vec![v[0], s[0], v[1], s[1]]
+            } else {
+                vec![v[0], s[0]]
+            };
+            (strings(&path), vals)
+        })
+        .collect()
+}
+
+/// Random samples over a small vocabulary (so prefixes are shared).
+pub use flamehouse_fixtures::testing::random_samples;

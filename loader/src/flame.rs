@@ -232,14 +232,15 @@ pub enum FlameView {
     },
 }
 
-/// The SQL that selects the view's `(level, label, value, self)` rows.
-pub fn view_sql(
+/// The view's call (`db.flame_peak(...)`) and whether it is the diff view
+/// (whose rows carry `valueRight, selfRight`).
+fn view_call(
     db: &Ident,
     process_id: u64,
     metric: Metric,
     max_nodes: u32,
     view: &FlameView,
-) -> String {
+) -> (String, bool) {
     let common = format!(
         "process_id = {process_id}, metric = {}, max_nodes = {max_nodes}",
         sql_string(metric.as_str())
@@ -259,58 +260,107 @@ pub fn view_sql(
         ),
         FlameView::Cumulative { t } => format!("flame_cumulative({common}, t = {})", sql_string(t)),
         FlameView::Diff { t1, t2 } => {
-            return format!(
-                "SELECT level, label, value, self, valueRight, selfRight FROM {db}.flame_diff({common}, t1 = {}, t2 = {}) ORDER BY i",
+            let call = format!(
+                "flame_diff({common}, t1 = {}, t2 = {})",
                 sql_string(t1),
                 sql_string(t2)
-            )
+            );
+            return (format!("{db}.{call}"), true);
         }
     };
-    format!("SELECT level, label, value, self FROM {db}.{call} ORDER BY i")
+    (format!("{db}.{call}"), false)
 }
 
-/// Turns pre-order `(level, label, value, self)` rows into folded lines
-/// (`a;b;c self`), one per node with a non-zero self; the root is left out.
-/// Diff rows (`..., valueRight, selfRight`) give `a;b;c self selfRight`.
-pub fn rows_to_folded(tsv: &str) -> Result<Vec<String>> {
-    let mut path: Vec<String> = Vec::new();
+/// The SQL that selects the view's `(level, label, value, self)` rows
+/// (diff: `..., valueRight, selfRight`), in pre-order.
+pub fn view_sql(
+    db: &Ident,
+    process_id: u64,
+    metric: Metric,
+    max_nodes: u32,
+    view: &FlameView,
+) -> String {
+    match view_call(db, process_id, metric, max_nodes, view) {
+        (call, true) => format!(
+            "SELECT level, label, value, self, valueRight, selfRight FROM {call} ORDER BY i"
+        ),
+        (call, false) => format!("SELECT level, label, value, self FROM {call} ORDER BY i"),
+    }
+}
+
+/// The SQL that folds the view's tree in the engine with `stackFold`: one
+/// row per folded line, `root label, line, self` (diff: `..., selfRight`),
+/// sorted by the line's bytes. The tree (pruned to `max_nodes` by the view,
+/// `[other]` nodes included) goes back to one `(stack, self)` sample per
+/// node: a node's stack is its ancestors' labels, found for each level `l`
+/// as the latest row of level `l` at or before it (`cum[l][k]` counts the
+/// level-`l` rows up to row `k`, `pos[l]` lists them), O(rows x depth).
+/// The root row (level 0) is left out, and `stackFold` applies the folded
+/// format's rules (`;` in a frame becomes `:`, line breaks a space) and
+/// drops lines whose value is 0. The diff folds each side and joins them
+/// by line, so a line lives if either side's value does.
+pub fn folded_sql(
+    db: &Ident,
+    process_id: u64,
+    metric: Metric,
+    max_nodes: u32,
+    view: &FlameView,
+) -> String {
+    let (call, diff) = view_call(db, process_id, metric, max_nodes, view);
+    let right = if diff { ", selfRight" } else { ", 0" };
+    let paths = format!(
+        "WITH arraySort(groupArray((i, level, label, self{right}))) AS r, \
+         arrayMap(t -> t.2, r) AS lv, arrayMap(t -> t.3, r) AS lb, \
+         range(1, toUInt32(arrayMax(arrayPushBack(lv, 0))) + 1) AS ls, \
+         arrayMap(l -> arrayCumSum(arrayMap(x -> toUInt32(x = l), lv)), ls) AS cum, \
+         arrayMap(l -> arrayFilter((k, x) -> x = l, arrayEnumerate(lv), lv), ls) AS pos, \
+         arrayMap((x, k) -> arrayMap(l -> lb[pos[l][cum[l][k]]], range(1, x + 1)), lv, arrayEnumerate(lv)) AS stacks, \
+         arrayMap((s, x) -> x > 0, stacks, lv) AS keep"
+    );
+    let side = |n: u8| {
+        format!(
+            "stackFold(arrayFilter((s, x) -> x, arrayZip(stacks, arrayMap(t -> t.{n}, r)), keep))"
+        )
+    };
+    if diff {
+        format!(
+            "SELECT any(root), l.1 AS line, sum(l.2), sum(l.3) FROM ( \
+             {paths} SELECT lb[1] AS root, arrayConcat( \
+             arrayMap(t -> (t.1, t.2, toInt64(0)), {}), arrayMap(t -> (t.1, toInt64(0), t.2), {})) AS lines \
+             FROM (SELECT i, level, label, self, selfRight FROM {call})) \
+             ARRAY JOIN lines AS l GROUP BY line ORDER BY line",
+            side(4),
+            side(5)
+        )
+    } else {
+        format!(
+            "SELECT root, l.1, l.2 FROM ( \
+             {paths} SELECT lb[1] AS root, {} AS lines \
+             FROM (SELECT i, level, label, self FROM {call})) \
+             ARRAY JOIN lines AS l",
+            side(4)
+        )
+    }
+}
+
+/// Folded lines from [`folded_sql`]'s rows: `(root label, lines)` with
+/// lines `a;b;c self` (diff: `a;b;c self selfRight`); the root label is
+/// `None` when there are no lines.
+pub fn parse_folded(tsv: &str) -> Result<(Option<String>, Vec<String>)> {
+    let mut root = None;
     let mut out = Vec::new();
-    for (n, line) in tsv.lines().enumerate() {
-        let f: Vec<&str> = line.split('\t').collect();
+    for (n, row) in tsv.lines().enumerate() {
+        let f: Vec<&str> = row.split('\t').collect();
         let bad = || Error::Query {
-            message: format!("unexpected flame-graph row {}: {line:?}", n + 1),
+            message: format!("unexpected folded row {}: {row:?}", n + 1),
         };
-        if f.len() < 4 {
+        if !(3..=4).contains(&f.len()) || f[2..].iter().any(|v| v.parse::<i64>().is_err()) {
             return Err(bad());
         }
-        let level: usize = f[0].parse().map_err(|_| bad())?;
-        let self_: i64 = f[3].parse().map_err(|_| bad())?;
-        if level == 0 {
-            path.clear();
-            continue;
-        }
-        path.truncate(level - 1);
-        // TSV escapes stay escaped: a folded line must not contain a raw
-        // tab or newline anyway; `;` inside a frame becomes `:`.
-        path.push(f[1].replace(';', ":"));
-        if f.len() >= 6 {
-            let right: i64 = f[5].parse().map_err(|_| bad())?;
-            if self_ != 0 || right != 0 {
-                out.push(format!("{} {self_} {right}", path.join(";")));
-            }
-        } else if self_ != 0 {
-            out.push(format!("{} {self_}", path.join(";")));
-        }
+        root.get_or_insert_with(|| unescape_tsv(f[0]));
+        out.push(format!("{} {}", unescape_tsv(f[1]), f[2..].join(" ")));
     }
-    Ok(out)
-}
-
-/// The label of the tree's root row (level 0) as the view returned it, so
-/// an SVG's root bar says what the Grafana panel's does.
-pub fn root_label(tsv: &str) -> Option<&str> {
-    tsv.lines()
-        .map(|l| l.split('\t'))
-        .find_map(|mut f| (f.next() == Some("0")).then(|| f.next()).flatten())
+    Ok((root, out))
 }
 
 /// A process of the schema and the span of its snapshots.
@@ -414,22 +464,32 @@ pub fn unescape_tsv(s: &str) -> String {
 }
 
 /// What `flamehouse flame` renders: the view, its times as typed, metric
-/// and pruning. Defaults: metric `bytes`, `max_nodes` 0 (no limit).
-#[derive(Debug, Clone)]
+/// and pruning. Defaults: metric `bytes`, `max_nodes` 0 (no limit). It is
+/// also the command's arguments (these docs are its `--help`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct FlameRequest {
     /// The view.
+    #[arg(value_enum)]
     pub view: ViewKind,
     /// Process id or name.
+    #[arg(long)]
     pub process: String,
-    /// Instant of `at` and `cumulative`.
+    /// Instant of `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss[.fff]`,
+    /// `+90s` / `+5m` / `+1h` after the process's first snapshot,
+    /// `start` or `end`.
+    #[arg(long, allow_hyphen_values = true)]
     pub t: Option<TimeArg>,
-    /// Interval start of `added`, `removed` and `diff`.
+    /// Interval start of `added`, `removed` and `diff` (forms as --t).
+    #[arg(long, allow_hyphen_values = true)]
     pub t1: Option<TimeArg>,
-    /// Interval end of `added`, `removed` and `diff`.
+    /// Interval end of `added`, `removed` and `diff` (forms as --t).
+    #[arg(long, allow_hyphen_values = true)]
     pub t2: Option<TimeArg>,
-    /// What values count.
+    /// What values count (`cumulative`: bytes allocated or allocations).
+    #[arg(long, value_enum, default_value_t = Metric::Bytes)]
     pub metric: Metric,
-    /// Prune to at most this many nodes (0: no limit).
+    /// Prune to at most this many nodes (0 = no limit).
+    #[arg(long, default_value_t = 0)]
     pub max_nodes: u32,
 }
 
@@ -532,8 +592,8 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         }
         _ => FlameView::Peak,
     };
-    let rows = backend.query_tsv(&view_sql(db, p.id, req.metric, req.max_nodes, &fv))?;
-    let lines = rows_to_folded(&rows)?;
+    let (root, lines) =
+        parse_folded(&backend.query_tsv(&folded_sql(db, p.id, req.metric, req.max_nodes, &fv))?)?;
     if lines.is_empty() {
         let what = match &fv {
             FlameView::Peak => "at its peak".to_string(),
@@ -562,7 +622,7 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         lines,
         title: format!("flamehouse {view} ({})", req.metric.as_str()),
         unit: req.metric.unit_name(),
-        root: root_label(&rows).unwrap_or("total").to_string(),
+        root: root.unwrap_or_else(|| "total".into()),
     })
 }
 
@@ -654,21 +714,20 @@ mod tests {
     }
 
     #[test]
-    fn folded_lines_from_tree_and_diff_rows() {
-        let tree = "0\ttotal\t10\t1\n1\ta\t9\t4\n2\tb;c\t5\t5\n";
-        assert_eq!(rows_to_folded(tree).unwrap(), vec!["a 4", "a;b:c 5"]);
-        let diff = "0\ttotal\t3\t0\t4\t0\n1\tx\t3\t3\t4\t4\n";
-        assert_eq!(rows_to_folded(diff).unwrap(), vec!["x 3 4"]);
-        assert!(rows_to_folded("0\ttotal").is_err());
+    fn folded_rows_parse_and_bad_rows_are_errors() {
+        let (root, lines) = parse_folded("all of it\ta\t4\nall of it\ta;b:c\\tx\t5\n").unwrap();
+        assert_eq!(root.as_deref(), Some("all of it"));
+        assert_eq!(lines, vec!["a 4", "a;b:c\tx 5"]);
+        let (_, lines) = parse_folded("total\tx\t3\t4\n").unwrap();
+        assert_eq!(lines, vec!["x 3 4"]);
+        assert_eq!(parse_folded("").unwrap(), (None, vec![]));
+        for bad in ["total\tx", "total\tx\ty", "total\tx\t1\t2\t3"] {
+            assert!(parse_folded(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
-    fn root_label_and_unit_names() {
-        assert_eq!(
-            root_label("0\tall of it\t10\t1\n1\ta\t9\t9\n"),
-            Some("all of it")
-        );
-        assert_eq!(root_label(""), None);
+    fn unit_names() {
         assert_eq!(Metric::Bytes.unit_name(), "bytes");
         assert_eq!(Metric::Count.unit_name(), "allocations");
     }

@@ -4,6 +4,12 @@
 //! files; a test checks the committed copies are fresh and runs every
 //! panel's SQL on the engine.
 //!
+//! Every name the panels query is qualified with the pack's database
+//! (`--database`, default `flamehouse`, a validated [`Ident`]), which is
+//! also the data source's default database and the one the compose file's
+//! `init` creates. Panels call the schema's parameterized views by name;
+//! nothing here copies a view's body.
+//!
 //! Variables never reach SQL raw: every one is written as
 //! `decodeURLComponent('${var:percentencode}')`. Grafana's percent-encoding
 //! leaves only `[A-Za-z0-9-_.~%]`, so no value (quotes, backslashes, `--`,
@@ -12,6 +18,7 @@
 //! variable's values are hex-encoded names, so a multi-value selection joined
 //! as `{a,b}` splits unambiguously.
 
+use crate::storage::ident::Ident;
 use serde_json::{json, Value};
 
 /// The provisioned data source's uid.
@@ -38,12 +45,17 @@ fn max_nodes() -> String {
     format!("toUInt32OrZero({})", var("max_nodes"))
 }
 
-/// The selected functions (hex-encoded values) as `Array(String)`.
+/// The selected functions (hex-encoded values) as `Array(String)`, with no
+/// lambda: a view parameter cannot take one (ClickHouse then reports the
+/// parameter as not set), so the values are decoded in one `unhex` with
+/// byte 0xFF between them, which no UTF-8 name (every label is one)
+/// contains. Nothing selected is the empty array (every function).
 fn functions() -> String {
-    format!(
-        "arrayMap(x -> unhex(x), arrayFilter(x -> x != '', splitByChar(',', trimBoth(replaceRegexpAll({}, '[{{}}]', '')))))",
+    let joined = format!(
+        "trimBoth(replaceRegexpAll({}, '[{{}}]', ''))",
         var("function")
-    )
+    );
+    format!("if(empty({joined}), [], splitByChar('\\xFF', unhex(replaceAll({joined}, ',', 'FF'))))")
 }
 
 fn target(sql: String, format: u8) -> Value {
@@ -97,45 +109,9 @@ fn unit(metric: &str) -> &'static str {
     }
 }
 
-/// The body of the latest definition of view `name` in the schema package,
-/// on one line, with its `{name:Type}` parameters replaced by `params`.
-pub fn view_query(name: &str, params: &[(&str, String)]) -> String {
-    let head = format!("CREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS");
-    let sql = crate::storage::schema::MIGRATIONS
-        .iter()
-        .rev()
-        .find_map(|(_, _, sql)| {
-            let at = sql.find(&head)? + head.len();
-            Some(&sql[at..at + sql[at..].find(';')?])
-        })
-        .unwrap_or_else(|| panic!("view {name} is not in the schema package"));
-    let mut out = sql
-        .lines()
-        .map(|l| l.split("--").next().unwrap_or(""))
-        .flat_map(str::split_whitespace)
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace("{db}", crate::storage::schema::DEFAULT_DATABASE);
-    let mut marked = Vec::new();
-    for (i, (param, _)) in params.iter().enumerate() {
-        // Markers first, so a value containing braces is never rescanned.
-        let marker = format!("\u{0}{i}\u{0}");
-        out = out.replace(&format!("{{{param}}}"), &marker);
-        marked.push(marker);
-    }
-    assert!(
-        !out.contains('{'),
-        "view {name}: a parameter has no value: {out}"
-    );
-    for (marker, (_, value)) in marked.iter().zip(params) {
-        out = out.replace(marker, value);
-    }
-    out
-}
-
-fn flame_sql(view: &str, args: &str) -> String {
+fn flame_sql(db: &Ident, view: &str, args: &str) -> String {
     format!(
-        "SELECT level, label, value, self FROM flamehouse.{view}(process_id = {}, max_nodes = {}, {args}) ORDER BY i",
+        "SELECT level, label, value, self FROM {db}.{view}(process_id = {}, max_nodes = {}, {args}) ORDER BY i",
         process(),
         max_nodes()
     )
@@ -149,7 +125,7 @@ fn flame_sql(view: &str, args: &str) -> String {
 /// to data"). A range that meets the lifetime is kept as it is. Grafana
 /// cannot set the range from a query, and a range baked into the dashboard
 /// would go stale; the processes table's links still set it exactly.
-fn bound(end: bool) -> String {
+fn bound(db: &Ident, end: bool) -> String {
     let (own, life) = if end {
         ("$__toTime_ms", "end_time")
     } else {
@@ -157,17 +133,17 @@ fn bound(end: bool) -> String {
     };
     format!(
         "ifNull((SELECT if($__toTime_ms < first_ts OR $__fromTime_ms > end_time, {life}, {own}) \
-         FROM flamehouse.process_list WHERE process_id = {}), {own})",
+         FROM {db}.process_list WHERE process_id = {}), {own})",
         process()
     )
 }
 
-fn range() -> String {
-    format!("t1 = {}, t2 = {}", bound(false), bound(true))
+fn range(db: &Ident) -> String {
+    format!("t1 = {}, t2 = {}", bound(db, false), bound(db, true))
 }
 
-/// The memory dashboard.
-pub fn memory_dashboard() -> Value {
+/// The memory dashboard, querying the schema in database `db`.
+pub fn memory_dashboard(db: &Ident) -> Value {
     let mut l = Layout { next_id: 0 };
     let m = var("metric");
     let mut panels = Vec::new();
@@ -178,10 +154,11 @@ pub fn memory_dashboard() -> Value {
             "Every loaded process. Click a name to select it and set the time range to its lifetime. \
              When the time range misses the selected process entirely, the panels show its whole lifetime.",
             [0, 0, 16, 6],
-            "SELECT name, pid, process_id, start_time, end_time, peak_bytes, peak_time, \
-             toUnixTimestamp64Milli(first_ts) AS from_ms, toUnixTimestamp64Milli(end_time) + 1000 AS to_ms, source \
-             FROM flamehouse.process_list ORDER BY start_time DESC"
-                .to_string(),
+            format!(
+                "SELECT name, pid, process_id, start_time, end_time, peak_bytes, peak_time, \
+                 toUnixTimestamp64Milli(first_ts) AS from_ms, toUnixTimestamp64Milli(end_time) + 1000 AS to_ms, source \
+                 FROM {db}.process_list ORDER BY start_time DESC"
+            ),
             1,
         );
         p["fieldConfig"] = json!({
@@ -204,7 +181,7 @@ pub fn memory_dashboard() -> Value {
             "The earliest snapshot with the largest live size, and the live allocations then.",
             [16, 0, 8, 6],
             format!(
-                "SELECT peak_time, peak_bytes, peak_count FROM flamehouse.peak(process_id = {})",
+                "SELECT peak_time, peak_bytes, peak_count FROM {db}.peak(process_id = {})",
                 process()
             ),
             1,
@@ -220,7 +197,7 @@ pub fn memory_dashboard() -> Value {
         "Live memory at the peak (${metric})",
         "What was live at the process's memory peak, by call stack.",
         [0, 6, 24, 12],
-        flame_sql("flame_peak", &format!("metric = {m}")),
+        flame_sql(db, "flame_peak", &format!("metric = {m}")),
         1,
     ));
     for (i, (col, title, unit)) in [
@@ -236,9 +213,9 @@ pub fn memory_dashboard() -> Value {
             "Whole-process value at the end of each step, and the largest value within it.",
             [12 * i as u32, 18, 12, 8],
             format!(
-                "SELECT time, {col} FROM flamehouse.totals_series(process_id = {}, {}, step = $__interval_s)",
+                "SELECT time, {col} FROM {db}.totals_series(process_id = {}, {}, step = $__interval_s)",
                 process(),
-                range()
+                range(db)
             ),
             0,
         );
@@ -253,7 +230,7 @@ pub fn memory_dashboard() -> Value {
                 &format!("{} {noun} in the selected range", if dir == "added" { "Added" } else { "Removed" }),
                 "Per stack: value at the range's end minus value at its start, split by sign (removed shown positive).",
                 [12 * i as u32, y, 12, 10],
-                flame_sql("flame_change", &format!("metric = '{metric}', {}, direction = '{dir}'", range())),
+                flame_sql(db, "flame_change", &format!("metric = '{metric}', {}, direction = '{dir}'", range(db))),
                 1,
             );
             p["fieldConfig"]["defaults"]["unit"] = json!(unit(metric));
@@ -275,10 +252,10 @@ pub fn memory_dashboard() -> Value {
                 "Functions by change over the selected range (self: as the leaf frame; total: every stack through the function, once).",
                 [12 * i as u32, y, 12, 6],
                 format!(
-                    "SELECT function, self, total FROM flamehouse.top_functions_change(process_id = {}, metric = '{metric}', {}, limit = 100000) \
+                    "SELECT function, self, total FROM {db}.top_functions_change(process_id = {}, metric = '{metric}', {}, limit = 100000) \
                      WHERE {cond} ORDER BY {order}, function LIMIT 20",
                     process(),
-                    range()
+                    range(db)
                 ),
                 1,
             );
@@ -294,10 +271,10 @@ pub fn memory_dashboard() -> Value {
             "One diff flame graph: the baseline is the range's start, the comparison its end.",
             [0, y, 24, 12],
             format!(
-                "SELECT level, label, value, self, valueRight, selfRight FROM flamehouse.flame_diff(process_id = {}, max_nodes = {}, metric = {m}, {}) ORDER BY i",
+                "SELECT level, label, value, self, valueRight, selfRight FROM {db}.flame_diff(process_id = {}, max_nodes = {}, metric = {m}, {}) ORDER BY i",
                 process(),
                 max_nodes(),
-                range()
+                range(db)
             ),
             1,
         );
@@ -325,21 +302,13 @@ pub fn memory_dashboard() -> Value {
             title,
             "Every stack through the function counted once (recursion included). Pick functions above.",
             [12 * i as u32, y, 12, 8],
-            // The function_series view's own query with the panel's
-            // macros as its parameters: a view parameter cannot take the
-            // lambda that decodes the hex-encoded selection.
             format!(
-                "SELECT time, function, {col} FROM ({}) ORDER BY time, function",
-                view_query(
-                    "function_series",
-                    &[
-                        ("process_id:UInt64", process()),
-                        ("step:UInt32", "$__interval_s".into()),
-                        ("t1:DateTime64(3, 'UTC')", bound(false)),
-                        ("t2:DateTime64(3, 'UTC')", bound(true)),
-                        ("functions:Array(String)", functions()),
-                    ],
-                )
+                "SELECT time, function, {col} FROM {db}.function_series(process_id = {}, step = $__interval_s, \
+                 t1 = {}, t2 = {}, functions = {}) ORDER BY time, function",
+                process(),
+                bound(db, false),
+                bound(db, true),
+                functions()
             ),
             0,
         );
@@ -364,8 +333,9 @@ pub fn memory_dashboard() -> Value {
             "Everything allocated since the process started, freed or not.",
             [12 * i as u32, y, 12, 10],
             flame_sql(
+                db,
                 "flame_cumulative",
-                &format!("metric = '{metric}', t = {}", bound(true)),
+                &format!("metric = '{metric}', t = {}", bound(db, true)),
             ),
             1,
         );
@@ -380,9 +350,9 @@ pub fn memory_dashboard() -> Value {
             "self: allocated with the function as the leaf frame; total: every stack through it, counted once.",
             [0, y, 24, 8],
             format!(
-                "SELECT function, self, total FROM flamehouse.top_functions(process_id = {}, metric = {m}, t = {}, limit = 50)",
+                "SELECT function, self, total FROM {db}.top_functions(process_id = {}, metric = {m}, t = {}, limit = 50)",
                 process(),
-                bound(true)
+                bound(db, true)
             ),
             1,
         );
@@ -403,7 +373,7 @@ pub fn memory_dashboard() -> Value {
         "templating": {"list": [
             {
                 "name": "process", "label": "Process", "type": "query", "datasource": ds(),
-                "query": "SELECT concat(name, ' (pid ', toString(pid), ')') AS __text, toString(process_id) AS __value FROM flamehouse.process_list ORDER BY start_time DESC",
+                "query": format!("SELECT concat(name, ' (pid ', toString(pid), ')') AS __text, toString(process_id) AS __value FROM {db}.process_list ORDER BY start_time DESC"),
                 "definition": "processes", "refresh": 1, "sort": 0, "multi": false, "includeAll": false
             },
             {
@@ -414,8 +384,8 @@ pub fn memory_dashboard() -> Value {
             {
                 "name": "function", "label": "Functions", "type": "query", "datasource": ds(),
                 "query": format!(
-                    "SELECT DISTINCT function AS __text, hex(function) AS __value FROM flamehouse.stack_functions \
-                     WHERE stack_id IN (SELECT DISTINCT stack_id FROM flamehouse.samples WHERE process_id = {}) ORDER BY function",
+                    "SELECT DISTINCT function AS __text, hex(function) AS __value FROM {db}.stack_functions \
+                     WHERE stack_id IN (SELECT DISTINCT stack_id FROM {db}.samples WHERE process_id = {}) ORDER BY function",
                     process()
                 ),
                 "definition": "functions of the process", "refresh": 1, "multi": true, "includeAll": false
@@ -445,8 +415,10 @@ pub const DATASOURCE_ENV: [(&str, &str); 4] = [
     ("CLICKHOUSE_PASSWORD", ""),
 ];
 
-/// `provisioning/datasources/flamehouse.yaml`.
-pub fn datasource_yaml() -> String {
+/// `provisioning/datasources/flamehouse.yaml`: the data source, whose
+/// default database is `db` (names the panels leave unqualified, as
+/// queries typed in Explore, resolve there).
+pub fn datasource_yaml(db: &Ident) -> String {
     let vars: Vec<&str> = DATASOURCE_ENV.iter().map(|(k, _)| *k).collect();
     format!(
         "# Generated by `flamehouse grafana`; do not edit (a test checks freshness).\n\
@@ -464,7 +436,7 @@ pub fn datasource_yaml() -> String {
          \x20     port: ${{CLICKHOUSE_PORT}}\n\
          \x20     protocol: http\n\
          \x20     username: ${{CLICKHOUSE_USER}}\n\
-         \x20     defaultDatabase: flamehouse\n\
+         \x20     defaultDatabase: {db}\n\
          \x20     secure: false\n\
          \x20     dialTimeout: 10\n\
          \x20     queryTimeout: 60\n\
@@ -475,8 +447,9 @@ pub fn datasource_yaml() -> String {
 }
 
 /// `docker-compose.yaml`: ClickHouse with the UDF mounted, the schema
-/// applied by `flamehouse init`, and Grafana with the plugin and this pack.
-pub fn compose_yaml() -> String {
+/// applied in `db` by `flamehouse init`, and Grafana with the plugin and
+/// this pack.
+pub fn compose_yaml(db: &Ident) -> String {
     let env: String = DATASOURCE_ENV
         .iter()
         .map(|(k, v)| format!("      {k}: \"{v}\"\n"))
@@ -489,7 +462,7 @@ pub fn compose_yaml() -> String {
 #
 #   cargo build --release --bins
 #   docker compose -f grafana/docker-compose.yaml up
-#   target/release/flamehouse --url http://localhost:8123 load memhawk_*.binpb   # then open http://localhost:3000
+#   target/release/flamehouse load --url http://localhost:8123 --database {db} memhawk_*.binpb   # then open http://localhost:3000
 #
 # Written elsewhere (`flamehouse grafana --out DIR`), set FLAMEHOUSE_BIN to the
 # directory holding flamehouse and flamehouse-udf (e.g. ~/.cargo/bin) and
@@ -527,7 +500,7 @@ services:
       clickhouse: {{condition: service_healthy}}
     volumes:
       - ${{FLAMEHOUSE_BIN:-../target/release}}/flamehouse:/usr/local/bin/flamehouse:ro
-    entrypoint: ["/usr/local/bin/flamehouse", "--url", "http://clickhouse:8123", "init"]
+    entrypoint: ["/usr/local/bin/flamehouse", "init", "--url", "http://clickhouse:8123", "--database", "{db}"]
     restart: "no"
 
   grafana:
@@ -568,18 +541,20 @@ pub fn dashboards_yaml() -> String {
         .to_string()
 }
 
-/// Every generated file, relative to `grafana/`.
-pub fn files() -> Vec<(&'static str, String)> {
+/// Every generated file of the pack for the schema in database `db`,
+/// relative to `grafana/` (the repository's copy is for the default
+/// database, `flamehouse`).
+pub fn files(db: &Ident) -> Vec<(&'static str, String)> {
     vec![
         (
             "provisioning/datasources/flamehouse.yaml",
-            datasource_yaml(),
+            datasource_yaml(db),
         ),
         ("provisioning/dashboards/flamehouse.yaml", dashboards_yaml()),
-        ("docker-compose.yaml", compose_yaml()),
+        ("docker-compose.yaml", compose_yaml(db)),
         (
             "dashboards/memory.json",
-            serde_json::to_string_pretty(&memory_dashboard()).expect("json") + "\n",
+            serde_json::to_string_pretty(&memory_dashboard(db)).expect("json") + "\n",
         ),
     ]
 }

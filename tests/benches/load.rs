@@ -324,21 +324,9 @@ fn add_delta(total: &mut AllocSummary, old: &AllocSummary, new: &AllocSummary) {
     total.total_bytes += new.total_bytes - old.total_bytes;
 }
 
-/// `target/release/` (the directory of the CLI): the bench executable is
-/// `target/release/deps/load-*`, so look next to it and one level up, as
-/// `flamehouse::storage::engine::find_udf_binary` does.
+/// A release binary of the workspace next to the bench executable.
 fn release_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    for dir in exe.ancestors().skip(1).take(2) {
-        let cand = dir.join(name);
-        if cand.is_file() {
-            return cand;
-        }
-    }
-    panic!(
-        "{name} not found next to {} (build it first: cargo build --release -p flamehouse -p flamehouse-udf)",
-        exe.display()
-    );
+    flamehouse_fixtures::testing::built_binary(name)
 }
 
 /// Peak resident set of a running process (`VmHWM`, KiB).
@@ -464,7 +452,9 @@ fn run_measured(cmd: &mut Command, label: &str) -> Measured {
 }
 
 fn work_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("flamehouse-bench-load-{}", std::process::id()))
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| flamehouse_fixtures::testing::temp_path("bench-load"))
+        .clone()
 }
 
 fn tempfile_path(name: &str) -> PathBuf {

@@ -1,6 +1,7 @@
 //! The `flamehouse` command line as a user runs it: fixtures, load (twice),
 //! flame graphs to folded text and SVG, SQL; on its own data directory.
 
+use flamehouse_fixtures::testing::temp_path;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -108,8 +109,7 @@ fn svg_frames(path: &Path) -> Vec<(String, String)> {
 
 #[test]
 fn fixtures_load_and_flame_graphs_from_the_command_line() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli");
     let data = dir.join("data");
     let fx = dir.join("fx");
     let fx_s = fx.to_str().unwrap();
@@ -335,9 +335,7 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
 fn record_size_limit_is_an_option_and_an_error() {
     use flamehouse::formats::binpb::ProcessInfo;
     use flamehouse_fixtures::binpb_writer::BinpbWriter;
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-limit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("cli-limit");
     let file = dir.join("memhawk_big_7_protobuf.binpb");
     let header = ProcessInfo {
         process_short_name: "big".into(),
@@ -445,9 +443,7 @@ fn small_fixtures() -> &'static [String] {
 /// A temporary directory of one test, with `data/` holding both small
 /// fixtures loaded into database `flamehouse`.
 fn loaded_dir(name: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path(&format!("cli-{name}"));
     let data = dir.join("data");
     let mut load = vec!["load"];
     load.extend(small_fixtures().iter().map(String::as_str));
@@ -731,8 +727,7 @@ fn readme_flame_examples_show_data() {
         .collect();
     assert!(examples.len() >= 4, "{examples:?}");
     // The README's fixtures have the default size (120 snapshots).
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-readme-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli-readme");
     let data = dir.join("data");
     let fx = dir.join("fx");
     let fx_s = fx.to_str().unwrap();
@@ -802,8 +797,7 @@ fn shell_words(s: &str) -> Vec<String> {
 /// embedded).
 #[test]
 fn options_that_do_nothing_are_errors() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-unused-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli-unused");
     let d = dir.join("data");
     let d = d.to_str().unwrap();
     let url = "http://127.0.0.1:9";
@@ -857,7 +851,7 @@ fn options_that_do_nothing_are_errors() {
         assert!(f.stderr.contains(want), "{args:?}: {}", f.stderr);
     }
     // Refused before the engine opened its directory.
-    assert!(!dir.exists());
+    assert!(!dir.join("data").exists());
 }
 
 /// `--help` shows each default once: clap's `[default: x]`, never also a
@@ -918,9 +912,7 @@ fn help_shows_each_default_once_and_only_options_that_apply() {
 /// exits non-zero and stores nothing.
 #[test]
 fn non_memhawk_inputs_say_what_they_look_like() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-sniff-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("cli-sniff");
     let data = dir.join("data");
     let text = dir.join("notes.txt");
     std::fs::write(&text, "level\tlabel\tvalue\n0\ttotal\t3\n").unwrap();
@@ -993,8 +985,7 @@ fn engine_open_failures_say_the_true_cause() {
 
     // Read-only: a read-only bind mount in a private mount namespace (root
     // is not stopped by file modes). The directory was prepared first.
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-ro-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli-ro");
     let (src, mnt) = (dir.join("src"), dir.join("mnt"));
     std::fs::create_dir_all(&mnt).unwrap();
     run(&src, &["sql", "SELECT 1"]);
@@ -1026,8 +1017,7 @@ fn engine_open_failures_say_the_true_cause() {
 #[test]
 fn udf_binary_is_found_next_to_the_cli_then_on_path() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-lookup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli-lookup");
     let (solo, tools, pair, fake) = (
         dir.join("solo"),
         dir.join("tools"),
@@ -1181,9 +1171,7 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
         .unwrap()
         .canonicalize()
         .unwrap();
-    let dir = std::env::temp_dir().join(format!("flamehouse-installed-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("installed");
     assert!(!dir.canonicalize().unwrap().starts_with(&repo));
     let installed = dir.join("flamehouse-fixtures");
     std::fs::copy(fixtures_bin(), &installed).unwrap();
@@ -1217,8 +1205,7 @@ fn fixtures_from_an_installed_binary_without_the_repository() {
 /// non-zero at the end.
 #[test]
 fn a_bad_file_does_not_stop_the_others() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-multi-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("cli-multi");
     let data = dir.join("data");
     let fx = dir.join("fx");
     run(
@@ -1310,9 +1297,7 @@ fn a_bad_file_does_not_stop_the_others() {
 /// process is untouched.
 #[test]
 fn load_replace_redoes_a_load_with_the_wrong_binary() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-replace-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("cli-replace");
     let (data, right) = (dir.join("data"), dir.join("right"));
     let files = small_fixtures();
     let pick = |name: &str| {
@@ -1386,9 +1371,7 @@ fn load_replace_redoes_a_load_with_the_wrong_binary() {
 #[test]
 fn memhawk_written_profile_matches_the_program() {
     let fx = crate::render::repo().join("fixtures/memhawk");
-    let dir = std::env::temp_dir().join(format!("flamehouse-cli-memhawk-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("cli-memhawk");
     let data = dir.join("data");
     let file = fx.join("memhawk_alloc_22746_protobuf.binpb");
     let binary = fx.join("alloc");

@@ -7,7 +7,9 @@
 use crate::render::{frame_json, render, repo};
 use flamehouse::grafana;
 use flamehouse::ingest::{load_file, LoadOptions};
-use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse::storage::schema::{default_database, migrate, SchemaOptions};
+use flamehouse::Ident;
+use flamehouse_fixtures::testing::temp_path;
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use serde_json::Value;
@@ -15,17 +17,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// Loads two fixture processes into the `flamehouse` database once; returns
-/// (process_id, first ms, last ms) of the first.
-fn loaded() -> (u64, i64, i64) {
-    static ONCE: OnceLock<(u64, i64, i64)> = OnceLock::new();
-    *ONCE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("flamehouse-grafana-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+/// Two fixture profiles (processes 7001 `graf-a` and 7002 `graf-b`),
+/// generated once.
+fn fixture_files() -> &'static [PathBuf; 2] {
+    static ONCE: OnceLock<[PathBuf; 2]> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let dir = temp_path("grafana");
         let bin = compile_workload(&dir).unwrap();
-        migrate(engine(), &SchemaOptions::default()).unwrap();
-        let mut first = None;
-        for (pid, name, seed) in [(7001u32, "graf-a", 11u64), (7002, "graf-b", 12)] {
+        [(7001u32, "graf-a", 11u64), (7002, "graf-b", 12)].map(|(pid, name, seed)| {
             let mut o = FixtureOptions::new(&bin, dir.join(format!("{name}.binpb")));
             o.snapshots = 60;
             o.stacks = 1500;
@@ -33,7 +32,20 @@ fn loaded() -> (u64, i64, i64) {
             o.name = name.into();
             o.seed = seed;
             generate(&o).unwrap();
-            let s = load_file(engine(), &o.output, &LoadOptions::default(), &mut |_| {}).unwrap();
+            o.output
+        })
+    })
+}
+
+/// Loads the two fixture processes into the `flamehouse` database once;
+/// returns (process_id, first ms, last ms) of the first.
+fn loaded() -> (u64, i64, i64) {
+    static ONCE: OnceLock<(u64, i64, i64)> = OnceLock::new();
+    *ONCE.get_or_init(|| {
+        migrate(engine(), &SchemaOptions::default()).unwrap();
+        let mut first = None;
+        for f in fixture_files() {
+            let s = load_file(engine(), f, &LoadOptions::default(), &mut |_| {}).unwrap();
             first.get_or_insert((s.process_id, s.span_ms.unwrap().0, s.span_ms.unwrap().1));
         }
         first.unwrap()
@@ -86,12 +98,12 @@ fn expand(
 }
 
 fn dashboard() -> Value {
-    grafana::memory_dashboard()
+    grafana::memory_dashboard(&default_database())
 }
 
 #[test]
 fn generated_files_are_fresh() {
-    for (rel, want) in grafana::files() {
+    for (rel, want) in grafana::files(&default_database()) {
         let got = std::fs::read_to_string(repo().join("grafana").join(rel)).unwrap_or_default();
         assert!(
             got == want,
@@ -161,7 +173,7 @@ fn dashboard_hygiene() {
             );
         }
     }
-    let yaml = grafana::datasource_yaml();
+    let yaml = grafana::datasource_yaml(&default_database());
     assert!(yaml.contains(&format!("uid: {}", grafana::DATASOURCE_UID)));
     assert!(yaml.contains("defaultDatabase: flamehouse"));
 }
@@ -521,8 +533,7 @@ fn grafana_command_writes_the_whole_pack() {
             }
         }
     }
-    let dir = std::env::temp_dir().join(format!("flamehouse-pack-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = temp_path("pack");
     let out = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
         .args(["grafana", "--out"])
         .arg(&dir)
@@ -607,4 +618,143 @@ fn panels_show_the_process_lifetime_when_the_range_misses_it() {
         with_data >= 8,
         "only {with_data} panels have data on the lifetime"
     );
+}
+
+/// A pack written for another database (`flamehouse grafana --database`)
+/// queries that database only: with the schema initialised there and one
+/// process loaded into it (and nothing of it in `flamehouse`), every
+/// variable query and every panel, for both metrics, runs and returns rows
+/// of that process; no SQL names the default database; the data source's
+/// default database and the compose file's `init` follow it.
+#[test]
+fn a_pack_for_another_database_queries_that_database() {
+    let db: Ident = "fh_grafana_alt".parse().unwrap();
+    let dir = temp_path("pack-alt");
+    let out = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
+        .args(["grafana", "--database", db.as_str(), "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).unwrap();
+    let d: Value = serde_json::from_str(&read("dashboards/memory.json")).unwrap();
+    assert!(read("provisioning/datasources/flamehouse.yaml")
+        .contains(&format!("defaultDatabase: {db}\n")));
+    // The compose file's schema service runs `init` on this database: its
+    // entrypoint, pointed at a closed port, parses (a usage error exits 2)
+    // and fails only at connecting.
+    let compose = read("docker-compose.yaml");
+    let entry = compose
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("entrypoint: "))
+        .expect("the schema service's entrypoint");
+    let args: Vec<String> = serde_json::from_str(entry).unwrap();
+    assert_eq!(args[0], "/usr/local/bin/flamehouse");
+    assert_eq!(args[1], "init", "{args:?}");
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--database" && w[1] == db.as_str()),
+        "{args:?}"
+    );
+    let args: Vec<String> = args[1..]
+        .iter()
+        .map(|a| a.replace("http://clickhouse:8123", "http://127.0.0.1:9"))
+        .collect();
+    let run = std::process::Command::new(udf_binary().with_file_name("flamehouse"))
+        .args(&args)
+        .args(["--connect-timeout", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains("127.0.0.1:9"), "{args:?}: {err}");
+
+    let opts = SchemaOptions {
+        database: db.clone(),
+        ..Default::default()
+    };
+    migrate(engine(), &opts).unwrap();
+    let lo = LoadOptions {
+        database: db.clone(),
+        ..Default::default()
+    };
+    // graf-b only: in `flamehouse` (if another test loaded it) it sits
+    // beside graf-a, here it is alone.
+    let s = load_file(engine(), &fixture_files()[1], &lo, &mut |_| {}).unwrap();
+    let (pid, (from_ms, to_ms)) = (s.process_id, s.span_ms.unwrap());
+    let functions = q(&format!(
+        "SELECT hex(function) FROM {db}.stack_functions WHERE stack_id IN \
+         (SELECT stack_id FROM {db}.samples WHERE process_id = {pid}) GROUP BY function ORDER BY function LIMIT 3"
+    ));
+    let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    vars.insert("process", vec![pid.to_string()]);
+    vars.insert("metric", vec!["bytes".into()]);
+    vars.insert("max_nodes", vec!["2000".into()]);
+    vars.insert("function", functions.lines().map(String::from).collect());
+    assert_eq!(vars["function"].len(), 3);
+
+    let default_db = regex::Regex::new(r"\bflamehouse\.").unwrap();
+    let process = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "process")
+        .unwrap();
+    let listed = q(&expand(
+        process["query"].as_str().unwrap(),
+        &vars,
+        from_ms,
+        to_ms,
+        1,
+    ));
+    assert_eq!(listed, format!("graf-b (pid 7002)\t{pid}\n"));
+    let mut checked = 0;
+    for v in d["templating"]["list"].as_array().unwrap() {
+        if v["type"] == "query" {
+            let sql = v["query"].as_str().unwrap();
+            assert!(!default_db.is_match(sql), "variable {}: {sql}", v["name"]);
+            assert!(sql.contains(&format!("{db}.")), "{sql}");
+            let got = q(&expand(sql, &vars, from_ms, to_ms, 1));
+            assert!(
+                !got.trim().is_empty(),
+                "variable {} returned nothing",
+                v["name"]
+            );
+            checked += 1;
+        }
+    }
+    for metric in ["bytes", "count"] {
+        vars.insert("metric", vec![metric.into()]);
+        for p in d["panels"].as_array().unwrap() {
+            let title = p["title"].as_str().unwrap();
+            let sql = p["targets"][0]["rawSql"].as_str().unwrap();
+            assert!(!default_db.is_match(sql), "panel {title:?}: {sql}");
+            assert!(sql.contains(&format!("{db}.")), "panel {title:?}: {sql}");
+            let sql = expand(sql, &vars, from_ms + 10_000, to_ms, 5);
+            let out = q(&sql);
+            assert!(
+                !out.trim().is_empty(),
+                "panel {title:?} ({metric}) returned nothing:\n{sql}"
+            );
+            match p["type"].as_str().unwrap() {
+                "flamegraph" => {
+                    let rows = parse_rows(&out);
+                    check_tree(&rows);
+                    assert!(rows.len() > 5, "panel {title:?} drew {} rows", rows.len());
+                }
+                "table" if title == "Processes" => {
+                    assert_eq!(out.lines().count(), 1, "{out}");
+                    assert!(out.starts_with("graf-b\t7002\t"), "{out}");
+                }
+                _ => {}
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2 + 2 * 15, "{checked} queries checked");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1677,3 +1677,95 @@ fn a_failed_load_does_not_become_the_process_source() {
         src.display().to_string()
     );
 }
+
+/// `flamehouse flame`'s folded lines (folded in the engine by `stackFold`)
+/// equal the view's own tree folded here: one line per node with a non-zero
+/// self (diff: either side's), its path from the tree rows as checked by
+/// `check_tree`, `;` in a frame as `:`, for every view, both metrics, a
+/// full tree and a pruned one (`[other]` nodes included); the SVG's root
+/// label is the tree's.
+#[test]
+fn flame_command_folds_every_view_as_its_tree() {
+    use flamehouse::flame::{self, FlameRequest, FlameView, Metric, TimeArg, ViewKind};
+    let pids = loaded();
+    let (pid, r) = (pids[0], &fixtures()[0].replay);
+    let (first, last) = (r.snaps[0].ts, r.snaps.last().unwrap().ts);
+    let (peak, mid) = (r.peak().ts, first + (last - first) / 2);
+    let db: flamehouse::Ident = DB.parse().unwrap();
+    let (mut checked, mut pruned) = (0, 0);
+    for metric in [Metric::Bytes, Metric::Count] {
+        for max_nodes in [0u32, 40] {
+            for view in [
+                ViewKind::Peak,
+                ViewKind::At,
+                ViewKind::Cumulative,
+                ViewKind::Added,
+                ViewKind::Removed,
+                ViewKind::Diff,
+            ] {
+                let (t, range) = match view {
+                    ViewKind::Peak => (None, None),
+                    ViewKind::At | ViewKind::Cumulative => (Some(mid), None),
+                    ViewKind::Added => (None, Some((first, peak))),
+                    ViewKind::Removed => (None, Some((peak, last))),
+                    _ => (None, Some((first, last))),
+                };
+                let req = FlameRequest {
+                    view,
+                    process: pid.to_string(),
+                    t: t.map(TimeArg::Utc),
+                    t1: range.map(|r| TimeArg::Utc(r.0)),
+                    t2: range.map(|r| TimeArg::Utc(r.1)),
+                    metric,
+                    max_nodes,
+                };
+                let got = flame::flame(engine(), &db, &req).unwrap();
+                let fv = match (view, t, range) {
+                    (ViewKind::At, Some(t), _) => FlameView::At { t: ts(t) },
+                    (ViewKind::Cumulative, Some(t), _) => FlameView::Cumulative { t: ts(t) },
+                    (ViewKind::Added, _, Some((a, b))) => FlameView::Added {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
+                    (ViewKind::Removed, _, Some((a, b))) => FlameView::Removed {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
+                    (ViewKind::Diff, _, Some((a, b))) => FlameView::Diff {
+                        t1: ts(a),
+                        t2: ts(b),
+                    },
+                    _ => FlameView::Peak,
+                };
+                let rows = parse_rows(&q(&flame::view_sql(&db, pid, metric, max_nodes, &fv)));
+                if max_nodes > 0 {
+                    assert!(rows.len() <= max_nodes as usize, "{view:?}");
+                }
+                let tree = check_tree(&rows);
+                let mut want: Vec<String> = tree
+                    .iter()
+                    .filter(|(path, v)| {
+                        !path.is_empty() && v.iter().skip(1).step_by(2).any(|s| *s != 0)
+                    })
+                    .map(|(path, v)| {
+                        let selfs: Vec<String> =
+                            v.iter().skip(1).step_by(2).map(i64::to_string).collect();
+                        let frames: Vec<String> =
+                            path.iter().map(|f| f.replace(';', ":")).collect();
+                        format!("{} {}", frames.join(";"), selfs.join(" "))
+                    })
+                    .collect();
+                want.sort();
+                let mut lines = got.lines.clone();
+                lines.sort();
+                assert!(want.len() > 3, "{view:?} {metric:?} {max_nodes}: {want:?}");
+                pruned += usize::from(want.iter().any(|l| l.contains("[other]")));
+                assert_eq!(lines, want, "{view:?} {metric:?} max_nodes {max_nodes}");
+                assert_eq!(got.root, rows[0].label, "{view:?}");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 24);
+    assert!(pruned >= 6, "only {pruned} pruned trees with [other] lines");
+}

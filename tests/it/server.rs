@@ -22,6 +22,7 @@ use flamehouse::storage::rows::{
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::storage::server::{ServerBackend, ServerOptions};
 use flamehouse::storage::{column_names, Backend};
+use flamehouse_fixtures::testing::temp_path;
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::{engine, q, udf_binary};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -404,13 +405,6 @@ fn structure_of(table: &str) -> &'static str {
     .1
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("flamehouse-it-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// Every stored table of `db` (views excluded), as sorted TabSeparated text:
 /// columns filled by DEFAULT (load times) left out, aggregate states
 /// finalized, FINAL on the engines that merge rows.
@@ -450,7 +444,7 @@ fn dump(db: &str) -> Vec<(String, String)> {
 #[test]
 fn server_backend_wire_bytes_replay_to_the_same_tables() {
     let eng = engine();
-    let dir = temp_dir("server");
+    let dir = temp_path("server");
     let binary = compile_workload(&dir).expect("compile the fixture workload");
     let mut fo = FixtureOptions::new(&binary, dir.join("memhawk_workload_4242_protobuf.binpb"));
     fo.snapshots = 24;
@@ -686,7 +680,7 @@ fn server_cli_flags_and_env_select_the_server() {
             static_answers(r)
         }
     }));
-    let data = temp_dir("server-cli").join("data");
+    let data = temp_path("server-cli").join("data");
     let run = |args: &[&str], env: &[(&str, &str)]| {
         let mut c = std::process::Command::new(&exe);
         c.args(args).env("FLAMEHOUSE_DATA", &data);
@@ -785,7 +779,7 @@ fn self_signed() -> (Arc<rustls::ServerConfig>, String) {
 #[test]
 fn server_backend_speaks_tls_with_the_given_ca() {
     let (cfg, pem) = self_signed();
-    let dir = temp_dir("tls");
+    let dir = temp_path("tls");
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, &pem).unwrap();
     let server = CaptureServer::start_with(

@@ -4,6 +4,7 @@
 
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse_fixtures::testing::temp_path;
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use std::io::Write;
@@ -21,8 +22,7 @@ fn table_digest(db: &str) -> String {
 
 #[test]
 fn watch_follows_a_growing_file() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-watch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("watch");
     let bin = compile_workload(&dir).unwrap();
     let mut o = FixtureOptions::new(&bin, dir.join("full.binpb"));
     o.snapshots = 40;
@@ -115,9 +115,7 @@ fn record_ends(path: &std::path::Path) -> Vec<u64> {
 
 /// A fixture of `snapshots` + 1 snapshots in its own directory.
 fn fixture(tag: &str, name: &str, pid: u32, snapshots: usize) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("flamehouse-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path(tag);
     let bin = compile_workload(&dir).unwrap();
     let mut o = FixtureOptions::new(&bin, dir.join(format!("{name}.binpb")));
     o.snapshots = snapshots;

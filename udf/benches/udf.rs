@@ -31,27 +31,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// splitmix64: a small deterministic generator (no dependency, stable
-/// across versions, so the inputs are the same in every run).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
+/// The shared deterministic generator (stable across versions, so the
+/// inputs are the same in every run).
+use flamehouse_fixtures::testing::{synthetic_id_stacks, synthetic_label, SplitMix as Rng};
 
 /// The random call tree of the `topn` workload; `paths` root-first stacks
 /// of frame ids with their values.
@@ -88,16 +70,8 @@ fn call_tree_paths(paths: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
     out
 }
 
-fn uleb(w: &mut impl Write, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            w.write_all(&[b]).unwrap();
-            return;
-        }
-        w.write_all(&[b | 0x80]).unwrap();
-    }
+fn uleb(w: &mut impl Write, v: u64) {
+    flamehouse_udf::rowbinary::write_uleb(w, v).unwrap();
 }
 
 /// How frame ids become labels.
@@ -130,48 +104,7 @@ fn rb_stack(w: &mut impl Write, stack: &[u32], names: Names, name: &mut String) 
 /// earlier stack, frames `module::verb_N` from 6,000 labels. Frame ids
 /// index [`synthetic_label`].
 fn synthetic_stacks(n: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
-    let mut rng = Rng(seed);
-    let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<(Vec<u32>, i64)> = Vec::with_capacity(n);
-    while out.len() < n {
-        let depth = rng.range(10, 40) as usize;
-        let mut s: Vec<u32> = if !out.is_empty() && rng.unit() < 0.9 {
-            let base = &out[rng.range(0, out.len() as u64 - 1) as usize].0;
-            let cut = rng.range(1, base.len().min(depth) as u64) as usize;
-            base[..cut].to_vec()
-        } else {
-            vec![0]
-        };
-        while s.len() < depth {
-            s.push(rng.range(1, 6000) as u32);
-        }
-        if seen.insert(s.clone()) {
-            out.push((s, rng.range(1, 4096) as i64));
-        }
-    }
-    out
-}
-
-const MODULES: &[&str] = &[
-    "server", "http", "json", "db", "cache", "auth", "render", "alloc", "io", "sched",
-];
-const VERBS: &[&str] = &[
-    "handle", "parse", "read", "write", "lookup", "encode", "decode", "flush", "poll", "build",
-    "merge", "sort", "hash", "compress", "send",
-];
-
-/// The label of a [`synthetic_stacks`] frame id (0 is `main`).
-fn synthetic_label(id: u32, out: &mut String) {
-    use std::fmt::Write as _;
-    out.clear();
-    if id == 0 {
-        out.push_str("main");
-    } else {
-        let i = id as usize - 1;
-        let m = MODULES[i % MODULES.len()];
-        let v = VERBS[i / MODULES.len() % VERBS.len()];
-        write!(out, "{m}::{v}_{}", i / (MODULES.len() * VERBS.len())).unwrap();
-    }
+    synthetic_id_stacks(n, 10, 40, seed)
 }
 
 /// `(stack Array(String), value Int64)` RowBinary rows (table commands).

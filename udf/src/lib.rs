@@ -8,6 +8,8 @@
 //! - [`tree`]: the Grafana flame-graph frame (single and diff) with pruning;
 //! - [`fold`]: folded-stack lines readable by flamegraph.pl and inferno;
 //! - [`codec`]: ClickHouse's TabSeparated and RowBinary encodings;
+//! - [`rowbinary`]: the project's one RowBinary writer (also used by the
+//!   loader's rows and the fixtures);
 //! - [`serve`]: the stdin/stdout process protocol (executable and
 //!   executable_pool modes, and the `executable()` table-function commands);
 //! - [`catalog`]: the function catalog that generates the XML configs and the
@@ -19,6 +21,7 @@ pub mod error;
 pub mod filter;
 pub mod fold;
 pub mod options;
+pub mod rowbinary;
 pub mod samples;
 pub mod serve;
 pub mod tree;

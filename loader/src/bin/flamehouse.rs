@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use flamehouse::flame::{self, Metric, TimeArg, ViewKind};
+use flamehouse::flame;
 use flamehouse::ingest::{self, LoadOptions, LoadSummary};
 use flamehouse::render;
 use flamehouse::storage::engine::{Engine, EngineOptions};
@@ -244,29 +244,8 @@ enum Command {
     },
     /// Render a flame-graph view to folded text or SVG.
     Flame {
-        /// The view.
-        #[arg(value_enum)]
-        view: ViewKind,
-        /// Process id or name.
-        #[arg(long)]
-        process: String,
-        /// Instant of `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss[.fff]`,
-        /// `+90s` / `+5m` / `+1h` after the process's first snapshot,
-        /// `start` or `end`.
-        #[arg(long, allow_hyphen_values = true)]
-        t: Option<TimeArg>,
-        /// Interval start of `added`, `removed` and `diff` (forms as --t).
-        #[arg(long, allow_hyphen_values = true)]
-        t1: Option<TimeArg>,
-        /// Interval end of `added`, `removed` and `diff` (forms as --t).
-        #[arg(long, allow_hyphen_values = true)]
-        t2: Option<TimeArg>,
-        /// What values count (`cumulative`: bytes allocated or allocations).
-        #[arg(long, value_enum, default_value_t = Metric::Bytes)]
-        metric: Metric,
-        /// Prune to at most this many nodes (0 = no limit).
-        #[arg(long, default_value_t = 0)]
-        max_nodes: u32,
+        #[command(flatten)]
+        request: flame::FlameRequest,
         /// Output file: `.svg` renders with inferno, anything else is folded text.
         #[arg(long)]
         out: PathBuf,
@@ -281,6 +260,10 @@ enum Command {
         /// Output directory (the repository keeps it in `grafana/`).
         #[arg(long, default_value = "grafana")]
         out: PathBuf,
+        /// Database holding the flamehouse schema that the dashboards query
+        /// (letters, digits and `_`).
+        #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
+        database: Ident,
     },
 }
 
@@ -518,28 +501,13 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Flame {
-            view,
-            process,
-            t,
-            t1,
-            t2,
-            metric,
-            max_nodes,
+            request,
             out,
             database,
             target,
         } => {
             let engine = target.backend()?;
-            let req = flame::FlameRequest {
-                view,
-                process,
-                t,
-                t1,
-                t2,
-                metric,
-                max_nodes,
-            };
-            let f = flame::flame(&*engine, &database, &req)?;
+            let f = flame::flame(&*engine, &database, &request)?;
             if out.extension().is_some_and(|e| e == "svg") {
                 let labels = render::SvgOptions {
                     title: f.title.clone(),
@@ -554,13 +522,14 @@ fn run() -> anyhow::Result<()> {
             println!("wrote {} ({} stacks)", out.display(), f.lines.len());
             Ok(())
         }
-        Command::Grafana { out } => {
-            for (rel, text) in flamehouse::grafana::files() {
+        Command::Grafana { out, database } => {
+            for (rel, text) in flamehouse::grafana::files(&database) {
                 let p = out.join(rel);
                 if let Some(d) = p.parent() {
-                    std::fs::create_dir_all(d)?;
+                    std::fs::create_dir_all(d)
+                        .with_context(|| format!("creating {}", d.display()))?;
                 }
-                std::fs::write(&p, text)?;
+                std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
                 println!("wrote {}", p.display());
             }
             Ok(())

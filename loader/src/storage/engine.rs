@@ -66,6 +66,23 @@ pub fn default_data_dir() -> PathBuf {
         .join("flamehouse")
 }
 
+/// The file `name` next to the running executable or in its parent
+/// directory (test and bench binaries run from `target/*/deps`, the
+/// workspace's binaries are in `target/*`); `Err` lists the places tried.
+pub fn beside_executable(name: &str) -> std::result::Result<PathBuf, Vec<String>> {
+    let exe =
+        std::env::current_exe().map_err(|e| vec![format!("next to this executable ({e})")])?;
+    let mut tried = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let cand = dir.join(name);
+        if cand.is_file() {
+            return Ok(cand);
+        }
+        tried.push(cand.display().to_string());
+    }
+    Err(tried)
+}
+
 /// Finds the `flamehouse-udf` executable, in this order: `explicit`, then
 /// `$FLAMEHOUSE_UDF` (an override, so it must name a file), then next to the
 /// running executable (or in its parent directory, for test binaries under
@@ -86,19 +103,10 @@ pub fn find_udf_binary(explicit: Option<&Path>) -> Result<PathBuf> {
         }
         return Ok(p);
     }
-    let mut tried = Vec::new();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    match std::env::current_exe() {
-        Ok(exe) => dirs.extend(exe.ancestors().skip(1).take(2).map(Path::to_path_buf)),
-        Err(e) => tried.push(format!("next to this executable ({e})")),
-    }
-    for dir in &dirs {
-        let cand = dir.join(catalog::BINARY);
-        if cand.is_file() {
-            return Ok(cand);
-        }
-        tried.push(cand.display().to_string());
-    }
+    let mut tried = match beside_executable(catalog::BINARY) {
+        Ok(p) => return Ok(p),
+        Err(tried) => tried,
+    };
     if let Some(cand) = find_on_path(catalog::BINARY) {
         return Ok(cand);
     }

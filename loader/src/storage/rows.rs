@@ -1,23 +1,14 @@
 //! The rows the loader writes, and their RowBinary encoding (the embedded
 //! sink sends it inline; the server sink sends the same rows through the
 //! `clickhouse` crate).
+//!
+//! The primitives are the project's one RowBinary writer,
+//! [`flamehouse_udf::rowbinary`].
 
-/// Appends a ULEB128 length.
-pub fn uleb(buf: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            buf.push(b);
-            return;
-        }
-        buf.push(b | 0x80);
-    }
-}
+use flamehouse_udf::rowbinary::push_uleb as uleb;
 
-pub fn string(buf: &mut Vec<u8>, s: &str) {
-    uleb(buf, s.len() as u64);
-    buf.extend_from_slice(s.as_bytes());
+fn string(buf: &mut Vec<u8>, s: &str) {
+    flamehouse_udf::rowbinary::push_string(buf, s.as_bytes());
 }
 
 /// A table row with a RowBinary encoding in declared column order.

@@ -1,6 +1,7 @@
 //! Encoding results in TabSeparated or RowBinary.
 
 use super::Format;
+use crate::rowbinary;
 use std::io::{self, Write};
 
 /// An encoder over the process's output stream.
@@ -27,12 +28,11 @@ impl<W: Write> Output<W> {
     }
 
     fn uleb(&mut self, v: u64) -> io::Result<()> {
-        uleb(&mut self.w, v)
+        rowbinary::write_uleb(&mut self.w, v)
     }
 
     fn rb_str(&mut self, s: &[u8]) -> io::Result<()> {
-        self.uleb(s.len() as u64)?;
-        self.w.write_all(s)
+        rowbinary::write_string(&mut self.w, s)
     }
 
     fn int(&mut self, v: i64) -> io::Result<()> {
@@ -135,19 +135,7 @@ fn node_row<W: Write>(
             // a buffered writer are a large part of a big tree's output.
             let mut head = [0u8; 14];
             head[..4].copy_from_slice(&level.to_le_bytes());
-            let mut k = 4;
-            let mut n = label.len() as u64;
-            loop {
-                let b = (n & 0x7f) as u8;
-                n >>= 7;
-                if n == 0 {
-                    head[k] = b;
-                    k += 1;
-                    break;
-                }
-                head[k] = b | 0x80;
-                k += 1;
-            }
+            let k = 4 + rowbinary::uleb_into(&mut head[4..], label.len() as u64);
             w.write_all(&head[..k])?;
             w.write_all(label)?;
             let mut tail = [0u8; 32];
@@ -183,23 +171,6 @@ fn node_row<W: Write>(
     }
 }
 
-fn uleb<W: Write>(w: &mut W, mut v: u64) -> io::Result<()> {
-    let mut buf = [0u8; 10];
-    let mut i = 0;
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            buf[i] = b;
-            i += 1;
-            break;
-        }
-        buf[i] = b | 0x80;
-        i += 1;
-    }
-    w.write_all(&buf[..i])
-}
-
 impl<W: Write> Output<W> {
     /// One tree (or diff) array value whose rows `build` streams to the
     /// given callbacks, encoded as they come, never as row structs, straight
@@ -233,7 +204,7 @@ impl<W: Write> Output<W> {
                 Format::TabSeparated if n > 0 => w.write_all(b",")?,
                 Format::TabSeparated => {}
                 Format::RowBinary if n == 0 => match announced.get() {
-                    Some(rows) => uleb(w, rows)?,
+                    Some(rows) => rowbinary::write_uleb(w, rows)?,
                     None => {
                         return Err(crate::Error::Internal(
                             "tree rows before their count".into(),

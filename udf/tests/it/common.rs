@@ -1,5 +1,6 @@
 //! Shared strategies, independent reference implementations and checks.
 
+use flamehouse_fixtures::testing;
 use flamehouse_udf::options::{DiffOptions, FilterOptions, TreeOptions};
 use flamehouse_udf::samples::Samples;
 use flamehouse_udf::tree::{DiffRow, TreeRow};
@@ -19,10 +20,10 @@ pub const VOCAB: &[&[u8]] = &[
 /// Literal patterns for focus/exclude (escaped before use as regexes).
 const PATTERNS: &[&str] = &["a", "b", "d", "0x", "unknown", "zzz"];
 
-pub type Stack = Vec<Vec<u8>>;
+pub type Stack = testing::Stack;
 pub type RawSamples = Vec<(Stack, i64)>;
 /// `path -> (value, self)`, both sides.
-pub type PathValues = HashMap<Stack, ([i64; 2], [i64; 2])>;
+pub use flamehouse_fixtures::testing::PathValues;
 
 pub fn to_samples(raw: &RawSamples) -> Samples {
     let mut s = Samples::new();
@@ -206,173 +207,80 @@ impl TreeSpec {
     }
 }
 
-/// A tree or diff row with both sides (side 1 is 0 for a single tree).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub level: u32,
-    pub label: Vec<u8>,
-    pub value: [i64; 2],
-    pub self_: [i64; 2],
+/// A tree or diff row with both sides (side 1 is 0 for a single tree): the
+/// workspace's shared test row.
+pub use flamehouse_fixtures::testing::{RefNode, TreeRow as Row};
+
+/// The library's rows as the shared test rows.
+pub trait AsRow {
+    fn as_row(&self) -> Row;
 }
 
-impl From<&TreeRow> for Row {
-    fn from(r: &TreeRow) -> Row {
+impl AsRow for TreeRow {
+    fn as_row(&self) -> Row {
         Row {
-            level: r.level,
-            label: r.label.clone(),
-            value: [r.value, 0],
-            self_: [r.self_, 0],
+            level: self.level,
+            label: self.label.clone(),
+            value: [self.value, 0],
+            self_: [self.self_, 0],
         }
     }
 }
 
-impl From<&DiffRow> for Row {
-    fn from(r: &DiffRow) -> Row {
+impl AsRow for DiffRow {
+    fn as_row(&self) -> Row {
         Row {
-            level: r.level,
-            label: r.label.clone(),
-            value: [r.value, r.value_right],
-            self_: [r.self_, r.self_right],
+            level: self.level,
+            label: self.label.clone(),
+            value: [self.value, self.value_right],
+            self_: [self.self_, self.self_right],
         }
     }
 }
 
-pub fn rows<T>(rows: &[T]) -> Vec<Row>
-where
-    for<'a> &'a T: Into<Row>,
-{
-    rows.iter().map(Into::into).collect()
+pub fn rows<T: AsRow>(rows: &[T]) -> Vec<Row> {
+    rows.iter().map(AsRow::as_row).collect()
 }
 
-/// Children of every row, from the levels of a pre-order listing.
+fn fail(e: String) -> TestCaseError {
+    TestCaseError::fail(e)
+}
+
 fn children(rows: &[Row]) -> Result<Vec<Vec<usize>>, TestCaseError> {
-    let mut kids = vec![Vec::new(); rows.len()];
-    let mut open: Vec<usize> = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
-        prop_assert!(
-            r.level as usize <= open.len(),
-            "row {} jumps to level {}",
-            i,
-            r.level
-        );
-        open.truncate(r.level as usize);
-        if let Some(&p) = open.last() {
-            kids[p].push(i);
-        }
-        open.push(i);
-    }
-    Ok(kids)
+    testing::children(rows).map_err(fail)
 }
 
-/// The frame invariants: one level-0 root first, pre-order levels,
-/// `value = self + sum(children)` on both sides, siblings by descending
-/// key (value, or value + valueRight for a diff), ties by label bytes.
+/// The frame invariants ([`testing::check_tree_rows`]): one level-0 root
+/// first, pre-order levels, `value = self + sum(children)` on both sides,
+/// distinct sibling labels, siblings by descending key (value, or value +
+/// valueRight for a diff), ties by label bytes.
 pub fn check_valid(rows: &[Row], diff: bool) -> Result<(), TestCaseError> {
-    prop_assert!(!rows.is_empty(), "no rows");
-    prop_assert_eq!(rows[0].level, 0);
-    for (i, w) in rows.windows(2).enumerate() {
-        prop_assert!(w[1].level >= 1, "second level-0 row at {}", i + 1);
-        prop_assert!(w[1].level <= w[0].level + 1, "level jump at {}", i + 1);
-    }
-    let kids = children(rows)?;
-    let key = |r: &Row| -> i128 {
-        if diff {
-            i128::from(r.value[0]) + i128::from(r.value[1])
-        } else {
-            i128::from(r.value[0])
-        }
-    };
-    for (i, r) in rows.iter().enumerate() {
-        for side in 0..2 {
-            let sum: i128 = kids[i]
-                .iter()
-                .map(|&c| i128::from(rows[c].value[side]))
-                .sum();
-            prop_assert_eq!(
-                i128::from(r.value[side]),
-                i128::from(r.self_[side]) + sum,
-                "value != self + children at row {} side {}",
-                i,
-                side
-            );
-        }
-        // No two siblings share a label: a real `other` frame and the
-        // pruned-remainder `[other]` row stay distinguishable.
-        let mut labels: Vec<&[u8]> = kids[i].iter().map(|&c| &rows[c].label[..]).collect();
-        labels.sort();
-        for w in labels.windows(2) {
-            prop_assert!(
-                w[0] != w[1],
-                "two siblings labelled {:?} under row {}",
-                w[0],
-                i
-            );
-        }
-        for w in kids[i].windows(2) {
-            let (a, b) = (&rows[w[0]], &rows[w[1]]);
-            prop_assert!(
-                key(a) > key(b) || (key(a) == key(b) && a.label <= b.label),
-                "siblings out of order: {:?} before {:?}",
-                a,
-                b
-            );
-        }
-    }
-    Ok(())
+    testing::check_tree_rows(rows, diff).map_err(fail)
 }
 
 /// Every row with its path (labels below the root).
 pub fn with_paths(rows: &[Row]) -> Vec<(Stack, &Row)> {
-    let mut path: Stack = Vec::new();
-    let mut out = Vec::new();
-    for r in rows {
-        if r.level == 0 {
-            path.clear();
-        } else {
-            path.truncate(r.level as usize - 1);
-            path.push(r.label.clone());
-        }
-        out.push((path.clone(), r));
-    }
-    out
+    testing::with_paths(rows)
 }
 
-/// Reference node: values and magnitude of one stack prefix.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RefNode {
-    pub value: [i64; 2],
-    pub self_: [i64; 2],
-    pub magnitude: u64,
-}
-
-/// The tree computed without a tree: every prefix of every filtered stack.
+/// The tree computed without a tree: every prefix of every filtered stack
+/// ([`testing::reference_tree`] on the samples `filter` keeps).
 pub fn reference_tree(sides: &[&RawSamples], filter: &FilterSpec) -> HashMap<Stack, RefNode> {
-    let mut m: HashMap<Stack, RefNode> = HashMap::new();
-    m.insert(Vec::new(), RefNode::default());
-    for (side, raw) in sides.iter().enumerate() {
-        for (stack, v) in raw.iter() {
-            let Some(stack) = filter.apply(stack) else {
-                continue;
-            };
-            for k in 0..=stack.len() {
-                let n = m.entry(stack[..k].to_vec()).or_default();
-                n.value[side] += v;
-                n.magnitude += v.unsigned_abs();
-            }
-            m.get_mut(&stack).unwrap().self_[side] += v;
-        }
-    }
-    m
+    let kept: Vec<RawSamples> = sides
+        .iter()
+        .map(|raw| {
+            raw.iter()
+                .filter_map(|(s, v)| Some((filter.apply(s)?, *v)))
+                .collect()
+        })
+        .collect();
+    let kept: Vec<&[(Stack, i64)]> = kept.iter().map(Vec::as_slice).collect();
+    testing::reference_tree(&kept)
 }
 
 /// `path -> (value, self)` of an output, failing on a duplicate path.
 pub fn path_map(rows: &[Row]) -> Result<PathValues, TestCaseError> {
-    let mut m = HashMap::new();
-    for (path, r) in with_paths(rows) {
-        let dup = m.insert(path.clone(), (r.value, r.self_));
-        prop_assert!(dup.is_none(), "duplicate path {:?}", path);
-    }
-    Ok(m)
+    testing::path_values(rows).map_err(fail)
 }
 
 pub fn ref_values(reference: &HashMap<Stack, RefNode>) -> HashMap<Stack, ([i64; 2], [i64; 2])> {

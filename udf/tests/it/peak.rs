@@ -4,79 +4,36 @@
 //! length is checked against the rows that follow it (the row count comes
 //! from a separate counting pass).
 
-use std::collections::HashSet;
+use crate::wire::uleb;
+use flamehouse_fixtures::testing;
 use std::io::Read;
 use std::process::{Command, Stdio};
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
-
-fn uleb(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-/// `n` distinct stacks, depth 10-40, most sharing a prefix with an earlier
-/// one, frames from 6,000 `module::verb_N` labels (the flame-graph bench's
-/// shape), encoded as `sides` UDF columns of `Array(Tuple(Array(String),
-/// Int64))` (the comparison: every other stack, then new ones), then an
-/// empty options map.
+/// `n` distinct stacks of the synthetic profile (depth 10-40, most
+/// sharing a prefix with an earlier one, frames from 6,000 `module::verb_N`
+/// labels: the flame-graph bench's shape), encoded as `sides` UDF columns
+/// of `Array(Tuple(Array(String), Int64))` (the comparison: every other
+/// stack), then an empty options map.
 fn input(n: usize, sides: usize) -> Vec<u8> {
-    let mut rng = Rng(7);
-    let mut seen = HashSet::new();
-    let mut stacks: Vec<Vec<u64>> = Vec::with_capacity(n);
-    while stacks.len() < n {
-        let depth = rng.range(10, 40) as usize;
-        let mut s = if !stacks.is_empty() && rng.range(0, 9) < 9 {
-            let base = &stacks[rng.range(0, stacks.len() as u64 - 1) as usize];
-            base[..rng.range(1, base.len().min(depth) as u64) as usize].to_vec()
-        } else {
-            vec![0]
-        };
-        while s.len() < depth {
-            s.push(rng.range(1, 6000));
-        }
-        if seen.insert(s.clone()) {
-            stacks.push(s);
-        }
-    }
+    let stacks = testing::synthetic_id_stacks(n, 10, 40, 7);
     let mut out = Vec::new();
-    let mut column = |out: &mut Vec<u8>, stacks: &[&Vec<u64>]| {
+    let mut label = String::new();
+    let mut column = |out: &mut Vec<u8>, stacks: &[&(Vec<u32>, i64)]| {
         uleb(out, stacks.len() as u64);
-        for s in stacks {
+        for (s, v) in stacks {
             uleb(out, s.len() as u64);
             for &id in s.iter() {
-                let label = format!("m{}::verb_{id}", id % 10);
+                testing::synthetic_label(id, &mut label);
                 uleb(out, label.len() as u64);
                 out.extend_from_slice(label.as_bytes());
             }
-            out.extend_from_slice(&(rng.range(1, 4096) as i64).to_le_bytes());
+            out.extend_from_slice(&v.to_le_bytes());
         }
     };
-    let all: Vec<&Vec<u64>> = stacks.iter().collect();
+    let all: Vec<&(Vec<u32>, i64)> = stacks.iter().collect();
     column(&mut out, &all);
     if sides == 2 {
-        let half: Vec<&Vec<u64>> = stacks.iter().step_by(2).collect();
+        let half: Vec<&(Vec<u32>, i64)> = stacks.iter().step_by(2).collect();
         column(&mut out, &half);
     }
     uleb(&mut out, 0);
@@ -85,12 +42,8 @@ fn input(n: usize, sides: usize) -> Vec<u8> {
 
 /// Runs `flamehouse-udf args` on `input`: peak RSS in bytes and stdout.
 fn run(args: &[&str], input: &[u8]) -> (u64, Vec<u8>) {
-    let dir = std::env::temp_dir().join(format!(
-        "flamehouse-udf-peak-{}-{}",
-        std::process::id(),
-        args[0]
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = testing::TempDir::new(&format!("udf-peak-{}", args[0]));
+    let dir = dir.path();
     let (inp, rss) = (dir.join("in"), dir.join("rss"));
     std::fs::write(&inp, input).unwrap();
     let mut child = Command::new("/usr/bin/time")
@@ -110,7 +63,6 @@ fn run(args: &[&str], input: &[u8]) -> (u64, Vec<u8>) {
         .trim()
         .parse()
         .unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     (kib * 1024, out)
 }
 
