@@ -146,3 +146,58 @@ pub fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Erro
     let path = path.into();
     move |cause| Error::File { path, cause }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::{self, binpb};
+    use std::path::Path;
+
+    /// A reader's error reaches the caller as its own variant, with the
+    /// reader's one-line message, said once in an `anyhow` chain.
+    #[test]
+    fn a_format_error_stays_typed_with_its_message() {
+        let inner = binpb::Error::RecordTooLarge {
+            path: "/p/app.binpb".into(),
+            offset: 1234,
+            len: 1 << 40,
+            max: 256 << 20,
+        };
+        let msg = inner.to_string();
+        let e = Error::from(formats::Error::from(inner));
+        assert!(matches!(
+            &e,
+            Error::Format(formats::Error::Binpb(binpb::Error::RecordTooLarge {
+                offset: 1234,
+                ..
+            }))
+        ));
+        assert_eq!(e.to_string(), msg);
+        assert_eq!(e.file(), Some(Path::new("/p/app.binpb")));
+        assert_eq!(format!("{:#}", anyhow::Error::from(e)), msg);
+        assert_eq!(
+            msg,
+            "/p/app.binpb: record at byte 1234: length prefix 1099511627776 exceeds the limit \
+             of 268435456 bytes (corrupt file?)"
+        );
+    }
+
+    #[test]
+    fn only_errors_about_a_file_name_it() {
+        let no_header = Error::NoHeader {
+            path: "/p/new.binpb".into(),
+            bytes: 5,
+        };
+        assert_eq!(no_header.file(), Some(Path::new("/p/new.binpb")));
+        assert_eq!(
+            no_header.to_string(),
+            "/p/new.binpb: no complete header record in 5 bytes (not a MemHawk .binpb file, or \
+             one still being written: use --watch)"
+        );
+        let query = Error::Query {
+            message: "Code: 60. Unknown table".into(),
+        };
+        assert_eq!(query.file(), None);
+        assert!(!query.names_file());
+    }
+}

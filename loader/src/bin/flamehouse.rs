@@ -195,8 +195,8 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         schema: SchemaArgs,
-        /// The files' format (default: detected from each file's first
-        /// bytes).
+        /// The files' format; when not given, each file's is detected from
+        /// its first bytes.
         #[arg(long, value_enum)]
         format: Option<flamehouse::formats::Format>,
         /// Follow the files as they grow (resumes where the last load
