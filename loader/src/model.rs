@@ -128,6 +128,9 @@ pub struct Source {
     pub start_ns: u64,
     /// Labels of every sample of the source.
     pub labels: Vec<Label>,
+    /// Sampling period, in the unit of the first value type (pprof's
+    /// `period`, perf's sample period); 0 when not sampled (MemHawk).
+    pub period: i64,
 }
 
 /// Samples at one time, in a compact layout: sample `i` is the stack

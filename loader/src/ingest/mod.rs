@@ -1,18 +1,18 @@
 //! The ingest pipeline: a profile file into the tables. The data path, one
 //! module per step:
 //!
-//! 1. [`read`]: the file's format reader ([`crate::formats`]) gives events
+//! 1. `read`: the file's format reader ([`crate::formats`]) gives events
 //!    of the neutral model ([`crate::model`]); the loop resumes, replays
 //!    and follows the file;
-//! 2. [`symbols`]: a new stack's frames through the [`crate::symbolize`]
+//! 2. `symbols`: a new stack's frames through the [`crate::symbolize`]
 //!    symbolizer, into frame rows;
-//! 3. [`intern`]: each distinct frame and stack into the dictionaries once;
-//! 4. per-source row logic: [`memhawk`] for sources whose values are as of
+//! 3. `intern`: each distinct frame and stack into the dictionaries once;
+//! 4. per-source row logic: `memhawk` for sources whose values are as of
 //!    a snapshot (per-trace absolute values into per-stack values and
 //!    deltas, totals);
-//! 5. [`batch`]: rows gathered into batches, sorted in key order, rolled up
+//! 5. `batch`: rows gathered into batches, sorted in key order, rolled up
 //!    per minute, with deduplication tokens;
-//! 6. [`writer`]: a batch into the tables in crash-safe order, on its own
+//! 6. `writer`: a batch into the tables in crash-safe order, on its own
 //!    thread; merges paused during the load; deleting a process.
 //!
 //! Progress (the byte offset after the last stored record) is written after

@@ -114,6 +114,7 @@ pub fn source(info: &ProcessInfo) -> Source {
         main_path: info.process_full_path.clone(),
         start_ns: info.start_timestamp,
         labels: Vec::new(),
+        period: 0,
     }
 }
 
