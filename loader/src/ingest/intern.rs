@@ -52,3 +52,43 @@ impl Interner {
         self.frames_seen.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(label: &str) -> FrameRow {
+        FrameRow {
+            frame_id: stable_hash(&[label.as_bytes()]),
+            label: label.into(),
+            function: label.into(),
+            file: String::new(),
+            line: 0,
+            module: String::new(),
+        }
+    }
+
+    /// A stack and each frame are queued once; a stack sharing frames with
+    /// an earlier one queues only its new frames.
+    #[test]
+    fn each_stack_and_frame_is_queued_once() {
+        let mut i = Interner::default();
+        let a: Vec<String> = vec!["main".into(), "f".into()];
+        let b: Vec<String> = vec!["main".into(), "g".into()];
+        let rows = |l: &[String]| l.iter().map(|x| row(x)).collect::<Vec<_>>();
+        let ida = i.intern(&a, &rows(&a));
+        assert_eq!(ida, stable_hash(&[b"main", b"f"]));
+        assert_eq!(i.intern(&a, &rows(&a)), ida);
+        let idb = i.intern(&b, &rows(&b));
+        assert_ne!(ida, idb);
+        let labels: Vec<&str> = i.pending_frames.iter().map(|f| f.label.as_str()).collect();
+        assert_eq!(labels, ["main", "f", "g"]);
+        assert_eq!(i.pending_stacks.len(), 2);
+        assert_eq!(i.pending_stacks[1].labels, b);
+        assert_eq!(i.frames(), 3);
+        // Replayed: dropped, and not queued again.
+        i.drop_pending();
+        assert_eq!(i.intern(&b, &rows(&b)), idb);
+        assert!(i.pending_frames.is_empty() && i.pending_stacks.is_empty());
+    }
+}

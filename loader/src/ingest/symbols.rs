@@ -60,3 +60,43 @@ pub(super) fn symbolize_stack(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Symbol;
+    use crate::symbolize::{Granularity, SymbolizerOptions};
+
+    /// Frames a profile names itself keep their module and get the label
+    /// of the granularity; addresses in no module get the absolute-address
+    /// fallback; the rows come out root first.
+    #[test]
+    fn named_frames_and_addresses_root_first() {
+        let mut sym = Symbolizer::new(SymbolizerOptions {
+            granularity: Granularity::FunctionFileLine,
+            ..SymbolizerOptions::default()
+        });
+        let stack = [
+            Frame::Address(0x1234),
+            Frame::Symbol(Symbol {
+                function: "handle".into(),
+                file: Some("/src/srv/handler.c".into()),
+                line: Some(42),
+                module: Some("srv".into()),
+            }),
+            Frame::Symbol(Symbol {
+                function: "main".into(),
+                ..Symbol::default()
+            }),
+        ];
+        let (mut labels, mut rows) = (vec!["stale".to_string()], Vec::new());
+        symbolize_stack(&mut sym, &stack, &mut labels, &mut rows);
+        assert_eq!(labels, ["main", "handle (handler.c:42)", "0x1234"]);
+        assert_eq!(rows[1].function, "handle");
+        assert_eq!(rows[1].file, "/src/srv/handler.c");
+        assert_eq!(rows[1].line, 42);
+        assert_eq!(rows[1].module, "srv");
+        assert_eq!(rows[0].module, "");
+        assert_eq!(rows[0].frame_id, stable_hash(&[b"main"]));
+    }
+}
