@@ -1,5 +1,6 @@
-//! The loader library's error type (the `binpb` decoder keeps its own, which
-//! converts into this one).
+//! The loader library's error type. Format readers keep their own
+//! ([`crate::formats::Error`]), carried whole in [`Error::Format`] so the CLI
+//! and callers match on what went wrong, not on message text.
 
 use std::path::PathBuf;
 
@@ -44,10 +45,38 @@ pub enum Error {
     /// Anything from the stack functions' library.
     #[error(transparent)]
     Udf(#[from] flamehouse_udf::Error),
-    /// A profile could not be decoded (the message names the file and
-    /// byte offset).
-    #[error("{0}")]
-    Decode(String),
+    /// A profile could not be read: the format reader's error, whose
+    /// message names the file and the byte offset.
+    #[error(transparent)]
+    Format(#[from] crate::formats::Error),
+    /// The file ended before its first complete record (MemHawk's header):
+    /// no profile, or one just created and still being written.
+    #[error(
+        "{}: no complete header record in {bytes} bytes (not a MemHawk .binpb file, or one \
+         still being written: use --watch)",
+        path.display()
+    )]
+    NoHeader {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        bytes: u64,
+    },
+    /// A load of the process recorded a batch ending at `cut` (see
+    /// `load_intents`), but in this file no record ends there.
+    #[error(
+        "{}: record ending at byte {offset}: a load of this process recorded a batch ending at \
+         byte {cut}, which is not a record boundary here (another file with the same header?)",
+        path.display()
+    )]
+    BatchBoundary {
+        /// The file.
+        path: PathBuf,
+        /// End of the record that passed the boundary.
+        offset: u64,
+        /// The recorded end of the batch.
+        cut: u64,
+    },
     /// A name given for SQL (database, cluster) is not a plain identifier.
     #[error("invalid {what} {name:?}: {why}")]
     Ident {
@@ -86,21 +115,89 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the message already names the file it is about (file,
-    /// decoding and truncation errors), so a caller does not name it again.
+    /// The file the error is about, when its message names it (file,
+    /// format, header, batch and truncation errors), so a caller does not
+    /// name it again.
+    #[must_use]
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::File { path, .. }
+            | Error::NoHeader { path, .. }
+            | Error::BatchBoundary { path, .. }
+            | Error::Truncated { path, .. } => Some(path),
+            Error::Format(e) => Some(e.path()),
+            _ => None,
+        }
+    }
+
+    /// Whether the message already names the file it is about
+    /// ([`Error::file`]).
     #[must_use]
     pub fn names_file(&self) -> bool {
-        matches!(
-            self,
-            Error::File { .. } | Error::Decode(_) | Error::Truncated { .. }
-        )
+        self.file().is_some()
     }
 }
 
 /// Crate-wide result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Wraps an I/O error of `path` as [`Error::File`].
 pub fn file_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.into();
     move |cause| Error::File { path, cause }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::{self, binpb};
+    use std::path::Path;
+
+    /// A reader's error reaches the caller as its own variant, with the
+    /// reader's one-line message, said once in an `anyhow` chain.
+    #[test]
+    fn a_format_error_stays_typed_with_its_message() {
+        let inner = binpb::Error::RecordTooLarge {
+            path: "/p/app.binpb".into(),
+            offset: 1234,
+            len: 1 << 40,
+            max: 256 << 20,
+        };
+        let msg = inner.to_string();
+        let e = Error::from(formats::Error::from(inner));
+        assert!(matches!(
+            &e,
+            Error::Format(formats::Error::Binpb(binpb::Error::RecordTooLarge {
+                offset: 1234,
+                ..
+            }))
+        ));
+        assert_eq!(e.to_string(), msg);
+        assert_eq!(e.file(), Some(Path::new("/p/app.binpb")));
+        assert_eq!(format!("{:#}", anyhow::Error::from(e)), msg);
+        assert_eq!(
+            msg,
+            "/p/app.binpb: record at byte 1234: length prefix 1099511627776 exceeds the limit \
+             of 268435456 bytes (corrupt file?)"
+        );
+    }
+
+    #[test]
+    fn only_errors_about_a_file_name_it() {
+        let no_header = Error::NoHeader {
+            path: "/p/new.binpb".into(),
+            bytes: 5,
+        };
+        assert_eq!(no_header.file(), Some(Path::new("/p/new.binpb")));
+        assert_eq!(
+            no_header.to_string(),
+            "/p/new.binpb: no complete header record in 5 bytes (not a MemHawk .binpb file, or \
+             one still being written: use --watch)"
+        );
+        let query = Error::Query {
+            message: "Code: 60. Unknown table".into(),
+        };
+        assert_eq!(query.file(), None);
+        assert!(!query.names_file());
+    }
 }

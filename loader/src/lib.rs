@@ -1,22 +1,19 @@
 //! flamehouse: load profiles into ClickHouse and query flame graphs.
 //!
-//! - [`engine`]: the embedded ClickHouse engine (chDB) with the flamehouse
-//!   functions registered;
-//! - [`demo`]: the generated demo profile and the flame-graph outputs of the
-//!   README's first command;
-//! - [`binpb`]: the MemHawk `.binpb` snapshot-stream decoder;
-//! - [`symbolize`]: module map and DWARF/ELF symbolizer for stack addresses;
-//! - [`fixture`]: generator of realistic `.binpb` fixtures from a compiled
-//!   workload binary;
-//! - [`server`]: the backend for a ClickHouse server over HTTP;
-//! - [`ident`]: validated SQL identifiers (database, cluster);
-//! - [`error`]: the crate's error type.
+//! The data path, one module each: [`formats`] (one reader per input
+//! format, producing the neutral [`model`]) -> [`symbolize`] (addresses to
+//! functions, against format-neutral mappings) -> [`ingest`] (interning,
+//! per-source row logic, batches, the writer) -> [`storage`] (the embedded
+//! engine, the server client, schema, row encoding, identifiers). Reading
+//! back: [`flame`] (queries and outputs), [`render`] (SVG), [`grafana`]
+//! (the dashboards pack). [`error`] is the crate's error type.
 
 pub mod error;
 pub mod flame;
 pub mod formats;
 pub mod grafana;
 pub mod ingest;
+pub mod model;
 pub mod render;
 pub mod storage;
 pub mod symbolize;

@@ -958,7 +958,34 @@ fn non_memhawk_inputs_say_what_they_look_like() {
         );
         assert!(f.stderr.contains(want), "{}: {}", file.display(), f.stderr);
         assert!(!f.stderr.contains("length prefix"), "{}", f.stderr);
+        // Forcing the format gives the same one line as detecting it.
+        let forced = run_fail(&[
+            "load",
+            "--format",
+            "binpb",
+            "--data",
+            data.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(forced.code, Some(1));
+        assert_eq!(forced.stderr, f.stderr);
     }
+    // An unknown format is refused before anything is read, with the
+    // formats there are.
+    let f = run_fail(&[
+        "load",
+        "--format",
+        "pprof",
+        "--data",
+        data.to_str().unwrap(),
+        real.as_str(),
+    ]);
+    assert_eq!(f.code, Some(2), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("invalid value 'pprof'") && f.stderr.contains("binpb"),
+        "{}",
+        f.stderr
+    );
     assert_eq!(
         run(&data, &["sql", "SELECT count() FROM flamehouse.processes"]),
         "0\n"

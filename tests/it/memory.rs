@@ -16,8 +16,9 @@
 //! tail and a corrupted record, resuming a file that grew, and `init` twice.
 
 use super::memhawk;
-use flamehouse::formats::binpb::{AllocSummary, ElfInfo, ProcessInfo, Segment};
+use flamehouse::formats::binpb::{AllocSummary, ProcessInfo};
 use flamehouse::ingest::{load_file, LoadOptions, LoadSummary, PROFILER_LABEL};
+use flamehouse::model::Mapping;
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
@@ -114,17 +115,24 @@ impl Replay {
         let mut latest: HashMap<u32, Vals> = HashMap::new();
         for (s, start, end) in &file.snapshots {
             if !s.loaded_so.is_empty() {
-                let modules: Vec<ElfInfo> = s
+                // MemHawk's module rule, written out: each non-empty
+                // segment at bias + p_vaddr, a start that overflows dropped.
+                let modules: Vec<Mapping> = s
                     .loaded_so
                     .iter()
-                    .map(|m| ElfInfo {
-                        filename: m.filename.clone(),
-                        addr: m.bias,
-                        segments: m
+                    .map(|m| Mapping {
+                        path: m.filename.clone(),
+                        bias: m.bias,
+                        ranges: m
                             .segments
                             .iter()
-                            .map(|&(addr, size)| Segment { addr, size })
+                            .filter(|&&(_, size)| size > 0)
+                            .filter_map(|&(addr, size)| {
+                                let start = m.bias.checked_add(addr)?;
+                                Some(start..start.saturating_add(size))
+                            })
                             .collect(),
+                        ..Mapping::default()
                     })
                     .collect();
                 let main = PathBuf::from(&h.full_path);

@@ -195,6 +195,10 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         schema: SchemaArgs,
+        /// The files' format; when not given, each file's is detected from
+        /// its first bytes.
+        #[arg(long, value_enum)]
+        format: Option<flamehouse::formats::Format>,
         /// Follow the files as they grow (resumes where the last load
         /// stopped), like `tail -F`: a file replaced at the same path
         /// (rotation) is followed and loaded as the process its header names;
@@ -390,6 +394,7 @@ fn run() -> anyhow::Result<()> {
         Command::Load {
             files,
             schema,
+            format,
             watch,
             idle_exit,
             replace,
@@ -414,10 +419,13 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 main_binary: binary,
-                reader: flamehouse::formats::binpb::ReaderOptions {
-                    max_record_len: max_record_mib.saturating_mul(1 << 20),
-                    max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
+                read: flamehouse::formats::ReadOptions {
+                    binpb: flamehouse::formats::binpb::ReaderOptions {
+                        max_record_len: max_record_mib.saturating_mul(1 << 20),
+                        max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
+                    },
                 },
+                format,
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
                 replace,

@@ -1,4 +1,5 @@
-//! Symbolization of MemHawk stack addresses.
+//! Symbolization of stack addresses against format-neutral mappings
+//! ([`crate::model::Mapping`]: every format converts its own module records).
 //!
 //! - [`ModuleMap`] maps an absolute address to its loaded module and the
 //!   module-relative address (`addr - load bias`), following the rule of
@@ -19,12 +20,17 @@
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use flamehouse::formats::binpb::ElfInfo;
+//! use flamehouse::model::Mapping;
 //! use flamehouse::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 //!
-//! # let loaded_so: Vec<ElfInfo> = Vec::new();
+//! let mappings = vec![Mapping {
+//!     path: "/usr/lib/libc.so.6".into(),
+//!     bias: 0x7f00_0000_0000,
+//!     ranges: vec![0x7f00_0000_1000..0x7f00_0010_0000],
+//!     ..Mapping::default()
+//! }];
 //! let mut symbolizer = Symbolizer::new(SymbolizerOptions::default());
-//! symbolizer.set_modules(ModuleMap::new(&loaded_so, Some(Path::new("/usr/bin/app"))));
+//! symbolizer.set_modules(ModuleMap::new(&mappings, Some(Path::new("/usr/bin/app"))));
 //! for frame in symbolizer.symbolize(0x5555_5555_5123) {
 //!     println!("{}", frame.label);
 //! }
@@ -150,6 +156,8 @@ pub enum FrameSource {
     /// Nothing: the name is `module+0xOFFSET`, or `0xADDR` for an address in
     /// no module.
     Unsymbolized,
+    /// The profile itself named the frame ([`Symbolizer::named_frame`]).
+    Profile,
 }
 
 /// One frame of a symbolized address.
@@ -465,6 +473,20 @@ impl Symbolizer {
             }
             None => vec![self.frame(fallback(), None, None, false, FrameSource::Unsymbolized)],
         }
+    }
+
+    /// The frame of a function the profile names itself (a
+    /// [`crate::model::Symbol`]), labelled at the symbolizer's granularity
+    /// like a symbolized address.
+    #[must_use]
+    pub fn named_frame(&self, function: &str, file: Option<&str>, line: Option<u32>) -> Frame {
+        self.frame(
+            function.to_owned(),
+            file.map(str::to_owned),
+            line,
+            false,
+            FrameSource::Profile,
+        )
     }
 
     fn frame(

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::formats::binpb::ElfInfo;
+use crate::model::Mapping;
 
 /// The name MemHawk gives the main program when it does not write an empty
 /// one.
 pub const PROC_SELF_EXE: &str = "/proc/self/exe";
 
-/// One loaded module of a profile (one `ElfInfo` entry).
+/// One loaded module of a profile (one [`Mapping`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
     /// The module name exactly as the profile gives it (may be empty or
@@ -25,11 +25,9 @@ pub struct Module {
     /// Whether `path` is already a path on this machine (a main program
     /// binary the user named), which the sysroot does not prefix.
     pub on_host: bool,
-    /// The load bias (`dlpi_addr`).
+    /// The load bias (absolute address minus file address).
     pub bias: u64,
-    /// The module's segments as half-open absolute ranges
-    /// `bias + p_vaddr .. bias + p_vaddr + p_memsz` (empty segments dropped,
-    /// ranges clamped at `u64::MAX`).
+    /// The module's half-open absolute ranges ([`Mapping::ranges`]).
     pub ranges: Vec<(u64, u64)>,
 }
 
@@ -61,7 +59,7 @@ impl Module {
 ///
 /// Lookup rule (shared/reference/binpb-format.md, "Semantics that matter"):
 /// among the modules whose load bias is not above the address and one of
-/// whose segments (`bias + p_vaddr .. + p_memsz`) contains it, take the one
+/// whose ranges (MemHawk: segments `bias + p_vaddr .. + p_memsz`) contains it, take the one
 /// with the largest bias; the module-relative address is `addr - bias`.
 /// Modules with equal biases are tried in profile order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,38 +77,30 @@ pub fn is_main_program(filename: &str) -> bool {
 }
 
 impl ModuleMap {
-    /// Builds the map from a snapshot's `loaded_so`. `main_program` is the
-    /// main program's path (the header's `processFullPath`); it replaces an
-    /// empty module name or `/proc/self/exe`.
+    /// Builds the map from a profile's mappings (format-neutral: each
+    /// format converts its own module records). `main_program` is the main
+    /// program's path (MemHawk's `processFullPath`); it replaces an empty
+    /// module name or `/proc/self/exe`.
     #[must_use]
-    pub fn new(loaded_so: &[ElfInfo], main_program: Option<&Path>) -> Self {
-        let modules = loaded_so
+    pub fn new(mappings: &[Mapping], main_program: Option<&Path>) -> Self {
+        let modules = mappings
             .iter()
-            .map(|elf| {
-                let is_main = is_main_program(&elf.filename);
+            .map(|m| {
+                let is_main = is_main_program(&m.path);
                 let path = if is_main {
                     main_program
                         .filter(|p| !p.as_os_str().is_empty())
                         .map(Path::to_path_buf)
                 } else {
-                    Some(PathBuf::from(&elf.filename))
+                    Some(PathBuf::from(&m.path))
                 };
-                let ranges = elf
-                    .segments
-                    .iter()
-                    .filter(|seg| seg.size > 0)
-                    .filter_map(|seg| {
-                        let start = elf.addr.checked_add(seg.addr)?;
-                        Some((start, start.saturating_add(seg.size)))
-                    })
-                    .collect();
                 Module {
-                    filename: elf.filename.clone(),
+                    filename: m.path.clone(),
                     path,
                     is_main,
                     on_host: false,
-                    bias: elf.addr,
-                    ranges,
+                    bias: m.bias,
+                    ranges: m.ranges.iter().map(|r| (r.start, r.end)).collect(),
                 }
             })
             .collect::<Vec<_>>();
@@ -176,7 +166,7 @@ impl ModuleMap {
     }
 
     /// The module at `index` (as returned by [`ModuleMap::lookup`], the
-    /// position in `loaded_so`).
+    /// position in the mappings).
     #[must_use]
     pub fn module(&self, index: usize) -> Option<&Module> {
         self.modules.get(index)

@@ -429,7 +429,13 @@ fn hand_encoded_stream_decodes_value_by_value() {
 
     // The two libc entries sharing a path: an address in the second
     // entry's segment maps to libc at bias 0x7fff_f7d8_0000.
-    let map = ModuleMap::new(&s0.loaded_so, Some(Path::new("/usr/bin/app")));
+    let map = ModuleMap::new(
+        &s0.loaded_so
+            .iter()
+            .map(super::profile::mapping)
+            .collect::<Vec<_>>(),
+        Some(Path::new("/usr/bin/app")),
+    );
     let (module, rel) = map.lookup(0x7fff_f7da_9d8f).expect("in libc");
     assert_eq!(
         map.module(module).unwrap().filename,

@@ -10,7 +10,10 @@
 //!   [`ProcessInfo`] header and then one [`Snapshot`] at a time, with bounded
 //!   memory, torn-tail detection for live files and refusal of the older
 //!   wire-incompatible variant;
-//! - [`dict`]: [`Dictionaries`], the incremental frame/trace id dictionaries.
+//! - [`dict`]: [`Dictionaries`], the incremental frame/trace id dictionaries;
+//! - [`profile`]: the format in the neutral model ([`Binpb`], the
+//!   [`crate::formats::ProfileReader`] of [`BinpbReader`], `ElfInfo` to
+//!   [`crate::model::Mapping`]).
 //!
 //! The encoder that writes the same framing (for fixtures and tests) is
 //! `flamehouse_fixtures::binpb_writer`, outside the production library.
@@ -55,6 +58,7 @@
 //! ```
 
 pub mod dict;
+pub mod profile;
 pub mod proto;
 pub mod reader;
 
@@ -65,6 +69,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use dict::{Dictionaries, DictionaryError};
+pub use profile::{Binpb, PROFILER_LABEL, VALUE_TYPES};
 pub use proto::{
     is_profiler_trace, AllocSummary, ElfInfo, ProcessInfo, Segment, Snapshot, Stacktrace,
     StacktracePtr, TracedAllocSummary, PROFILER_TRACE_BIT,

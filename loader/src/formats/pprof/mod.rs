@@ -141,9 +141,23 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The file the error is about.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Io { path, .. }
+            | Error::Gzip { path, .. }
+            | Error::TooLarge { path, .. }
+            | Error::Protobuf { path, .. }
+            | Error::Invalid { path, .. } => path,
+        }
+    }
+}
+
 impl From<Error> for crate::Error {
     fn from(e: Error) -> Self {
-        crate::Error::Decode(e.to_string())
+        crate::Error::Format(super::Error::Pprof(e))
     }
 }
 
