@@ -12,6 +12,7 @@
 //! - [`ident`]: validated SQL identifiers (database, cluster);
 //! - [`error`]: the crate's error type.
 
+pub mod continuous_query;
 pub mod error;
 pub mod flame;
 pub mod formats;

@@ -21,6 +21,7 @@
 //! now. A process can be deleted ([`delete_process`], `load --replace`) and
 //! loaded again under the next generation.
 
+pub mod continuous;
 use crate::error::{Error, Result};
 use crate::formats::binpb::{self, BinpbReader, Record, Snapshot};
 use crate::storage::ident::Ident;
