@@ -460,8 +460,11 @@ pub fn pprof_rows(
             .num_labels
             .iter()
             .map(|n| {
-                if let Some(u) = &n.unit {
-                    num_units.entry(n.key.clone()).or_insert_with(|| u.clone());
+                let unit = num_units.entry(n.key.clone()).or_default();
+                if unit.is_empty() {
+                    if let Some(u) = &n.unit {
+                        unit.clone_from(u);
+                    }
                 }
                 (n.key.clone(), n.value)
             })
@@ -480,6 +483,16 @@ pub fn pprof_rows(
         }
     }
 
+    // pprof's `NumLabelUnits`: a key never given a unit is in bytes when it
+    // is `alignment` or `request`, else its own unit (`bytes` -> bytes).
+    for (key, unit) in &mut num_units {
+        if unit.is_empty() {
+            *unit = match key.as_str() {
+                "alignment" | "request" => "bytes".to_string(),
+                k => k.to_string(),
+            };
+        }
+    }
     let series_ids: Vec<Vec<u64>> = types
         .iter()
         .map(|t| label_sets.iter().map(|l| series_id(t, l)).collect())
