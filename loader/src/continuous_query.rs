@@ -443,9 +443,8 @@ pub fn diff_sql(
         t = table(source),
         ty = sql_string(&a.profile_type),
     );
-    let from = format!(
-        "({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id"
-    );
+    let from =
+        format!("({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id");
     let norm = if normalize { "1" } else { "0" };
     Ok(flame_rows(
         &format!(
@@ -648,7 +647,12 @@ pub fn profile_list_sql(
 /// Label keys and values of a type in a range with the number of series
 /// having each (the pickers' source): `(key, value, series)`.
 #[must_use]
-pub fn label_values_sql(opts: &QueryOptions, profile_type: &str, from_ms: i64, to_ms: i64) -> String {
+pub fn label_values_sql(
+    opts: &QueryOptions,
+    profile_type: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> String {
     let db = &opts.database;
     format!(
         "SELECT key, value, uniqExact(series_id) AS series FROM {db}.cp_label_values \
@@ -666,17 +670,32 @@ mod tests {
 
     #[test]
     fn selectors_parse() {
-        let s = Selector::parse(
-            r#"{service="api", version=~"1\\.4.*", host!="a", region!~"eu.*"}"#,
-        )
-        .unwrap();
+        let s =
+            Selector::parse(r#"{service="api", version=~"1\\.4.*", host!="a", region!~"eu.*"}"#)
+                .unwrap();
         assert_eq!(
             s.matchers,
             vec![
-                Matcher { key: "service".into(), op: MatchOp::Eq, value: "api".into() },
-                Matcher { key: "version".into(), op: MatchOp::Re, value: r"1\.4.*".into() },
-                Matcher { key: "host".into(), op: MatchOp::Ne, value: "a".into() },
-                Matcher { key: "region".into(), op: MatchOp::NotRe, value: "eu.*".into() },
+                Matcher {
+                    key: "service".into(),
+                    op: MatchOp::Eq,
+                    value: "api".into()
+                },
+                Matcher {
+                    key: "version".into(),
+                    op: MatchOp::Re,
+                    value: r"1\.4.*".into()
+                },
+                Matcher {
+                    key: "host".into(),
+                    op: MatchOp::Ne,
+                    value: "a".into()
+                },
+                Matcher {
+                    key: "region".into(),
+                    op: MatchOp::NotRe,
+                    value: "eu.*".into()
+                },
             ]
         );
         assert_eq!(Selector::parse("{}").unwrap(), Selector::all());
@@ -720,6 +739,9 @@ mod tests {
             selector: Selector::all(),
         };
         assert_eq!(sel(DEFAULT_ROLLUP_AFTER_SECONDS).source(&o), Source::Raw);
-        assert_eq!(sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o), Source::Rollup);
+        assert_eq!(
+            sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o),
+            Source::Rollup
+        );
     }
 }

@@ -298,7 +298,12 @@ fn now_ms() -> i64 {
 }
 
 /// Loads `file` under service `service` (plus `labels`); its time, ms.
-fn load_as(db: &str, file: &str, service: &str, labels: &[(&str, &str)]) -> (ContinuousSummary, i64) {
+fn load_as(
+    db: &str,
+    file: &str,
+    service: &str,
+    labels: &[(&str, &str)],
+) -> (ContinuousSummary, i64) {
     let opts = ContinuousOptions {
         service: Some(service.into()),
         // An hour ago: the committed profiles' own times fall out of the
@@ -336,7 +341,11 @@ fn top_functions_equal_go_tool_pprof_top_for_every_sample_type() {
             let svc = format!("{{service=\"{p}\"}}");
             let raw = around(ty, ms, &svc);
             assert_eq!(raw.source(&o), Source::Raw);
-            assert_eq!(top(&top_functions_sql(&o, &raw, None, 0).unwrap()), want, "{p} {ty}");
+            assert_eq!(
+                top(&top_functions_sql(&o, &raw, None, 0).unwrap()),
+                want,
+                "{p} {ty}"
+            );
             let long = Selection {
                 from_ms: ms - 86_400_000,
                 to_ms: ms + 86_400_000,
@@ -378,7 +387,11 @@ fn flame_graph_stacks_equal_go_tool_pprof_traces() {
             let traces = parse_traces(&golden(&format!("{p}.traces.{kind}.txt")));
             assert!(traces.len() > 5, "{p} {kind}");
             let want = per_stack(&traces, |_| true);
-            let t = tree(&flame_sql(&o, &around(ty, ms, &format!("{{service=\"{p}\"}}")), 0));
+            let t = tree(&flame_sql(
+                &o,
+                &around(ty, ms, &format!("{{service=\"{p}\"}}")),
+                0,
+            ));
             assert_eq!(selves(&t), want, "{p} {ty}");
             let (_, total) = parse_top(&golden(&format!("{p}.top.{kind}.txt")));
             assert_eq!(t[&Vec::<String>::new()][0], total, "{p} {ty}: root");
@@ -398,7 +411,10 @@ fn selectors_equal_go_tool_pprof_tagfocus() {
     let (want, _) = parse_top(&golden("cpu.tagfocus.handler_a.top.txt"));
     let sel = around(CPU, ms, r#"{handler="a"}"#);
     assert_eq!(top(&top_functions_sql(&o, &sel, None, 0).unwrap()), want);
-    let want = per_stack(&parse_traces(&golden("cpu.tagfocus.version_1.4.2.traces.txt")), |_| true);
+    let want = per_stack(
+        &parse_traces(&golden("cpu.tagfocus.version_1.4.2.traces.txt")),
+        |_| true,
+    );
     assert!(!want.is_empty());
     assert_eq!(
         top(&top_functions_sql(&o, &around(CPU, ms, r#"{version="1.4.2"}"#), None, 0).unwrap()),
@@ -413,12 +429,27 @@ fn selectors_equal_go_tool_pprof_tagfocus() {
         assert_eq!(selves(&t), want, "{s}");
     }
     let all = parse_traces(&golden("cpu.traces.cpu.txt"));
-    let label = |t: &Trace, k: &str| t.labels.get(k).cloned().unwrap_or_default();
-    let cases: Vec<(&str, Box<dyn Fn(&Trace) -> bool>)> = vec![
-        (r#"{handler!="a"}"#, Box::new(|t| label(t, "handler") != "a")),
-        (r#"{handler=""}"#, Box::new(|t| label(t, "handler").is_empty())),
-        (r#"{version!~"1\\.4\\.1"}"#, Box::new(|t| label(t, "version") != "1.4.1")),
-        (r#"{handler=~"a|b"}"#, Box::new(|t| !label(t, "handler").is_empty())),
+    fn label(t: &Trace, k: &str) -> String {
+        t.labels.get(k).cloned().unwrap_or_default()
+    }
+    type Keep = Box<dyn Fn(&Trace) -> bool>;
+    let cases: Vec<(&str, Keep)> = vec![
+        (
+            r#"{handler!="a"}"#,
+            Box::new(|t| label(t, "handler") != "a"),
+        ),
+        (
+            r#"{handler=""}"#,
+            Box::new(|t| label(t, "handler").is_empty()),
+        ),
+        (
+            r#"{version!~"1\\.4\\.1"}"#,
+            Box::new(|t| label(t, "version") != "1.4.1"),
+        ),
+        (
+            r#"{handler=~"a|b"}"#,
+            Box::new(|t| !label(t, "handler").is_empty()),
+        ),
         // Anchored: "1.4" alone matches no version.
         (r#"{version=~"1\\.4"}"#, Box::new(|_| false)),
         (r#"{region="eu-west"}"#, Box::new(|_| true)),
@@ -510,7 +541,14 @@ fn diffs_equal_go_tool_pprof_diff_base() {
         to_ms: to,
         selector: Selector::parse(s).unwrap(),
     };
-    let sql = diff_sql(&o, &sel(r#"{release="a"}"#), &sel(r#"{release="b"}"#), 0, false).unwrap();
+    let sql = diff_sql(
+        &o,
+        &sel(r#"{release="a"}"#),
+        &sel(r#"{release="b"}"#),
+        0,
+        false,
+    )
+    .unwrap();
     let t = tree(&sql);
     assert_eq!(diff_top(&t), want, "two selectors");
     // Two ranges: the same profiles an hour apart, no distinguishing label.
@@ -548,7 +586,10 @@ fn sandwich_equals_go_tool_pprof_peek() {
     let o = qopts(db);
     let (_, ms) = load_as(db, "cpu.pb.gz", "api", &[]);
     let sel = around(CPU, ms, "");
-    for (f, file) in [("main.fib", "cpu.peek.fib.txt"), ("main.hashLoop", "cpu.peek.hashLoop.txt")] {
+    for (f, file) in [
+        ("main.fib", "cpu.peek.fib.txt"),
+        ("main.hashLoop", "cpu.peek.hashLoop.txt"),
+    ] {
         let peek = parse_peek(&golden(file));
         let level1 = |t: &BTreeMap<Vec<String>, Vec<i64>>| -> BTreeMap<String, i64> {
             t.iter()
@@ -566,7 +607,13 @@ fn sandwich_equals_go_tool_pprof_peek() {
         assert_eq!(callees[&root][1], peek.flat, "{f} flat");
     }
     // The root is labelled with the function.
-    let rows = q(&sandwich_sql(&o, &sel, "main.fib", SandwichSide::Callers, 0));
+    let rows = q(&sandwich_sql(
+        &o,
+        &sel,
+        "main.fib",
+        SandwichSide::Callers,
+        0,
+    ));
     assert!(rows.starts_with("1\t0\tmain.fib\t"), "{rows}");
 }
 
@@ -586,7 +633,10 @@ fn top_functions_filter_keeps_global_shares() {
         let f: Vec<&str> = l.split('\t').collect();
         let (flat, cum) = want[f[0]];
         assert!(f[0] == "main.fib" || f[0] == "main.mix", "{l}");
-        assert_eq!((f[1].parse::<i64>().unwrap(), f[2].parse::<i64>().unwrap()), (flat, cum));
+        assert_eq!(
+            (f[1].parse::<i64>().unwrap(), f[2].parse::<i64>().unwrap()),
+            (flat, cum)
+        );
         let share: f64 = f[4].parse().unwrap();
         assert!((share - cum as f64 / total as f64).abs() < 1e-9, "{l}");
         n += 1;
@@ -620,13 +670,24 @@ fn series_lists_and_single_profiles() {
         })
         .collect();
     let (_, total) = parse_top(&golden("cpu.top.cpu.txt"));
-    assert_eq!(rows["a"], sum(&|t| t.labels.get("handler").is_some_and(|h| h == "a")));
-    assert_eq!(rows["b"], sum(&|t| t.labels.get("handler").is_some_and(|h| h == "b")));
+    assert_eq!(
+        rows["a"],
+        sum(&|t| t.labels.get("handler").is_some_and(|h| h == "a"))
+    );
+    assert_eq!(
+        rows["b"],
+        sum(&|t| t.labels.get("handler").is_some_and(|h| h == "b"))
+    );
     assert_eq!(rows.values().sum::<i64>(), total);
     assert!(by_label_sql(&o, &around(CPU, ms, ""), "a'b", 0).is_err());
     // Per-function totals: cum of the -top golden, in one step.
     let (want, _) = parse_top(&golden("cpu.top.cpu.txt"));
-    let sql = function_series_sql(&o, &around(CPU, ms, ""), &["main.fib", "main.hashLoop"], 3600);
+    let sql = function_series_sql(
+        &o,
+        &around(CPU, ms, ""),
+        &["main.fib", "main.hashLoop"],
+        3600,
+    );
     let got: BTreeMap<String, i64> = q(&sql)
         .lines()
         .map(|l| {
@@ -689,9 +750,15 @@ fn hostile_selectors_are_refused_or_quoted() {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
     let root = |s: &str| tree(&flame_sql(&o, &around(CPU, ms, s), 0))[&Vec::<String>::new()][0];
     assert_eq!(root(&format!("{{note=\"{}\"}}", esc(nasty))), total);
-    assert_eq!(root(&format!("{{note=~\"{}\"}}", esc(&regex::escape(nasty)))), total);
+    assert_eq!(
+        root(&format!("{{note=~\"{}\"}}", esc(&regex::escape(nasty)))),
+        total
+    );
     assert_eq!(root(&format!("{{note!=\"{}\"}}", esc(nasty))), 0);
-    assert_eq!(root(r#"{note="x'); DROP TABLE fh_cp_hostile.cp_samples; --"}"#), 0);
+    assert_eq!(
+        root(r#"{note="x'); DROP TABLE fh_cp_hostile.cp_samples; --"}"#),
+        0
+    );
     assert_eq!(root(r#"{handler="\\'"}"#), 0);
     for bad in [
         r#"{note="a"}'); DROP TABLE fh_cp_hostile.cp_samples; --"#,
@@ -704,7 +771,9 @@ fn hostile_selectors_are_refused_or_quoted() {
         assert!(e.starts_with("selector "), "{bad}: {e}");
     }
     assert_eq!(
-        q(&format!("SELECT count() FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%'")),
+        q(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%'"
+        )),
         "11\n"
     );
     assert!(q(&format!("SELECT count() FROM {db}.cp_samples")).trim() != "0");
@@ -727,11 +796,16 @@ fn loads_are_exact_and_retention_is_set() {
     };
     let s = load("cpu.pb.gz", &copts(db));
     let first = counts();
-    assert!(first.starts_with(&format!("{}\t", s.sample_rows)), "{first}");
+    assert!(
+        first.starts_with(&format!("{}\t", s.sample_rows)),
+        "{first}"
+    );
     load("cpu.pb.gz", &copts(db));
     load("cpu.pb", &copts(db)); // the same profile, raw: another file, another id
     assert_eq!(
-        q(&format!("SELECT uniqExact(profile_id), count() FROM {db}.cp_profiles")),
+        q(&format!(
+            "SELECT uniqExact(profile_id), count() FROM {db}.cp_profiles"
+        )),
         "2\t4\n"
     );
     // Same bytes again: nothing new.
@@ -741,14 +815,19 @@ fn loads_are_exact_and_retention_is_set() {
     // A corrupt file: one line naming it, nothing stored.
     let bad = std::env::temp_dir().join(format!("fh-cp-bad-{}.pb", std::process::id()));
     std::fs::write(&bad, b"\x0a\x05\x08\x01").unwrap();
-    let e = load_pprof(engine(), &bad, &copts(db)).unwrap_err().to_string();
+    let e = load_pprof(engine(), &bad, &copts(db))
+        .unwrap_err()
+        .to_string();
     let _ = std::fs::remove_file(&bad);
     assert!(e.contains(&bad.display().to_string()), "{e}");
     assert!(!e.contains('\n'), "{e}");
     assert_eq!(counts(), before);
     // Retention.
     let dbi: flamehouse::Ident = db.parse().unwrap();
-    assert_eq!(retention_days(engine(), &dbi).unwrap(), Some(DEFAULT_RETENTION_DAYS));
+    assert_eq!(
+        retention_days(engine(), &dbi).unwrap(),
+        Some(DEFAULT_RETENTION_DAYS)
+    );
     let so = SchemaOptions {
         database: dbi.clone(),
         cluster: None,
@@ -761,7 +840,10 @@ fn loads_are_exact_and_retention_is_set() {
          AND engine LIKE '%MergeTree' AND create_table_query LIKE '%ttl_only_drop_parts = 1%' \
          AND create_table_query LIKE '%PARTITION BY%' ORDER BY name"
     ));
-    assert_eq!(ttl, "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1m\ncp_series\n");
+    assert_eq!(
+        ttl,
+        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1m\ncp_series\n"
+    );
 }
 
 /// Profiles older than the retention are dropped as whole partitions:
@@ -779,10 +861,18 @@ fn expired_days_drop_whole_partitions() {
         };
         load_pprof(engine(), &dir().join("cpu.pb.gz"), &o).unwrap();
     }
-    for t in ["cp_samples", "cp_samples_1m", "cp_series", "cp_profiles", "cp_label_values"] {
+    for t in [
+        "cp_samples",
+        "cp_samples_1m",
+        "cp_series",
+        "cp_profiles",
+        "cp_label_values",
+    ] {
         q(&format!("OPTIMIZE TABLE {db}.{t} FINAL"));
         assert_eq!(
-            q(&format!("SELECT DISTINCT service FROM {db}.{t} ORDER BY service")),
+            q(&format!(
+                "SELECT DISTINCT service FROM {db}.{t} ORDER BY service"
+            )),
             "new\n",
             "{t}"
         );

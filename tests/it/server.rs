@@ -738,7 +738,10 @@ fn server_cli_flags_and_env_select_the_server() {
             ("CLICKHOUSE_DATABASE", "other"),
         ],
     );
-    assert!(out.contains("applied migrations [1, 2, 3, 4, 5, 6]"), "{out}");
+    assert!(
+        out.contains("applied migrations [1, 2, 3, 4, 5, 6]"),
+        "{out}"
+    );
     let reqs = server.finish();
     // The embedded engine was never opened.
     assert!(

@@ -517,8 +517,12 @@ pub fn pprof_rows(
         }
     }
     out.samples.sort_by(|a, b| {
-        (&a.profile_type, &a.service, a.series_id, a.stack_id)
-            .cmp(&(&b.profile_type, &b.service, b.series_id, b.stack_id))
+        (&a.profile_type, &a.service, a.series_id, a.stack_id).cmp(&(
+            &b.profile_type,
+            &b.service,
+            b.series_id,
+            b.stack_id,
+        ))
     });
     for (t, ty) in types.iter().enumerate() {
         for (set, labels) in label_sets.iter().enumerate() {
@@ -553,7 +557,13 @@ pub fn pprof_rows(
 }
 
 /// The ids among `ids` already in `db.table` (column `col`).
-fn known(backend: &dyn Backend, db: &Ident, table: &str, col: &str, ids: &[u64]) -> Result<HashSet<u64>> {
+fn known(
+    backend: &dyn Backend,
+    db: &Ident,
+    table: &str,
+    col: &str,
+    ids: &[u64],
+) -> Result<HashSet<u64>> {
     let mut out = HashSet::new();
     // Chunks keep each query text small.
     for chunk in ids.chunks(10_000) {
@@ -652,7 +662,11 @@ pub fn load_pprof(
     Ok(ContinuousSummary {
         source,
         profile_id: rows.profile_id,
-        types: rows.profiles.iter().map(|p| p.profile_type.clone()).collect(),
+        types: rows
+            .profiles
+            .iter()
+            .map(|p| p.profile_type.clone())
+            .collect(),
         sample_rows: rows.samples.len(),
         series: rows.series.len(),
         stacks: rows.stacks.len(),
@@ -715,8 +729,9 @@ pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> 
         "SELECT create_table_query FROM system.tables WHERE database = {} AND name = 'cp_samples'",
         sql_string(db.as_str())
     ))?;
-    let re = regex::Regex::new(r"TTL toDate\(ts\) \+ (?:toIntervalDay\((\d+)\)|INTERVAL (\d+) DAY)")
-        .expect("a valid regex");
+    let re =
+        regex::Regex::new(r"TTL toDate\(ts\) \+ (?:toIntervalDay\((\d+)\)|INTERVAL (\d+) DAY)")
+            .expect("a valid regex");
     Ok(re.captures(&q).and_then(|c| {
         c.get(1)
             .or_else(|| c.get(2))
@@ -748,9 +763,18 @@ mod tests {
         a.insert("service".to_string(), "api".to_string());
         let mut b = a.clone();
         b.insert("version".into(), "1".into());
-        assert_ne!(series_id("cpu:nanoseconds", &a), series_id("cpu:nanoseconds", &b));
-        assert_ne!(series_id("cpu:nanoseconds", &a), series_id("samples:count", &a));
-        assert_eq!(series_id("cpu:nanoseconds", &b), series_id("cpu:nanoseconds", &b.clone()));
+        assert_ne!(
+            series_id("cpu:nanoseconds", &a),
+            series_id("cpu:nanoseconds", &b)
+        );
+        assert_ne!(
+            series_id("cpu:nanoseconds", &a),
+            series_id("samples:count", &a)
+        );
+        assert_eq!(
+            series_id("cpu:nanoseconds", &b),
+            series_id("cpu:nanoseconds", &b.clone())
+        );
     }
 
     #[test]
