@@ -909,3 +909,37 @@ fn profile_time_is_the_files_own() {
         )
     );
 }
+
+/// `init --cluster` renders migration 6 with `ON CLUSTER` on every
+/// statement and a Replicated engine on every table, and the engine parses
+/// every rendered statement (it cannot run them: no keeper here).
+#[test]
+fn cluster_rendering_is_replicated_and_parses() {
+    let opts = SchemaOptions {
+        database: "fh_cp_cluster".parse().unwrap(),
+        cluster: Some("prod".parse().unwrap()),
+    };
+    let (_, name, sql) = flamehouse::storage::schema::MIGRATIONS
+        .iter()
+        .find(|(v, _, _)| *v == 6)
+        .unwrap();
+    assert_eq!(*name, "continuous");
+    let rendered = opts.render(sql);
+    assert!(!rendered.contains("{retention_days}"));
+    let stmts = flamehouse_udf::catalog::statements(&rendered);
+    let mut tables = 0;
+    for s in &stmts {
+        assert!(s.contains(" ON CLUSTER prod "), "{s}");
+        if s.starts_with("CREATE TABLE") {
+            tables += 1;
+            assert!(s.contains("ENGINE = Replicated"), "{s}");
+            assert!(
+                s.contains(&format!("INTERVAL {DEFAULT_RETENTION_DAYS} DAY")),
+                "{s}"
+            );
+        }
+        q(&format!("SELECT formatQuerySingleLine({})", lit(s)));
+    }
+    assert_eq!(tables, 5);
+    assert_eq!(stmts.len(), 11);
+}
