@@ -563,6 +563,33 @@ fn diffs_equal_go_tool_pprof_diff_base() {
     let range = |ms: i64| around(CPU, ms, r#"{service="timed"}"#);
     let sql = diff_sql(&o, &range(t0), &range(t0 + 3_600_000), 0, false).unwrap();
     assert_eq!(diff_top(&tree(&sql)), want, "two ranges");
+    // Long ranges (7-hour windows a day apart) read the rollup, one scan.
+    let d0 = now_ms() - 3 * 86_400_000;
+    let at = |ms: i64| ContinuousOptions {
+        service: Some("long".into()),
+        time_ns: Some(ms * 1_000_000),
+        ..copts(db)
+    };
+    load_pprof(engine(), &dir().join("cpu.pb.gz"), &at(d0 + 3_600_000)).unwrap();
+    load_pprof(
+        engine(),
+        &dir().join("cpu2.pb.gz"),
+        &at(d0 + 86_400_000 + 3_600_000),
+    )
+    .unwrap();
+    let win = |ms: i64| Selection {
+        profile_type: CPU.into(),
+        from_ms: ms,
+        to_ms: ms + 7 * 3_600_000,
+        selector: Selector::parse(r#"{service="long"}"#).unwrap(),
+    };
+    assert_eq!(win(d0).source(&o), Source::Rollup);
+    let sql = diff_sql(&o, &win(d0), &win(d0 + 86_400_000), 0, false).unwrap();
+    assert!(
+        sql.contains("cp_samples_1m") && !sql.contains("cp_samples "),
+        "{sql}"
+    );
+    assert_eq!(diff_top(&tree(&sql)), want, "two long ranges");
     // Normalized: the baseline scaled to the comparison's total.
     let sql = diff_sql(&o, &range(t0), &range(t0 + 3_600_000), 0, true).unwrap();
     let t = tree(&sql);
@@ -680,6 +707,19 @@ fn series_lists_and_single_profiles() {
     );
     assert_eq!(rows.values().sum::<i64>(), total);
     assert!(by_label_sql(&o, &around(CPU, ms, ""), "a'b", 0).is_err());
+    // The same from the rollup (a 2-day range), by hour.
+    let long = Selection {
+        from_ms: ms - 86_400_000,
+        to_ms: ms + 86_400_000,
+        ..around(CPU, ms, "")
+    };
+    assert_eq!(long.source(&o), Source::Rollup);
+    let mut from_rollup: BTreeMap<String, i64> = BTreeMap::new();
+    for l in q(&by_label_sql(&o, &long, "handler", 3600).unwrap()).lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        *from_rollup.entry(f[1].to_string()).or_default() += f[2].parse::<i64>().unwrap();
+    }
+    assert_eq!(from_rollup, rows);
     // Per-function totals: cum of the -top golden, in one step.
     let (want, _) = parse_top(&golden("cpu.top.cpu.txt"));
     let sql = function_series_sql(
@@ -697,6 +737,12 @@ fn series_lists_and_single_profiles() {
         .collect();
     assert_eq!(got["main.fib"], want["main.fib"].1);
     assert_eq!(got["main.hashLoop"], want["main.hashLoop"].1);
+    let sql = function_series_sql(&o, &long, &["main.fib"], 600);
+    let fib: i64 = q(&sql)
+        .lines()
+        .map(|l| l.split('\t').nth(2).unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(fib, want["main.fib"].1, "from the rollup");
     // The list: one row per type, with the file's header.
     let list = q(&profile_list_sql(&o, CPU, Some("api"), ms, ms + 1));
     let f: Vec<&str> = list.trim_end().split('\t').collect();
