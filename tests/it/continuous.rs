@@ -779,6 +779,19 @@ fn series_lists_and_single_profiles() {
         top(&view("cp_top_functions", "map()", ", limit = 1000")),
         want
     );
+    // The views' rollup branch: a 2-day range.
+    let long_view = format!(
+        "SELECT * FROM {db}.cp_flame(profile_type = '{CPU}', \
+         t1 = fromUnixTimestamp64Milli(toInt64({}), 'UTC'), \
+         t2 = fromUnixTimestamp64Milli(toInt64({}), 'UTC'), match = map('handler', 'b'), \
+         max_nodes = 0)",
+        ms - 86_400_000,
+        ms + 86_400_000
+    );
+    assert_eq!(
+        tree(&long_view),
+        tree(&flame_sql(&o, &around(CPU, ms, r#"{handler="b"}"#), 0))
+    );
 }
 
 /// Hostile selectors are refused, or their values quoted so they match
@@ -988,4 +1001,75 @@ fn cluster_rendering_is_replicated_and_parses() {
     }
     assert_eq!(tables, 5);
     assert_eq!(stmts.len(), 11);
+}
+
+/// A backend whose inserts into one table fail (an engine gone mid-load).
+struct FailOn(&'static str);
+
+impl flamehouse::storage::Backend for FailOn {
+    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
+        engine().execute(sql)
+    }
+    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
+        engine().query_tsv(sql)
+    }
+    fn insert_rowbinary(
+        &self,
+        db: &flamehouse::Ident,
+        table: &str,
+        structure: &str,
+        rows: &[u8],
+        token: &str,
+    ) -> flamehouse::Result<()> {
+        if table == self.0 {
+            return Err(flamehouse::Error::Query {
+                message: format!("insert into {table} failed (test)"),
+            });
+        }
+        flamehouse::storage::Backend::insert_rowbinary(engine(), db, table, structure, rows, token)
+    }
+}
+
+/// A profile is stored whole or not at all: a load that fails at any table
+/// lists no profile, and running it again stores exactly what one clean
+/// load stores (nothing twice, nothing missing).
+#[test]
+fn a_failed_load_run_again_stores_the_profile_once() {
+    use flamehouse::ingest::continuous::{pprof_rows, store};
+    let path = dir().join("heap.pb.gz");
+    let p = flamehouse::formats::pprof::read_file(&path, &Default::default()).unwrap();
+    let state = |db: &str| {
+        q(&format!(
+            "SELECT (SELECT count(), sum(value) FROM {db}.cp_samples), \
+             (SELECT sum(value) FROM {db}.cp_samples_1m), \
+             (SELECT count() FROM {db}.cp_series), (SELECT count() FROM {db}.cp_label_values), \
+             (SELECT count() FROM {db}.stacks), (SELECT count() FROM {db}.stack_functions), \
+             (SELECT count() FROM {db}.frames), (SELECT count(), sum(total) FROM {db}.cp_profiles)"
+        ))
+    };
+    let clean = "fh_cp_whole_ref";
+    fresh(clean);
+    let rows = pprof_rows(&p, "heap", 7, &copts(clean)).unwrap();
+    store(engine(), &clean.parse().unwrap(), &rows).unwrap();
+    let want = state(clean);
+    for (i, table) in ["frames", "stacks", "cp_series", "cp_samples", "cp_profiles"]
+        .into_iter()
+        .enumerate()
+    {
+        let db = format!("fh_cp_whole_{i}");
+        fresh(&db);
+        let rows = pprof_rows(&p, "heap", 7, &copts(&db)).unwrap();
+        let dbi: flamehouse::Ident = db.parse().unwrap();
+        let e = store(&FailOn(table), &dbi, &rows).unwrap_err();
+        assert!(e.to_string().contains(table), "{e}");
+        assert_eq!(
+            q(&format!("SELECT count() FROM {db}.cp_profiles")),
+            "0\n",
+            "{table}"
+        );
+        store(engine(), &dbi, &rows).unwrap();
+        assert_eq!(state(&db), want, "failed at {table}, then run again");
+        store(engine(), &dbi, &rows).unwrap();
+        assert_eq!(state(&db), want, "and once more");
+    }
 }
