@@ -8,6 +8,7 @@
 //! back: [`flame`] (queries and outputs), [`render`] (SVG), [`grafana`]
 //! (the dashboards pack). [`error`] is the crate's error type.
 
+pub mod continuous_query;
 pub mod error;
 pub mod flame;
 pub mod formats;

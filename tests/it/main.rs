@@ -3,6 +3,7 @@
 //! executable-UDF mechanism.
 
 mod cli;
+mod continuous;
 mod errors;
 mod freshness;
 mod functions;

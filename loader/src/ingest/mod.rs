@@ -30,6 +30,7 @@
 //! loaded again under the next generation.
 
 mod batch;
+pub mod continuous;
 mod intern;
 mod memhawk;
 mod read;

@@ -5,9 +5,10 @@
 //! The primitives are the project's one RowBinary writer,
 //! [`flamehouse_udf::rowbinary`].
 
-use flamehouse_udf::rowbinary::push_uleb as uleb;
+pub(crate) use flamehouse_udf::rowbinary::push_uleb as uleb;
 
-fn string(buf: &mut Vec<u8>, s: &str) {
+/// Appends a RowBinary `String` (a UTF-8 `&str`).
+pub(crate) fn string(buf: &mut Vec<u8>, s: &str) {
     flamehouse_udf::rowbinary::push_string(buf, s.as_bytes());
 }
 

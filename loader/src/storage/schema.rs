@@ -37,7 +37,19 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "exact_loads",
         include_str!("../../../sql/schema/005_exact_loads.sql"),
     ),
+    (
+        6,
+        "continuous",
+        include_str!("../../../sql/schema/006_continuous.sql"),
+    ),
 ];
+
+/// Days a day of continuous profiles is kept (the TTL of migration 6's
+/// time-keyed tables, whole partitions dropped) unless changed with
+/// [`crate::ingest::continuous::set_retention`]. 30 days: a month of
+/// comparisons (this release against the last) at a cost a user sees
+/// coming; Pyroscope and Coroot keep less by default.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 
 /// [`DEFAULT_DATABASE`] as an identifier.
 pub fn default_database() -> Ident {
@@ -73,6 +85,7 @@ impl SchemaOptions {
         sql.replace("{db}", self.database.as_str())
             .replace(" {on_cluster}", format!(" {on_cluster}").trim_end())
             .replace("{replicated}", replicated)
+            .replace("{retention_days}", &DEFAULT_RETENTION_DAYS.to_string())
     }
 }
 

@@ -1,0 +1,747 @@
+//! Queries on continuous profiles (migration 6) that parameterized views
+//! cannot express: a label selector with regexes and negation, two
+//! selections in one scan, a function regex. This module owns the selector
+//! language ([`Selector::parse`]) and the SQL of every continuous-profile
+//! query; it runs nothing (callers send the SQL through a
+//! [`crate::storage::Backend`]).
+//!
+//! # Selector
+//!
+//! Prometheus' label matchers: `{service="api", version=~"1\\.4.*",
+//! host!="a", region!~"eu.*"}` (`{}` or an empty string: every series).
+//! Keys are `[A-Za-z_][A-Za-z0-9_.]*`; values are double-quoted with the
+//! escapes `\\`, `\"`, `\n`, `\t`; regexes are anchored at both ends (as in
+//! Prometheus) and must compile. A missing label matches `""`. Every value
+//! reaches SQL through [`sql_string`], never spliced raw. Matchers on
+//! `service` also filter the samples' `service` column, the second key of
+//! the sort key.
+//!
+//! # Sources
+//!
+//! A range of at most [`QueryOptions::rollup_after_seconds`] (default
+//! [`DEFAULT_ROLLUP_AFTER_SECONDS`], 6 hours) reads `cp_samples`; a longer one
+//! reads the per-minute rollup `cp_samples_1m`, with the range widened to
+//! whole minutes (a 6-hour range holds at most 360 minutes per stack and
+//! series, a day 1,440 rows instead of 8,640 at 10 s profiles). The
+//! choice is explicit in [`Source`] for callers that must force one.
+//!
+//! # Outputs
+//!
+//! Flame graphs are Grafana rows `(i, level, label, value, self)` in
+//! pre-order (diffs add `valueRight, selfRight`), as the memory views; the
+//! label `total` is the root.
+
+use crate::error::{Error, Result};
+use crate::ingest::continuous::is_label_key;
+use crate::storage::ident::Ident;
+use crate::storage::sql_string;
+
+/// Ranges longer than this many seconds read the per-minute rollup.
+pub const DEFAULT_ROLLUP_AFTER_SECONDS: i64 = 6 * 3600;
+
+/// Options shared by the queries.
+#[derive(Debug, Clone)]
+pub struct QueryOptions {
+    /// Database. Default: `flamehouse`.
+    pub database: Ident,
+    /// Ranges longer than this read `cp_samples_1m`. Default:
+    /// [`DEFAULT_ROLLUP_AFTER_SECONDS`].
+    pub rollup_after_seconds: i64,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            database: crate::storage::schema::default_database(),
+            rollup_after_seconds: DEFAULT_ROLLUP_AFTER_SECONDS,
+        }
+    }
+}
+
+/// A label matcher's operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchOp {
+    /// `=`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `=~` (anchored regex)
+    Re,
+    /// `!~`
+    NotRe,
+}
+
+/// One `key op "value"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matcher {
+    /// Label key.
+    pub key: String,
+    /// Operator.
+    pub op: MatchOp,
+    /// Value or regex, unescaped.
+    pub value: String,
+}
+
+/// A parsed label selector (every matcher must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// The matchers.
+    pub matchers: Vec<Matcher>,
+}
+
+fn sel_err(s: &str, at: usize, why: &str) -> Error {
+    Error::Usage(format!("selector {s:?}: {why} at character {}", at + 1))
+}
+
+impl Selector {
+    /// Every series.
+    #[must_use]
+    pub fn all() -> Selector {
+        Selector::default()
+    }
+
+    /// Parses `{k="v", k!="v", k=~"re", k!~"re"}` (braces optional).
+    ///
+    /// # Errors
+    /// [`Error::Usage`], one line naming the selector and the position.
+    pub fn parse(s: &str) -> Result<Selector> {
+        let chars: Vec<char> = s.chars().collect();
+        let mut i = 0;
+        let skip_ws = |i: &mut usize| {
+            while *i < chars.len() && chars[*i].is_whitespace() {
+                *i += 1;
+            }
+        };
+        skip_ws(&mut i);
+        let braced = chars.get(i) == Some(&'{');
+        if braced {
+            i += 1;
+        }
+        let mut matchers = Vec::new();
+        loop {
+            skip_ws(&mut i);
+            match chars.get(i) {
+                None if !braced => break,
+                None => return Err(sel_err(s, i, "missing `}`")),
+                Some('}') if braced => {
+                    i += 1;
+                    skip_ws(&mut i);
+                    if i != chars.len() {
+                        return Err(sel_err(s, i, "text after `}`"));
+                    }
+                    break;
+                }
+                _ => {}
+            }
+            let start = i;
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.')
+            {
+                i += 1;
+            }
+            let key: String = chars[start..i].iter().collect();
+            if !is_label_key(&key) {
+                return Err(sel_err(
+                    s,
+                    start,
+                    "expected a label name (letters, digits, `_`, `.`, not starting with a digit)",
+                ));
+            }
+            skip_ws(&mut i);
+            let op = match (chars.get(i), chars.get(i + 1)) {
+                (Some('='), Some('~')) => MatchOp::Re,
+                (Some('!'), Some('=')) => MatchOp::Ne,
+                (Some('!'), Some('~')) => MatchOp::NotRe,
+                (Some('='), _) => MatchOp::Eq,
+                _ => return Err(sel_err(s, i, "expected `=`, `!=`, `=~` or `!~`")),
+            };
+            i += if op == MatchOp::Eq { 1 } else { 2 };
+            skip_ws(&mut i);
+            if chars.get(i) != Some(&'"') {
+                return Err(sel_err(s, i, "expected a double-quoted value"));
+            }
+            let vstart = i;
+            i += 1;
+            let mut value = String::new();
+            loop {
+                match chars.get(i) {
+                    None => return Err(sel_err(s, vstart, "unterminated string")),
+                    Some('"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some('\\') => {
+                        let e = match chars.get(i + 1) {
+                            Some('\\') => '\\',
+                            Some('"') => '"',
+                            Some('n') => '\n',
+                            Some('t') => '\t',
+                            _ => {
+                                return Err(sel_err(
+                                    s,
+                                    i,
+                                    "unknown escape (use \\\\, \\\", \\n or \\t)",
+                                ))
+                            }
+                        };
+                        value.push(e);
+                        i += 2;
+                    }
+                    Some(&c) => {
+                        value.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            if matches!(op, MatchOp::Re | MatchOp::NotRe) {
+                if let Err(e) = regex::Regex::new(&anchored(&value)) {
+                    let e = e.to_string();
+                    let why = e.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or(&e);
+                    return Err(sel_err(
+                        s,
+                        vstart,
+                        &format!("invalid regex {value:?} ({})", why.trim()),
+                    ));
+                }
+            }
+            matchers.push(Matcher { key, op, value });
+            skip_ws(&mut i);
+            match chars.get(i) {
+                Some(',') => i += 1,
+                Some('}') if braced => {}
+                None if !braced => {}
+                _ => return Err(sel_err(s, i, "expected `,` or `}`")),
+            }
+        }
+        Ok(Selector { matchers })
+    }
+
+    /// The conditions on `cp_series` rows (`AND`-joined, `1` for none).
+    fn series_condition(&self) -> String {
+        if self.matchers.is_empty() {
+            return "1".into();
+        }
+        self.matchers
+            .iter()
+            .map(|m| matcher_sql(&format!("labels[{}]", sql_string(&m.key)), m))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+
+    /// The conditions on the samples' `service` column implied by
+    /// matchers on `service` (for the sort key), `1` for none.
+    fn service_condition(&self) -> String {
+        let c: Vec<String> = self
+            .matchers
+            .iter()
+            .filter(|m| m.key == crate::ingest::continuous::SERVICE_LABEL)
+            .map(|m| matcher_sql("service", m))
+            .collect();
+        if c.is_empty() {
+            "1".into()
+        } else {
+            c.join(" AND ")
+        }
+    }
+}
+
+fn anchored(re: &str) -> String {
+    format!("^(?:{re})$")
+}
+
+fn matcher_sql(col: &str, m: &Matcher) -> String {
+    match m.op {
+        MatchOp::Eq => format!("{col} = {}", sql_string(&m.value)),
+        MatchOp::Ne => format!("{col} != {}", sql_string(&m.value)),
+        MatchOp::Re => format!("match({col}, {})", sql_string(&anchored(&m.value))),
+        MatchOp::NotRe => format!("NOT match({col}, {})", sql_string(&anchored(&m.value))),
+    }
+}
+
+/// Which table a query reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `cp_samples`, exact times.
+    Raw,
+    /// `cp_samples_1m`, whole minutes.
+    Rollup,
+}
+
+/// What to read: a profile type, a range `[from_ms, to_ms)` and a selector.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// `kind:unit` (`cpu:nanoseconds`).
+    pub profile_type: String,
+    /// Start, ms since the epoch (inclusive).
+    pub from_ms: i64,
+    /// End, ms since the epoch (exclusive).
+    pub to_ms: i64,
+    /// The series.
+    pub selector: Selector,
+}
+
+fn time_lit(ms: i64) -> String {
+    format!("fromUnixTimestamp64Milli(toInt64({ms}), 'UTC')")
+}
+
+impl Selection {
+    /// The source for this range under `opts`.
+    #[must_use]
+    pub fn source(&self, opts: &QueryOptions) -> Source {
+        if (self.to_ms - self.from_ms) / 1000 > opts.rollup_after_seconds {
+            Source::Rollup
+        } else {
+            Source::Raw
+        }
+    }
+
+    /// The condition selecting this selection's rows of `source`'s table.
+    fn condition(&self, db: &Ident, source: Source) -> String {
+        let (t1, t2) = (time_lit(self.from_ms), time_lit(self.to_ms));
+        let range = match source {
+            Source::Raw => format!("ts >= {t1} AND ts < {t2}"),
+            Source::Rollup => format!("minute >= toStartOfMinute({t1}) AND minute < {t2}"),
+        };
+        format!(
+            "({range} AND {svc} AND series_id IN (SELECT series_id FROM {db}.cp_series \
+             WHERE profile_type = {ty} AND date >= toDate({t1}) AND date <= toDate({t2}) \
+             AND {labels}))",
+            svc = self.selector.service_condition(),
+            ty = sql_string(&self.profile_type),
+            labels = self.selector.series_condition(),
+        )
+    }
+}
+
+fn table(source: Source) -> &'static str {
+    match source {
+        Source::Raw => "cp_samples",
+        Source::Rollup => "cp_samples_1m",
+    }
+}
+
+fn time_col(source: Source) -> &'static str {
+    match source {
+        Source::Raw => "ts",
+        Source::Rollup => "minute",
+    }
+}
+
+/// `(stack_id, v)`: the selection's values summed per stack (zero sums
+/// dropped).
+fn per_stack(opts: &QueryOptions, sel: &Selection, source: Source) -> String {
+    let db = &opts.database;
+    format!(
+        "SELECT stack_id, sum(value) AS v FROM {db}.{t} WHERE profile_type = {ty} AND {c} \
+         GROUP BY stack_id HAVING v != 0",
+        t = table(source),
+        ty = sql_string(&sel.profile_type),
+        c = sel.condition(db, source),
+    )
+}
+
+fn tree_options(max_nodes: u32, extra: &[(&str, &str)]) -> String {
+    let mut parts = vec![format!("'max_nodes', '{max_nodes}'")];
+    for (k, v) in extra {
+        parts.push(format!("{}, {}", sql_string(k), sql_string(v)));
+    }
+    format!("map({})", parts.join(", "))
+}
+
+fn flame_rows(tree_expr: &str, from: &str, diff: bool) -> String {
+    let right = if diff {
+        ", n.valueRight AS valueRight, n.selfRight AS selfRight"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT i, n.level AS level, n.label AS label, n.value AS value, n.self AS self{right} \
+         FROM (SELECT {tree_expr} AS tree FROM {from}) \
+         ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i ORDER BY i"
+    )
+}
+
+/// Flame graph of a selection: `(i, level, label, value, self)`;
+/// `max_nodes` 0 = every node.
+#[must_use]
+pub fn flame_sql(opts: &QueryOptions, sel: &Selection, max_nodes: u32) -> String {
+    let db = &opts.database;
+    let from = format!(
+        "({}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id",
+        per_stack(opts, sel, sel.source(opts))
+    );
+    flame_rows(
+        &format!(
+            "stackTreeWith(groupArray((st.labels, x.v)), {})",
+            tree_options(max_nodes, &[])
+        ),
+        &from,
+        false,
+    )
+}
+
+/// Flame graph of one stored profile (`profile_id`, one type).
+#[must_use]
+pub fn profile_flame_sql(
+    opts: &QueryOptions,
+    profile_id: u64,
+    profile_type: &str,
+    max_nodes: u32,
+) -> String {
+    let db = &opts.database;
+    let ty = sql_string(profile_type);
+    let from = format!(
+        "(SELECT stack_id, sum(value) AS v FROM {db}.cp_samples \
+         WHERE profile_type = {ty} \
+           AND ts = (SELECT any(ts) FROM {db}.cp_profiles WHERE profile_id = {profile_id} AND profile_type = {ty}) \
+           AND profile_id = {profile_id} \
+         GROUP BY stack_id HAVING v != 0) AS x \
+         ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id"
+    );
+    flame_rows(
+        &format!(
+            "stackTreeWith(groupArray((st.labels, x.v)), {})",
+            tree_options(max_nodes, &[])
+        ),
+        &from,
+        false,
+    )
+}
+
+/// Diff of two selections of one profile type (baseline `a`: value/self,
+/// comparison `b`: valueRight/selfRight), both summed in ONE scan of the
+/// samples (`sumIf`). `normalize` scales the baseline to the comparison's
+/// total. The source is the rollup when either range is longer than the
+/// threshold.
+///
+/// # Errors
+/// [`Error::Usage`] when the two selections are of different types.
+pub fn diff_sql(
+    opts: &QueryOptions,
+    a: &Selection,
+    b: &Selection,
+    max_nodes: u32,
+    normalize: bool,
+) -> Result<String> {
+    if a.profile_type != b.profile_type {
+        return Err(Error::Usage(format!(
+            "diff: the two selections are of different profile types ({} and {})",
+            a.profile_type, b.profile_type
+        )));
+    }
+    let db = &opts.database;
+    let source = if a.source(opts) == Source::Rollup || b.source(opts) == Source::Rollup {
+        Source::Rollup
+    } else {
+        Source::Raw
+    };
+    let (ca, cb) = (a.condition(db, source), b.condition(db, source));
+    let inner = format!(
+        "SELECT stack_id, sumIf(value, {ca}) AS va, sumIf(value, {cb}) AS vb \
+         FROM {db}.{t} WHERE profile_type = {ty} AND ({ca} OR {cb}) \
+         GROUP BY stack_id HAVING va != 0 OR vb != 0",
+        t = table(source),
+        ty = sql_string(&a.profile_type),
+    );
+    let from =
+        format!("({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id");
+    let norm = if normalize { "1" } else { "0" };
+    Ok(flame_rows(
+        &format!(
+            "stackDiffWith(groupArray((st.labels, x.va)), groupArray((st.labels, x.vb)), {})",
+            tree_options(max_nodes, &[("normalize", norm)])
+        ),
+        &from,
+        true,
+    ))
+}
+
+/// Top functions of a selection: `(function, self, total, self_share,
+/// total_share)`, shares of the whole selection's total (kept global when
+/// `function_regex` keeps only some functions); total counts every stack
+/// through a function once (recursion once), self the stacks whose leaf it
+/// is. Largest total first; `limit` 0 = all.
+///
+/// # Errors
+/// [`Error::Usage`] for a regex that does not compile.
+pub fn top_functions_sql(
+    opts: &QueryOptions,
+    sel: &Selection,
+    function_regex: Option<&str>,
+    limit: u32,
+) -> Result<String> {
+    let db = &opts.database;
+    let filter = match function_regex {
+        Some(re) => {
+            regex::Regex::new(re).map_err(|e| {
+                Error::Usage(format!(
+                    "function regex {re:?}: {}",
+                    e.to_string().lines().last().unwrap_or("invalid").trim()
+                ))
+            })?;
+            format!("WHERE match(function, {})", sql_string(re))
+        }
+        None => String::new(),
+    };
+    let limit = if limit == 0 {
+        String::new()
+    } else {
+        format!(" LIMIT {limit}")
+    };
+    Ok(format!(
+        "SELECT sf.function AS function, sumIf(x.v, sf.is_leaf = 1) AS self, sum(x.v) AS total, \
+                self / any(x.grand) AS self_share, total / any(x.grand) AS total_share \
+         FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
+         INNER JOIN (SELECT function, stack_id, max(is_leaf) AS is_leaf \
+                     FROM {db}.stack_functions {filter} GROUP BY function, stack_id) AS sf \
+         ON sf.stack_id = x.stack_id \
+         GROUP BY function ORDER BY total DESC, function{limit}",
+        ps = per_stack(opts, sel, sel.source(opts)),
+    ))
+}
+
+/// Which half of a sandwich.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandwichSide {
+    /// Who calls the function: the tree from its callers up to the roots.
+    Callers,
+    /// What it calls: the tree below it.
+    Callees,
+}
+
+/// One half of the sandwich of `function`: a tree rooted at the function,
+/// of its callers (upwards: level 1 is the immediate caller) or its
+/// callees. Recursion is folded into the function: callers start at its
+/// outermost call, callees below its innermost, so a directly recursive
+/// function is never its own caller or callee (as `go tool pprof -peek`
+/// shows it); each stack counts once. The root's value is the function's
+/// total; its self, on the callees side, the function's self.
+#[must_use]
+pub fn sandwich_sql(
+    opts: &QueryOptions,
+    sel: &Selection,
+    function: &str,
+    side: SandwichSide,
+    max_nodes: u32,
+) -> String {
+    let db = &opts.database;
+    let f = sql_string(function);
+    let path = match side {
+        SandwichSide::Callers => {
+            format!("arrayReverse(arraySlice(st.labels, 1, indexOf(st.labels, {f}) - 1))")
+        }
+        SandwichSide::Callees => format!(
+            "arraySlice(st.labels, length(st.labels) - indexOf(arrayReverse(st.labels), {f}) + 2)"
+        ),
+    };
+    let from = format!(
+        "({ps}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id \
+         WHERE x.stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function = {f})",
+        ps = per_stack(opts, sel, sel.source(opts)),
+    );
+    flame_rows(
+        &format!(
+            "stackTreeWith(groupArray(({path}, x.v)), {})",
+            tree_options(max_nodes, &[("root", function)])
+        ),
+        &from,
+        false,
+    )
+}
+
+/// Values over time per label value: `(time, value_of_key, value)`, one
+/// series per value of `key` (a missing label is `""`), `step_seconds` per
+/// point (0: one row per value for the whole range, time = its start).
+///
+/// # Errors
+/// [`Error::Usage`] for a key that is not a label name.
+pub fn by_label_sql(
+    opts: &QueryOptions,
+    sel: &Selection,
+    key: &str,
+    step_seconds: u32,
+) -> Result<String> {
+    if !is_label_key(key) {
+        return Err(Error::Usage(format!("group by {key:?}: not a label name")));
+    }
+    let db = &opts.database;
+    let source = sel.source(opts);
+    let tc = time_col(source);
+    let time = if step_seconds == 0 {
+        time_lit(sel.from_ms)
+    } else {
+        format!("toStartOfInterval({tc}, toIntervalSecond({step_seconds}))")
+    };
+    let ty = sql_string(&sel.profile_type);
+    Ok(format!(
+        "SELECT x.time AS time, s.lv AS {k}, sum(x.v) AS value \
+         FROM (SELECT {time} AS time, series_id, sum(value) AS v FROM {db}.{t} \
+               WHERE profile_type = {ty} AND {c} GROUP BY time, series_id) AS x \
+         INNER JOIN (SELECT series_id, any(labels[{kl}]) AS lv FROM {db}.cp_series \
+                     WHERE profile_type = {ty} GROUP BY series_id) AS s \
+         ON s.series_id = x.series_id \
+         GROUP BY time, {k} ORDER BY time, {k}",
+        k = crate::storage::quote_ident(key),
+        kl = sql_string(key),
+        t = table(source),
+        c = sel.condition(db, source),
+    ))
+}
+
+/// Per-function totals over time: `(time, function, value)`, every stack
+/// through a function counted once per point.
+#[must_use]
+pub fn function_series_sql(
+    opts: &QueryOptions,
+    sel: &Selection,
+    functions: &[&str],
+    step_seconds: u32,
+) -> String {
+    let db = &opts.database;
+    let source = sel.source(opts);
+    let list: Vec<String> = functions.iter().map(|f| sql_string(f)).collect();
+    let fset = format!("({})", list.join(", "));
+    let step = step_seconds.max(1);
+    format!(
+        "SELECT x.time AS time, sf.function AS function, sum(x.v) AS value \
+         FROM (SELECT toStartOfInterval({tc}, toIntervalSecond({step})) AS time, stack_id, \
+                      sum(value) AS v FROM {db}.{t} \
+               WHERE profile_type = {ty} AND {c} \
+                 AND stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function IN {fset}) \
+               GROUP BY time, stack_id) AS x \
+         INNER JOIN (SELECT DISTINCT stack_id, function FROM {db}.stack_functions \
+                     WHERE function IN {fset}) AS sf ON sf.stack_id = x.stack_id \
+         GROUP BY time, function ORDER BY time, function",
+        tc = time_col(source),
+        t = table(source),
+        ty = sql_string(&sel.profile_type),
+        c = sel.condition(db, source),
+    )
+}
+
+/// Stored profiles of a type in `[from_ms, to_ms)` (any service when
+/// `service` is `None`), newest first: `(profile_id, service, ts,
+/// duration_ns, period, total, sample_count, series_count, labels, source)`.
+#[must_use]
+pub fn profile_list_sql(
+    opts: &QueryOptions,
+    profile_type: &str,
+    service: Option<&str>,
+    from_ms: i64,
+    to_ms: i64,
+) -> String {
+    let db = &opts.database;
+    let svc = service.map_or("1".to_string(), |s| format!("service = {}", sql_string(s)));
+    format!(
+        "SELECT profile_id, service, ts, duration_ns, period, total, sample_count, series_count, \
+                labels, source \
+         FROM {db}.cp_profiles FINAL \
+         WHERE profile_type = {ty} AND {svc} AND ts >= {t1} AND ts < {t2} \
+         ORDER BY ts DESC, profile_id",
+        ty = sql_string(profile_type),
+        t1 = time_lit(from_ms),
+        t2 = time_lit(to_ms),
+    )
+}
+
+/// Label keys and values of a type in a range with the number of series
+/// having each (the pickers' source): `(key, value, series)`.
+#[must_use]
+pub fn label_values_sql(
+    opts: &QueryOptions,
+    profile_type: &str,
+    from_ms: i64,
+    to_ms: i64,
+) -> String {
+    let db = &opts.database;
+    format!(
+        "SELECT key, value, uniqExact(series_id) AS series FROM {db}.cp_label_values \
+         WHERE profile_type = {ty} AND date >= toDate({t1}) AND date <= toDate({t2}) \
+         GROUP BY key, value ORDER BY key, series DESC, value",
+        ty = sql_string(profile_type),
+        t1 = time_lit(from_ms),
+        t2 = time_lit(to_ms),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_parse() {
+        let s =
+            Selector::parse(r#"{service="api", version=~"1\\.4.*", host!="a", region!~"eu.*"}"#)
+                .unwrap();
+        assert_eq!(
+            s.matchers,
+            vec![
+                Matcher {
+                    key: "service".into(),
+                    op: MatchOp::Eq,
+                    value: "api".into()
+                },
+                Matcher {
+                    key: "version".into(),
+                    op: MatchOp::Re,
+                    value: r"1\.4.*".into()
+                },
+                Matcher {
+                    key: "host".into(),
+                    op: MatchOp::Ne,
+                    value: "a".into()
+                },
+                Matcher {
+                    key: "region".into(),
+                    op: MatchOp::NotRe,
+                    value: "eu.*".into()
+                },
+            ]
+        );
+        assert_eq!(Selector::parse("{}").unwrap(), Selector::all());
+        assert_eq!(Selector::parse("  ").unwrap(), Selector::all());
+        assert_eq!(
+            Selector::parse(r#"a="x\"y""#).unwrap().matchers[0].value,
+            "x\"y"
+        );
+        assert_eq!(Selector::parse(r#"{a="1",}"#).unwrap().matchers.len(), 1);
+    }
+
+    #[test]
+    fn bad_selectors_are_refused_in_one_line() {
+        for bad in [
+            "{",
+            r#"{a="b""#,
+            r#"{a="b"} x"#,
+            r#"{a=b}"#,
+            r#"{1a="b"}"#,
+            r#"{a-b="c"}"#,
+            r#"{a=="b"}"#,
+            r#"{a=~"("}"#,
+            r#"{a="\q"}"#,
+            r#"{a="b" c="d"}"#,
+            r#"{'a'="b"}"#,
+            "{a=\"b\"}); DROP TABLE x; --",
+        ] {
+            let e = Selector::parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with("selector "), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sources_switch_at_the_threshold() {
+        let o = QueryOptions::default();
+        let sel = |secs: i64| Selection {
+            profile_type: "cpu:nanoseconds".into(),
+            from_ms: 0,
+            to_ms: secs * 1000,
+            selector: Selector::all(),
+        };
+        assert_eq!(sel(DEFAULT_ROLLUP_AFTER_SECONDS).source(&o), Source::Raw);
+        assert_eq!(
+            sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o),
+            Source::Rollup
+        );
+    }
+}

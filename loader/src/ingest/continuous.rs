@@ -1,0 +1,797 @@
+//! Continuous profiles into the tables of migration 6
+//! (`sql/schema/006_continuous.sql`): one decoded profile becomes rows for
+//! the shared `frames` / `stacks` dictionaries and for `cp_series`,
+//! `cp_samples` and `cp_profiles`, inserted so that a profile is stored
+//! whole or not at all.
+//!
+//! This module owns the row building from a decoded pprof
+//! ([`pprof_rows`]), storing those rows ([`store`]), the pprof load of one
+//! file ([`load_pprof`]), user labels ([`parse_label`]) and the retention
+//! ([`set_retention`]). Queries are in [`crate::continuous_query`].
+//!
+//! # Decisions
+//!
+//! - **Profile types**: each pprof sample type is its own profile type,
+//!   named `kind:unit` (`cpu:nanoseconds`, `samples:count`,
+//!   `alloc_space:bytes`); a zero value stores no row (as pprof's merge
+//!   drops all-zero samples, and a zero adds nothing to any sum).
+//! - **Series labels**: the `service` label (from [`ContinuousOptions::service`],
+//!   default [`DEFAULT_SERVICE`]), then the user labels (`--label k=v`),
+//!   then the sample's pprof string labels on top (a sample label wins over
+//!   a user label with the same key; the resulting `service` label is the
+//!   row's `service` column). A key repeated in one sample keeps its
+//!   distinct values joined by `,` in sorted order. `series_id` is the
+//!   [`stable_hash`] of the type and the sorted `(key, value)` pairs.
+//! - **Numeric labels** (Go heap's `bytes` = object size) are per-sample
+//!   values, not series keys (every object size would be a series): they go
+//!   to `cp_samples.num_labels` (key -> value), and their units, one per key
+//!   per profile as pprof keeps them (the first unit given), to
+//!   `cp_profiles.num_units`.
+//! - **Frames**: the function name of each line, inlined lines expanded
+//!   (pprof's `-top` and `-traces` name frames so); a location with no
+//!   function keeps an address label `module+0xOFFSET` (module-relative:
+//!   `address - memory_start + file_offset`), or `0xADDRESS` without a
+//!   mapping, as the memory loader labels what it cannot symbolize.
+//!   `frame_id` and `stack_id` are the memory loader's hashes, so one stack
+//!   is one row whatever profile uses it.
+//! - **Rows**: samples with the same series, stack and numeric labels are
+//!   summed (pprof's merge), so a profile stores one row per distinct stack
+//!   and series per type; an empty stack is kept (its value counts in the
+//!   totals, on the flame graph's root).
+//! - **Time**: [`ContinuousOptions::time_ns`], else the profile's
+//!   `time_nanos`, else the time of the load; stored with millisecond
+//!   precision.
+//! - **Whole or nothing**: the profile id is a stable hash of the file's
+//!   bytes, the service and the user labels; every table gets one insert per
+//!   profile with the token `cp:<profile_id>:<table>`, the profile row last.
+//!   A load that fails half-way is run again: the tables that have the rows
+//!   drop the re-sent insert as a copy, the others get it; a listed profile
+//!   is complete. Loading the same file twice stores it once.
+
+use crate::error::{Error, Result};
+use crate::formats::pprof::{self, DecodeOptions, PprofProfile};
+use crate::storage::ident::Ident;
+use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
+use crate::storage::schema::SchemaOptions;
+use crate::storage::{insert, sql_string, Backend};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+/// The service of profiles loaded without one (OpenTelemetry's name for it).
+pub const DEFAULT_SERVICE: &str = "unknown_service";
+
+/// The label key holding the service.
+pub const SERVICE_LABEL: &str = "service";
+
+/// Longest label key accepted, in bytes.
+pub const MAX_LABEL_KEY_LEN: usize = 128;
+
+/// Options of a continuous-profile load.
+#[derive(Debug, Clone)]
+pub struct ContinuousOptions {
+    /// Database. Default: `flamehouse`.
+    pub database: Ident,
+    /// The `service` label of every series. Default: [`DEFAULT_SERVICE`]
+    /// (a pprof sample label `service` overrides it).
+    pub service: Option<String>,
+    /// User labels (`--label key=value`, repeatable), on every series.
+    /// Default: none.
+    pub labels: Vec<(String, String)>,
+    /// Collection time, ns since the epoch. Default: the profile's own
+    /// (`time_nanos`), else the time of the load.
+    pub time_ns: Option<i64>,
+    /// pprof decoding (size cap, `drop_frames`). Default: [`DecodeOptions::default`].
+    pub decode: DecodeOptions,
+}
+
+impl Default for ContinuousOptions {
+    fn default() -> Self {
+        ContinuousOptions {
+            database: crate::storage::schema::default_database(),
+            service: None,
+            labels: Vec::new(),
+            time_ns: None,
+            decode: DecodeOptions::default(),
+        }
+    }
+}
+
+/// Whether `key` may name a label a selector can use: `[A-Za-z_][A-Za-z0-9_.]*`,
+/// at most [`MAX_LABEL_KEY_LEN`] bytes (Prometheus names plus OpenTelemetry's
+/// dots).
+#[must_use]
+pub fn is_label_key(key: &str) -> bool {
+    let mut c = key.chars();
+    matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && key.len() <= MAX_LABEL_KEY_LEN
+}
+
+/// Parses a user label `key=value` (`--label`); the key must satisfy
+/// [`is_label_key`] and may not be `service` (use the service option).
+///
+/// # Errors
+/// [`Error::Usage`] saying what is wrong.
+pub fn parse_label(s: &str) -> Result<(String, String)> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| Error::Usage(format!("label {s:?}: expected key=value")))?;
+    if !is_label_key(k) {
+        return Err(Error::Usage(format!(
+            "label {s:?}: the key must be letters, digits, `_` or `.`, not starting with a digit \
+             (at most {MAX_LABEL_KEY_LEN} bytes)"
+        )));
+    }
+    if k == SERVICE_LABEL {
+        return Err(Error::Usage(format!(
+            "label {s:?}: the service is set with the service option, not as a label"
+        )));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+fn date(ms: i64) -> u16 {
+    ms.div_euclid(86_400_000).clamp(0, i64::from(u16::MAX)) as u16
+}
+
+fn map_str(b: &mut Vec<u8>, m: &BTreeMap<String, String>) {
+    uleb(b, m.len() as u64);
+    for (k, v) in m {
+        string(b, k);
+        string(b, v);
+    }
+}
+
+/// `cp_series`: the labels of a series on one day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeriesRow {
+    /// Days since the epoch.
+    pub date: u16,
+    /// `kind:unit`.
+    pub profile_type: String,
+    /// The `service` label.
+    pub service: String,
+    /// Stable hash of the type and the labels.
+    pub series_id: u64,
+    /// Every label, `service` included.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl RowBinary for SeriesRow {
+    const TABLE: &'static str = "cp_series";
+    const STRUCTURE: &'static str = "date Date, profile_type LowCardinality(String), service LowCardinality(String), series_id UInt64, labels Map(LowCardinality(String), String)";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.date.to_le_bytes());
+        string(b, &self.profile_type);
+        string(b, &self.service);
+        b.extend_from_slice(&self.series_id.to_le_bytes());
+        map_str(b, &self.labels);
+    }
+}
+
+/// `cp_samples`: one stack's value in one series of one profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpSampleRow {
+    /// `kind:unit`.
+    pub profile_type: String,
+    /// The `service` label.
+    pub service: String,
+    /// The series.
+    pub series_id: u64,
+    /// Milliseconds since the epoch.
+    pub ts: i64,
+    /// The stack (`stacks.stack_id`).
+    pub stack_id: u64,
+    /// The summed value.
+    pub value: i64,
+    /// The profile.
+    pub profile_id: u64,
+    /// Numeric labels, sorted by key.
+    pub num_labels: Vec<(String, i64)>,
+}
+
+impl RowBinary for CpSampleRow {
+    const TABLE: &'static str = "cp_samples";
+    const STRUCTURE: &'static str = "profile_type LowCardinality(String), service LowCardinality(String), series_id UInt64, ts DateTime64(3, 'UTC'), stack_id UInt64, value Int64, profile_id UInt64, num_labels Map(LowCardinality(String), Int64)";
+    fn encode(&self, b: &mut Vec<u8>) {
+        string(b, &self.profile_type);
+        string(b, &self.service);
+        b.extend_from_slice(&self.series_id.to_le_bytes());
+        b.extend_from_slice(&self.ts.to_le_bytes());
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        b.extend_from_slice(&self.value.to_le_bytes());
+        b.extend_from_slice(&self.profile_id.to_le_bytes());
+        uleb(b, self.num_labels.len() as u64);
+        for (k, v) in &self.num_labels {
+            string(b, k);
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// `cp_profiles`: one stored profile of one type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpProfileRow {
+    /// The profile (one id for all types of one file).
+    pub profile_id: u64,
+    /// `kind:unit`.
+    pub profile_type: String,
+    /// The service given to the load.
+    pub service: String,
+    /// Collection time, ms.
+    pub ts: i64,
+    /// `duration_nanos`.
+    pub duration_ns: i64,
+    /// `period`.
+    pub period: i64,
+    /// `kind:unit` of the period, empty when absent.
+    pub period_type: String,
+    /// Sum of the type's values.
+    pub total: i64,
+    /// Samples of the file with a non-zero value of the type.
+    pub sample_count: u64,
+    /// Distinct series of the type.
+    pub series_count: u64,
+    /// The labels common to the whole profile (service and user labels).
+    pub labels: BTreeMap<String, String>,
+    /// Unit of each numeric label key.
+    pub num_units: BTreeMap<String, String>,
+    /// `pprof`, ...
+    pub format: String,
+    /// The file it was loaded from.
+    pub source: String,
+}
+
+impl RowBinary for CpProfileRow {
+    const TABLE: &'static str = "cp_profiles";
+    const STRUCTURE: &'static str = "profile_id UInt64, profile_type LowCardinality(String), service LowCardinality(String), ts DateTime64(3, 'UTC'), duration_ns Int64, period Int64, period_type LowCardinality(String), total Int64, sample_count UInt64, series_count UInt64, labels Map(LowCardinality(String), String), num_units Map(LowCardinality(String), String), format LowCardinality(String), source String";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.profile_id.to_le_bytes());
+        string(b, &self.profile_type);
+        string(b, &self.service);
+        b.extend_from_slice(&self.ts.to_le_bytes());
+        b.extend_from_slice(&self.duration_ns.to_le_bytes());
+        b.extend_from_slice(&self.period.to_le_bytes());
+        string(b, &self.period_type);
+        b.extend_from_slice(&self.total.to_le_bytes());
+        b.extend_from_slice(&self.sample_count.to_le_bytes());
+        b.extend_from_slice(&self.series_count.to_le_bytes());
+        map_str(b, &self.labels);
+        map_str(b, &self.num_units);
+        string(b, &self.format);
+        string(b, &self.source);
+    }
+}
+
+/// The rows of one profile (every type), ready for [`store`].
+#[derive(Debug, Clone, Default)]
+pub struct ProfileRows {
+    /// The profile id (see the module docs).
+    pub profile_id: u64,
+    /// Distinct frames of its stacks.
+    pub frames: Vec<FrameRow>,
+    /// Distinct stacks.
+    pub stacks: Vec<StackRow>,
+    /// One row per series and type.
+    pub series: Vec<SeriesRow>,
+    /// Summed sample rows, in the table's key order.
+    pub samples: Vec<CpSampleRow>,
+    /// One row per type.
+    pub profiles: Vec<CpProfileRow>,
+}
+
+/// The profile type name of a pprof value type: `kind:unit`.
+#[must_use]
+pub fn profile_type(t: &pprof::ValueType) -> String {
+    format!("{}:{}", t.kind, t.unit)
+}
+
+/// The id of a series: the type and the sorted label pairs.
+#[must_use]
+pub fn series_id(profile_type: &str, labels: &BTreeMap<String, String>) -> u64 {
+    let mut parts: Vec<&[u8]> = vec![b"type", profile_type.as_bytes()];
+    for (k, v) in labels {
+        parts.push(k.as_bytes());
+        parts.push(v.as_bytes());
+    }
+    stable_hash(&parts)
+}
+
+/// The labels common to every series of a load: service and user labels.
+fn base_labels(opts: &ContinuousOptions) -> Result<BTreeMap<String, String>> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        SERVICE_LABEL.to_string(),
+        opts.service
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SERVICE.to_string()),
+    );
+    for (k, v) in &opts.labels {
+        parse_label(&format!("{k}={v}"))?;
+        m.insert(k.clone(), v.clone());
+    }
+    Ok(m)
+}
+
+/// The label of an unsymbolized location: `module+0xOFFSET`, or
+/// `0xADDRESS` without a mapping.
+fn address_label(p: &PprofProfile, loc: &pprof::Location) -> (String, String) {
+    match p.mapping(loc) {
+        Some(m) if !m.filename.is_empty() => {
+            let module = Path::new(&m.filename)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| m.filename.clone());
+            let off = loc
+                .address
+                .wrapping_sub(m.memory_start)
+                .wrapping_add(m.file_offset);
+            (format!("{module}+{off:#x}"), module)
+        }
+        _ => (format!("{:#x}", loc.address), String::new()),
+    }
+}
+
+/// Builds the rows of one decoded pprof profile. `content_id` identifies
+/// the file's bytes (a [`stable_hash`] of them: see [`load_pprof`]);
+/// `source` is stored with the profile.
+///
+/// # Errors
+/// [`Error::Usage`] for a user label whose key is refused.
+pub fn pprof_rows(
+    p: &PprofProfile,
+    source: &str,
+    content_id: u64,
+    opts: &ContinuousOptions,
+) -> Result<ProfileRows> {
+    let base = base_labels(opts)?;
+    let mut id_parts: Vec<&[u8]> = Vec::new();
+    let content = content_id.to_le_bytes();
+    id_parts.push(b"pprof");
+    id_parts.push(&content);
+    for (k, v) in &base {
+        id_parts.push(k.as_bytes());
+        id_parts.push(v.as_bytes());
+    }
+    let profile_id = stable_hash(&id_parts);
+    let ts_ns = opts.time_ns.unwrap_or(if p.time_nanos != 0 {
+        p.time_nanos
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0)
+    });
+    let ts = ts_ns.div_euclid(1_000_000);
+    let types: Vec<String> = p.sample_types.iter().map(profile_type).collect();
+
+    let mut out = ProfileRows {
+        profile_id,
+        ..Default::default()
+    };
+    // Stacks by the location list they come from (many samples share one).
+    let mut stack_of: HashMap<&[usize], u64> = HashMap::new();
+    let mut frames_seen: HashSet<u64> = HashSet::new();
+    let mut stacks_seen: HashSet<u64> = HashSet::new();
+    // Distinct label sets of samples, by their pprof labels.
+    let mut label_sets: Vec<BTreeMap<String, String>> = Vec::new();
+    let mut label_index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    let mut num_units: BTreeMap<String, String> = BTreeMap::new();
+    // (label set, stack, numeric labels) -> one sum per type.
+    type Key = (usize, u64, Vec<(String, i64)>);
+    let mut sums: BTreeMap<Key, Vec<i64>> = BTreeMap::new();
+    let mut counts = vec![0u64; types.len()];
+    let mut totals = vec![0i64; types.len()];
+
+    for sample in &p.samples {
+        if sample.values.iter().all(|&v| v == 0) {
+            continue;
+        }
+        let stack_id = match stack_of.get(sample.locations.as_slice()) {
+            Some(&id) => id,
+            None => {
+                let mut labels = Vec::new();
+                let mut frame_ids = Vec::new();
+                for f in p.frames(sample).iter().rev() {
+                    let row = match f.function {
+                        Some(func) if !func.name.is_empty() => FrameRow {
+                            frame_id: stable_hash(&[func.name.as_bytes()]),
+                            label: func.name.clone(),
+                            function: func.name.clone(),
+                            file: func.filename.clone(),
+                            line: u32::try_from(f.line).unwrap_or(0),
+                            module: p
+                                .mapping(f.location)
+                                .and_then(|m| Path::new(&m.filename).file_name())
+                                .map(|n| n.to_string_lossy().into_owned())
+                                .unwrap_or_default(),
+                        },
+                        _ => {
+                            let (label, module) = address_label(p, f.location);
+                            FrameRow {
+                                frame_id: stable_hash(&[label.as_bytes()]),
+                                function: label.clone(),
+                                label,
+                                file: String::new(),
+                                line: 0,
+                                module,
+                            }
+                        }
+                    };
+                    labels.push(row.label.clone());
+                    frame_ids.push(row.frame_id);
+                    if frames_seen.insert(row.frame_id) {
+                        out.frames.push(row);
+                    }
+                }
+                let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
+                let id = stable_hash(&parts);
+                if stacks_seen.insert(id) {
+                    out.stacks.push(StackRow {
+                        stack_id: id,
+                        frame_ids,
+                        labels,
+                    });
+                }
+                stack_of.insert(sample.locations.as_slice(), id);
+                id
+            }
+        };
+        let mut key_labels = sample.labels.clone();
+        key_labels.sort();
+        let set = match label_index.get(&key_labels) {
+            Some(&i) => i,
+            None => {
+                let mut m = base.clone();
+                let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+                for (k, v) in &key_labels {
+                    by_key.entry(k).or_default().push(v);
+                }
+                for (k, mut vs) in by_key {
+                    vs.dedup();
+                    m.insert(k.to_string(), vs.join(","));
+                }
+                label_sets.push(m);
+                label_index.insert(key_labels, label_sets.len() - 1);
+                label_sets.len() - 1
+            }
+        };
+        let mut nums: Vec<(String, i64)> = sample
+            .num_labels
+            .iter()
+            .map(|n| {
+                let unit = num_units.entry(n.key.clone()).or_default();
+                if unit.is_empty() {
+                    if let Some(u) = &n.unit {
+                        unit.clone_from(u);
+                    }
+                }
+                (n.key.clone(), n.value)
+            })
+            .collect();
+        nums.sort();
+        nums.dedup_by(|a, b| a.0 == b.0);
+        let e = sums
+            .entry((set, stack_id, nums))
+            .or_insert_with(|| vec![0; types.len()]);
+        for (t, &v) in sample.values.iter().enumerate() {
+            e[t] = e[t].wrapping_add(v);
+            totals[t] = totals[t].wrapping_add(v);
+            if v != 0 {
+                counts[t] += 1;
+            }
+        }
+    }
+
+    // pprof's `NumLabelUnits`: a key never given a unit is in bytes when it
+    // is `alignment` or `request`, else its own unit (`bytes` -> bytes).
+    for (key, unit) in &mut num_units {
+        if unit.is_empty() {
+            *unit = match key.as_str() {
+                "alignment" | "request" => "bytes".to_string(),
+                k => k.to_string(),
+            };
+        }
+    }
+    let series_ids: Vec<Vec<u64>> = types
+        .iter()
+        .map(|t| label_sets.iter().map(|l| series_id(t, l)).collect())
+        .collect();
+    let mut series_used: Vec<Vec<bool>> = vec![vec![false; label_sets.len()]; types.len()];
+    for ((set, stack_id, nums), values) in &sums {
+        for (t, &v) in values.iter().enumerate() {
+            if v == 0 {
+                continue;
+            }
+            series_used[t][*set] = true;
+            out.samples.push(CpSampleRow {
+                profile_type: types[t].clone(),
+                service: label_sets[*set][SERVICE_LABEL].clone(),
+                series_id: series_ids[t][*set],
+                ts,
+                stack_id: *stack_id,
+                value: v,
+                profile_id,
+                num_labels: nums.clone(),
+            });
+        }
+    }
+    out.samples.sort_by(|a, b| {
+        (&a.profile_type, &a.service, a.series_id, a.stack_id).cmp(&(
+            &b.profile_type,
+            &b.service,
+            b.series_id,
+            b.stack_id,
+        ))
+    });
+    for (t, ty) in types.iter().enumerate() {
+        for (set, labels) in label_sets.iter().enumerate() {
+            if series_used[t][set] {
+                out.series.push(SeriesRow {
+                    date: date(ts),
+                    profile_type: ty.clone(),
+                    service: labels[SERVICE_LABEL].clone(),
+                    series_id: series_ids[t][set],
+                    labels: labels.clone(),
+                });
+            }
+        }
+        out.profiles.push(CpProfileRow {
+            profile_id,
+            profile_type: ty.clone(),
+            service: base[SERVICE_LABEL].clone(),
+            ts,
+            duration_ns: p.duration_nanos,
+            period: p.period,
+            period_type: p.period_type.as_ref().map(profile_type).unwrap_or_default(),
+            total: totals[t],
+            sample_count: counts[t],
+            series_count: series_used[t].iter().filter(|&&u| u).count() as u64,
+            labels: base.clone(),
+            num_units: num_units.clone(),
+            format: "pprof".into(),
+            source: source.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// The ids among `ids` already in `db.table` (column `col`).
+fn known(
+    backend: &dyn Backend,
+    db: &Ident,
+    table: &str,
+    col: &str,
+    ids: &[u64],
+) -> Result<HashSet<u64>> {
+    let mut out = HashSet::new();
+    // Chunks keep each query text small.
+    for chunk in ids.chunks(10_000) {
+        let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
+        let tsv = backend.query_tsv(&format!(
+            "SELECT DISTINCT {col} FROM {db}.{table} WHERE {col} IN ({})",
+            list.join(",")
+        ))?;
+        out.extend(tsv.lines().filter_map(|l| l.trim().parse::<u64>().ok()));
+    }
+    Ok(out)
+}
+
+/// Stores the rows of one profile: dictionaries (only the frames and stacks
+/// not stored yet), series, samples, then the profile rows, each table in
+/// one insert with the token `cp:<profile_id>:<table>` (see the module
+/// docs).
+///
+/// # Errors
+/// The engine's error of the first insert that fails; run again to finish.
+pub fn store(backend: &dyn Backend, db: &Ident, rows: &ProfileRows) -> Result<()> {
+    let tok = |t: &str| format!("cp:{:016x}:{t}", rows.profile_id);
+    let have = known(
+        backend,
+        db,
+        "frames",
+        "frame_id",
+        &rows.frames.iter().map(|f| f.frame_id).collect::<Vec<_>>(),
+    )?;
+    let frames: Vec<FrameRow> = rows
+        .frames
+        .iter()
+        .filter(|f| !have.contains(&f.frame_id))
+        .cloned()
+        .collect();
+    insert(backend, db, &frames, &tok("frames"))?;
+    let have = known(
+        backend,
+        db,
+        "stacks",
+        "stack_id",
+        &rows.stacks.iter().map(|s| s.stack_id).collect::<Vec<_>>(),
+    )?;
+    let stacks: Vec<StackRow> = rows
+        .stacks
+        .iter()
+        .filter(|s| !have.contains(&s.stack_id))
+        .cloned()
+        .collect();
+    insert(backend, db, &stacks, &tok("stacks"))?;
+    insert(backend, db, &rows.series, &tok("series"))?;
+    insert(backend, db, &rows.samples, &tok("samples"))?;
+    insert(backend, db, &rows.profiles, &tok("profiles"))?;
+    Ok(())
+}
+
+/// What a load stored.
+#[derive(Debug, Clone, Default)]
+pub struct ContinuousSummary {
+    /// The file.
+    pub source: String,
+    /// The profile id.
+    pub profile_id: u64,
+    /// The profile types, in the file's order.
+    pub types: Vec<String>,
+    /// Sample rows (all types).
+    pub sample_rows: usize,
+    /// Series rows (all types).
+    pub series: usize,
+    /// Distinct stacks and frames of the profile.
+    pub stacks: usize,
+    /// ...
+    pub frames: usize,
+}
+
+/// Loads one pprof file (gzipped or raw) into `opts.database` (the schema
+/// must exist: [`crate::storage::schema::migrate`]).
+///
+/// # Errors
+/// A one-line error naming the file (unreadable, not a valid pprof
+/// profile), a refused label, or the engine's error; nothing of the profile
+/// is listed unless every table has its rows.
+pub fn load_pprof(
+    backend: &dyn Backend,
+    path: &Path,
+    opts: &ContinuousOptions,
+) -> Result<ContinuousSummary> {
+    let bytes = read_capped(path, opts.decode.max_decompressed_bytes)?;
+    let profile = pprof::decode(path, &bytes, &opts.decode)?;
+    let source = std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string();
+    let rows = pprof_rows(&profile, &source, stable_hash(&[&bytes]), opts)?;
+    store(backend, &opts.database, &rows)?;
+    Ok(ContinuousSummary {
+        source,
+        profile_id: rows.profile_id,
+        types: rows
+            .profiles
+            .iter()
+            .map(|p| p.profile_type.clone())
+            .collect(),
+        sample_rows: rows.samples.len(),
+        series: rows.series.len(),
+        stacks: rows.stacks.len(),
+        frames: rows.frames.len(),
+    })
+}
+
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(crate::error::file_err(path))?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(crate::error::file_err(path))?;
+    Ok(bytes)
+}
+
+/// The tables of migration 6 with a TTL, and their day expression.
+pub const RETENTION_TABLES: &[(&str, &str)] = &[
+    ("cp_series", "date"),
+    ("cp_label_values", "date"),
+    ("cp_samples", "toDate(ts)"),
+    ("cp_samples_1m", "toDate(minute)"),
+    ("cp_profiles", "toDate(ts)"),
+];
+
+/// Sets the retention of continuous profiles to `days` (`init --retention`):
+/// `ALTER TABLE ... MODIFY TTL` on every table of [`RETENTION_TABLES`]
+/// (whole day partitions are dropped once older, `ttl_only_drop_parts`).
+///
+/// # Errors
+/// [`Error::Usage`] for 0 days; the engine's error.
+pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> Result<()> {
+    if days == 0 {
+        return Err(Error::Usage(
+            "retention: at least 1 day (0 would drop every profile)".into(),
+        ));
+    }
+    let on_cluster = opts
+        .cluster
+        .as_ref()
+        .map(|c| format!(" ON CLUSTER {c}"))
+        .unwrap_or_default();
+    for (table, day) in RETENTION_TABLES {
+        backend.execute(&format!(
+            "ALTER TABLE {}.{table}{on_cluster} MODIFY TTL {day} + INTERVAL {days} DAY",
+            opts.database
+        ))?;
+    }
+    Ok(())
+}
+
+/// The retention in days of `cp_samples` as stored in its TTL (None when it
+/// has none), read from the engine.
+///
+/// # Errors
+/// The engine's error.
+pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> {
+    let q = backend.query_tsv(&format!(
+        "SELECT create_table_query FROM system.tables WHERE database = {} AND name = 'cp_samples'",
+        sql_string(db.as_str())
+    ))?;
+    let re =
+        regex::Regex::new(r"TTL toDate\(ts\) \+ (?:toIntervalDay\((\d+)\)|INTERVAL (\d+) DAY)")
+            .expect("a valid regex");
+    Ok(re.captures(&q).and_then(|c| {
+        c.get(1)
+            .or_else(|| c.get(2))
+            .and_then(|m| m.as_str().parse().ok())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_are_checked() {
+        assert_eq!(
+            parse_label("region=eu-west=1").unwrap(),
+            ("region".into(), "eu-west=1".into())
+        );
+        assert_eq!(parse_label("k8s.pod=x").unwrap().0, "k8s.pod");
+        for bad in ["x", "1a=b", "a b=c", "a'=b", "=v", "service=x", "a-b=c"] {
+            let e = parse_label(bad).unwrap_err().to_string();
+            assert!(e.starts_with("label "), "{e}");
+            assert!(!e.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn series_ids_depend_on_type_and_every_label() {
+        let mut a = BTreeMap::new();
+        a.insert("service".to_string(), "api".to_string());
+        let mut b = a.clone();
+        b.insert("version".into(), "1".into());
+        assert_ne!(
+            series_id("cpu:nanoseconds", &a),
+            series_id("cpu:nanoseconds", &b)
+        );
+        assert_ne!(
+            series_id("cpu:nanoseconds", &a),
+            series_id("samples:count", &a)
+        );
+        assert_eq!(
+            series_id("cpu:nanoseconds", &b),
+            series_id("cpu:nanoseconds", &b.clone())
+        );
+    }
+
+    #[test]
+    fn rows_encode_to_their_structure() {
+        // Column count of the structure == fields written (checked on a
+        // known row by its length).
+        let mut m = BTreeMap::new();
+        m.insert("k".to_string(), "v".to_string());
+        let mut buf = Vec::new();
+        SeriesRow {
+            date: 1,
+            profile_type: "a".into(),
+            service: "s".into(),
+            series_id: 2,
+            labels: m,
+        }
+        .encode(&mut buf);
+        assert_eq!(buf.len(), 2 + 2 + 2 + 8 + 1 + 2 + 2);
+    }
+}
