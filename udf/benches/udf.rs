@@ -5,7 +5,10 @@
 //! Run: `cargo bench -p flamehouse-udf --bench udf`
 //! env: `BASELINE_UDF` (default `/work/baseline/flamehouse-udf`; the cases
 //! run only on the new binary when it does not exist), `BENCH_RUNS` (5),
-//! `BENCH_CASES` (comma-separated names, default all).
+//! `BENCH_CASES` (comma-separated names, default all), `MEMHAWK_TREE`
+//! (optional: MemHawk's own tree program, built as docs/benchmarks.md says;
+//! the `topn` top-1000 tree then also runs it on the same paths,
+//! alternating with ours, and checks the nodes both keep agree).
 //!
 //! Cases:
 //! - `topn`: MemHawk's tree-program workload. 200,000 stack paths, depth
@@ -185,6 +188,20 @@ fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
     w.flush().unwrap();
 }
 
+/// The same paths as MemHawk's tree program reads them: one line per path,
+/// `value<TAB>[0,id,...]`, its root frame 0 first.
+fn write_memhawk_lines(path: &Path, paths: &[(Vec<u32>, i64)]) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    for (s, v) in paths {
+        write!(w, "{v}\t[0").unwrap();
+        for id in s {
+            write!(w, ",{id}").unwrap();
+        }
+        w.write_all(b"]\n").unwrap();
+    }
+    w.flush().unwrap();
+}
+
 /// One UDF row: `Array(Tuple(Array(String), Int64))` per side, then an
 /// empty options map.
 fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
@@ -310,6 +327,123 @@ fn tree_rows(mut b: &[u8]) -> Vec<(u32, Vec<u8>, i64, i64)> {
     out
 }
 
+/// A node's path of frame ids below the root.
+type NodePath = Vec<u32>;
+
+/// MemHawk's tree program's output (`index, key, depth, total, self` per
+/// line, pre-order, its root key 0 at depth 0): each node's total and self
+/// by its path.
+fn memhawk_nodes(out: &[u8]) -> std::collections::HashMap<NodePath, (i64, i64)> {
+    let mut nodes = std::collections::HashMap::new();
+    let mut path: Vec<u32> = Vec::new();
+    for line in std::str::from_utf8(out).unwrap().lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "MemHawk output line {line:?}");
+        let (key, depth): (u32, usize) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let (total, value): (i64, i64) = (f[3].parse().unwrap(), f[4].parse().unwrap());
+        if depth == 0 {
+            path.clear();
+        } else {
+            path.truncate(depth - 1);
+            path.push(key);
+        }
+        assert_eq!(path.len(), depth, "MemHawk output: depth jumps at {line:?}");
+        nodes.insert(path.clone(), (total, value));
+    }
+    nodes
+}
+
+/// Our `tree-table` rows as [`memhawk_nodes`]: labels `f<id>`, the pruned
+/// remainder rows left out (MemHawk's program has none).
+fn our_nodes(out: &[u8]) -> std::collections::HashMap<NodePath, (i64, i64)> {
+    let mut nodes = std::collections::HashMap::new();
+    let mut path: Vec<u32> = Vec::new();
+    for (level, label, v, s) in tree_rows(out) {
+        if level == 0 {
+            path.clear();
+        } else {
+            path.truncate(level as usize - 1);
+            if label == b"other" {
+                continue;
+            }
+            let id = std::str::from_utf8(&label[1..]).unwrap().parse().unwrap();
+            path.push(id);
+        }
+        nodes.insert(path.clone(), (v, s));
+    }
+    nodes
+}
+
+/// Runs our top-N tree and MemHawk's tree program (`count` nodes) on the
+/// same paths, alternating, and prints the comparison: wall time, RSS, the
+/// ratio, and whether the nodes both keep have the same total and self.
+#[allow(clippy::too_many_arguments)] // two programs, each with its input
+fn memhawk_case(
+    name: &str,
+    args: &[&str],
+    input: &Path,
+    new: &Path,
+    memhawk: &Path,
+    memhawk_input: &Path,
+    count: usize,
+    runs: usize,
+) {
+    let count_arg = count.to_string();
+    let (mut a, mut m) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        a.push(run(new, args, input));
+        m.push(run(memhawk, &[&count_arg], memhawk_input));
+    }
+    let (min, med, rss) = stats(&a);
+    let (mmin, mmed, mrss) = stats(&m);
+    let mb = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
+    println!(
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB RowBinary in)",
+        ms(min),
+        ms(med),
+        rss as f64 / 1024.0,
+        mb(input)
+    );
+    println!(
+        "{name:<34} MemHawk  min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB text in, top {count})",
+        ms(mmin),
+        ms(mmed),
+        mrss as f64 / 1024.0,
+        mb(memhawk_input)
+    );
+    println!(
+        "RATIO {name} vs MemHawk's tree program: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+        mmin.as_secs_f64() / min.as_secs_f64(),
+        mmed.as_secs_f64() / med.as_secs_f64(),
+        mrss as f64 / rss as f64
+    );
+    // Both choose nodes heaviest first among the children of chosen ones;
+    // ours counts its `[other]` rows within the cap (MemHawk's program has
+    // none), so it keeps fewer real nodes, and past the first node that
+    // does not fit it may still take a later leaf.
+    let ours = our_nodes(&a[0].output);
+    let theirs = memhawk_nodes(&m[0].output);
+    assert!(theirs.len() <= count, "MemHawk kept {} nodes", theirs.len());
+    let mut common = 0;
+    for (p, v) in &ours {
+        if let Some(t) = theirs.get(p) {
+            assert_eq!(v, t, "{name}: node {p:?} differs from MemHawk's");
+            common += 1;
+        }
+    }
+    let only_ours = ours.len() - common;
+    println!(
+        "  {} real nodes ours (plus `[other]` rows), {} MemHawk's: {common} in both with equal total and self, {only_ours} only ours",
+        ours.len(),
+        theirs.len()
+    );
+    assert!(
+        only_ours * 100 <= ours.len(),
+        "{name}: {only_ours} of our {} nodes are not in MemHawk's top {count}",
+        ours.len()
+    );
+}
+
 /// How a case's output is compared with the baseline's.
 #[derive(Clone, Copy, PartialEq)]
 enum Same {
@@ -432,6 +566,11 @@ fn main() {
             t.elapsed()
         );
         let args = ["tree-table", "--format", "RowBinary", "--max-nodes", "1000"];
+        if let Some(mh) = std::env::var_os("MEMHAWK_TREE").map(PathBuf::from) {
+            let lines = dir.join("topn-200k.memhawk.txt");
+            write_memhawk_lines(&lines, &paths);
+            memhawk_case("topn top-1000", &args, &p, &new, &mh, &lines, 1000, runs);
+        }
         case(
             "topn tree-table --max-nodes 1000",
             &args,
