@@ -83,18 +83,6 @@ fn plus(a: i64, b: i64) -> Result<i64> {
     }
 }
 
-/// One stack after the filter. `f0` is where its first frame is: an index
-/// into the interned ids, or (raw frames) a byte offset in its input.
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    f0: usize,
-    len: u32,
-    side: u32,
-    value: i64,
-    /// `|value|` before any normalization.
-    mag: u64,
-}
-
 enum Frames<'a> {
     /// Every frame interned (after the filter).
     Ids { labels: Labels, ids: Vec<u32> },
@@ -105,39 +93,64 @@ enum Frames<'a> {
 /// The stacks of one call, filtered.
 struct Work<'a> {
     frames: Frames<'a>,
-    recs: Vec<Rec>,
+    /// One entry per stack, its cursor on the first frame; the stacks of
+    /// the baseline (side 0) first.
+    recs: Vec<Entry>,
+    /// The number of baseline stacks: stack `s` is on side `s >= split`.
+    split: u32,
+    /// Per stack, `|value|` before normalization; empty when no value was
+    /// normalized (a stack's magnitude is then `|value|`).
+    mags: Vec<u64>,
 }
 
 impl<'a> Work<'a> {
-    /// The records of every stack; `f0` a byte offset (`raw`) or a frame
-    /// index within its input.
-    fn recs(inputs: &[&Samples], raw: bool) -> Vec<Rec> {
+    /// The entries of every stack; `at` a byte offset (`raw`) or a frame
+    /// index within its input. Also the number of baseline stacks.
+    fn recs(inputs: &[&Samples], raw: bool) -> (Vec<Entry>, u32) {
         let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
-        for (side, s) in inputs.iter().enumerate() {
+        for s in inputs {
             for i in 0..s.len() {
                 let (f0, n, b0) = s.pos(i);
-                let v = s.value(i);
-                recs.push(Rec {
-                    f0: if raw { b0 } else { f0 },
-                    len: n as u32,
-                    side: side as u32,
-                    value: v,
-                    mag: v.unsigned_abs(),
+                recs.push(Entry {
+                    at: if raw { b0 } else { f0 },
+                    value: s.value(i),
+                    s: recs.len() as u32,
+                    left: n as u32,
                 });
             }
         }
-        recs
+        let split = inputs.first().map_or(0, |s| s.len() as u32);
+        (recs, split)
     }
 
     /// Frames as decoded when `raw` and nothing is filtered, else interned.
     fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
         if filter.is_identity() && raw {
+            let (recs, split) = Self::recs(inputs, true);
             return Work {
-                recs: Self::recs(inputs, true),
+                recs,
+                split,
+                mags: Vec::new(),
                 frames: Frames::Raw(inputs.to_vec()),
             };
         }
         Work::interned(inputs, filter)
+    }
+
+    /// The side (0 baseline, 1 comparison) of stack `s`.
+    #[inline(always)]
+    fn side(&self, s: u32) -> usize {
+        usize::from(s >= self.split)
+    }
+
+    /// The magnitude of `e`'s stack: `|value|` before normalization.
+    #[inline(always)]
+    fn mag(&self, e: &Entry) -> u64 {
+        if self.mags.is_empty() {
+            e.value.unsigned_abs()
+        } else {
+            self.mags[e.s as usize]
+        }
     }
 
     /// Every frame interned: the result no longer needs the inputs.
@@ -147,21 +160,29 @@ impl<'a> Work<'a> {
         if filter.is_identity() {
             // Interned in input order: the frame indexes stay valid, offset
             // by the frames of the inputs before.
-            let mut recs = Self::recs(inputs, false);
+            let (mut recs, split) = Self::recs(inputs, false);
             let mut offset = 0;
             for (side, s) in inputs.iter().enumerate() {
                 s.intern_into(&mut labels, &mut ids);
-                for r in recs.iter_mut().filter(|r| r.side == side as u32) {
-                    r.f0 += offset;
+                let side_recs = if side == 0 {
+                    &mut recs[..split as usize]
+                } else {
+                    &mut recs[split as usize..]
+                };
+                for r in side_recs {
+                    r.at += offset;
                 }
                 offset = ids.len();
             }
             return Work {
                 frames: Frames::Ids { labels, ids },
                 recs,
+                split,
+                mags: Vec::new(),
             };
         }
         let mut recs = Vec::new();
+        let mut split = 0;
         let mut f = IdFilter::new(filter, &mut labels);
         let mut all = Vec::new();
         let mut out = Vec::new();
@@ -173,27 +194,30 @@ impl<'a> Work<'a> {
                 if !f.apply(&mut labels, &all[f0..f0 + n], &mut out) {
                     continue;
                 }
-                let v = s.value(i);
-                recs.push(Rec {
-                    f0: ids.len(),
-                    len: out.len() as u32,
-                    side: side as u32,
-                    value: v,
-                    mag: v.unsigned_abs(),
+                recs.push(Entry {
+                    at: ids.len(),
+                    value: s.value(i),
+                    s: recs.len() as u32,
+                    left: out.len() as u32,
                 });
                 ids.extend_from_slice(&out);
+            }
+            if side == 0 {
+                split = recs.len() as u32;
             }
         }
         Work {
             frames: Frames::Ids { labels, ids },
             recs,
+            split,
+            mags: Vec::new(),
         }
     }
 
-    /// The interned stack of `r` (interned frames only).
-    fn stack(&self, r: &Rec) -> &[u32] {
+    /// The interned stack of `r` (interned frames only, cursor unmoved).
+    fn stack(&self, r: &Entry) -> &[u32] {
         match &self.frames {
-            Frames::Ids { ids, .. } => &ids[r.f0..r.f0 + r.len as usize],
+            Frames::Ids { ids, .. } => &ids[r.at..r.at + r.left as usize],
             Frames::Raw(_) => unreachable!("normalize interns frames"),
         }
     }
@@ -212,18 +236,9 @@ impl<'a> Work<'a> {
     /// baseline stacks are grouped first; the group's first stack then
     /// carries the scaled self and the others 0.
     fn normalize_baseline(&mut self) -> Result<()> {
-        let t0: i128 = self
-            .recs
-            .iter()
-            .filter(|r| r.side == 0)
-            .map(|r| r.value as i128)
-            .sum();
-        let t1: i128 = self
-            .recs
-            .iter()
-            .filter(|r| r.side == 1)
-            .map(|r| r.value as i128)
-            .sum();
+        let split = self.split as usize;
+        let t0: i128 = self.recs[..split].iter().map(|r| r.value as i128).sum();
+        let t1: i128 = self.recs[split..].iter().map(|r| r.value as i128).sum();
         if t0 == 0 || t0 == t1 {
             return Ok(());
         }
@@ -238,11 +253,8 @@ impl<'a> Work<'a> {
         // Group representative rec and summed self, in first-seen order.
         let mut groups: Vec<(usize, i64)> = Vec::new();
         let mut table: HashTable<u32> = HashTable::new();
-        let mut group_of = vec![NONE; self.recs.len()];
-        for (i, r) in self.recs.iter().enumerate() {
-            if r.side != 0 {
-                continue;
-            }
+        let mut group_of = vec![NONE; split];
+        for (i, r) in self.recs[..split].iter().enumerate() {
             let st = self.stack(r);
             let h = hash(st);
             let g = match table.find(h, |&g| self.stack(&self.recs[groups[g as usize].0]) == st) {
@@ -284,11 +296,10 @@ impl<'a> Work<'a> {
             scaled[g] += 1;
             deficit -= 1;
         }
-        for (i, r) in self.recs.iter_mut().enumerate() {
-            if r.side == 0 {
-                let g = group_of[i] as usize;
-                r.value = if groups[g].0 == i { scaled[g] } else { 0 };
-            }
+        self.mags = self.recs.iter().map(|r| r.value.unsigned_abs()).collect();
+        for (i, r) in self.recs[..split].iter_mut().enumerate() {
+            let g = group_of[i] as usize;
+            r.value = if groups[g].0 == i { scaled[g] } else { 0 };
         }
         Ok(())
     }
@@ -318,39 +329,23 @@ struct Node {
 
 /// A stack in the index, with a cursor on its next frame: partitioning
 /// moves these small records (sequential) instead of looking each stack up
-/// (random) at every level.
+/// (random) at every level. 24 bytes: the index and its partition buffer
+/// are most of the memory a pruned tree needs besides the input (the side
+/// and the magnitude follow from `s`).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     /// The next frame: an index into the ids, or a byte offset in the input.
     at: usize,
     value: i64,
-    mag: u64,
-    /// The stack's index (input order, the pruning tie-break).
+    /// The stack's index (input order, the pruning tie-break; baseline
+    /// stacks first).
     s: u32,
     /// Frames left below the cursor.
     left: u32,
-    side: u32,
-}
-
-impl Entry {
-    /// Stack `s` (record `r`), its cursor on the first frame.
-    fn of(s: u32, r: &Rec) -> Entry {
-        Entry {
-            at: r.f0,
-            value: r.value,
-            mag: r.mag,
-            s,
-            left: r.len,
-            side: r.side,
-        }
-    }
 }
 
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
-    /// The stacks (taken from the work): the root's values and the
-    /// cursors' starts; freed once a pruned tree no longer needs them.
-    recs: Vec<Rec>,
     idx: Vec<Entry>,
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
@@ -364,19 +359,15 @@ struct Builder<'w, 'a> {
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
-    fn new(w: &'w Work<'a>, recs: Vec<Rec>) -> Self {
+    /// Over the stacks `idx` (taken from the work, cursors on their first
+    /// frames).
+    fn new(w: &'w Work<'a>, idx: Vec<Entry>) -> Self {
         let labels = match &w.frames {
             Frames::Ids { labels, .. } => labels.len(),
             Frames::Raw(_) => 0,
         };
-        let idx = recs
-            .iter()
-            .enumerate()
-            .map(|(s, r)| Entry::of(s as u32, r))
-            .collect();
         Builder {
             w,
-            recs,
             idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
@@ -390,6 +381,9 @@ impl<'w, 'a> Builder<'w, 'a> {
     /// node expanded once, in any order; the cursors are then reset, so the
     /// tree can be expanded again.
     fn count_full(&mut self, root: &Node) -> Result<u64> {
+        // The partitions move and advance the entries: start again from a
+        // copy (24 bytes a stack; the ids are not copied).
+        let start = self.idx.clone();
         let mut n: u64 = 1;
         let mut pending: Vec<Node> = Vec::new();
         let mut kids: Vec<Node> = Vec::new();
@@ -407,10 +401,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             let Some(c) = pending.pop() else { break };
             cur = c;
         }
-        // The partitions moved and advanced the entries: start again.
-        for (s, (e, r)) in self.idx.iter_mut().zip(&self.recs).enumerate() {
-            *e = Entry::of(s as u32, r);
-        }
+        self.idx = start;
         Ok(n)
     }
 
@@ -423,7 +414,7 @@ impl<'w, 'a> Builder<'w, 'a> {
         };
         let e = &self.idx[n.lo as usize];
         let mut v = [0; 2];
-        v[e.side as usize] = e.value;
+        v[self.w.side(e.s)] = e.value;
         let frames = &ids[e.at..e.at + e.left as usize];
         for (i, &l) in frames.iter().enumerate() {
             let s = if i + 1 == frames.len() { v } else { [0; 2] };
@@ -438,7 +429,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             at: 0,
             depth: 0,
             lo: 0,
-            hi: self.recs.len() as u32,
+            hi: self.idx.len() as u32,
             value: [0; 2],
             self_: [0; 2],
             magnitude: 0,
@@ -446,11 +437,11 @@ impl<'w, 'a> Builder<'w, 'a> {
             parent: NONE,
             has_children: false,
         };
-        for r in &self.recs {
-            let side = r.side as usize;
+        for r in &self.idx {
+            let side = self.w.side(r.s);
             n.value[side] = plus(n.value[side], r.value)?;
-            n.magnitude = n.magnitude.saturating_add(r.mag);
-            if r.len == 0 {
+            n.magnitude = n.magnitude.saturating_add(self.w.mag(r));
+            if r.left == 0 {
                 n.self_[side] = plus(n.self_[side], r.value)?;
             } else {
                 n.has_children = true;
@@ -493,14 +484,15 @@ impl<'w, 'a> Builder<'w, 'a> {
                 has_children: false,
             });
         };
+        let w: &Work<'_> = w;
         let mut add = |c: &mut Node, e: &Entry| {
             c.hi += 1;
-            let side = e.side as usize;
+            let side = w.side(e.s);
             match c.value[side].checked_add(e.value) {
                 Some(v) => c.value[side] = v,
                 None => result = Err(Error::Overflow),
             }
-            c.magnitude = c.magnitude.saturating_add(e.mag);
+            c.magnitude = c.magnitude.saturating_add(w.mag(e));
             if e.left == 1 {
                 match c.self_[side].checked_add(e.value) {
                     Some(v) => c.self_[side] = v,
@@ -548,7 +540,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                 }
                 for k in lo..hi {
                     if let Some(ahead) = idx.get(k + PREFETCH) {
-                        prefetch(inputs[ahead.side as usize].bytes(), ahead.at);
+                        prefetch(inputs[w.side(ahead.s)].bytes(), ahead.at);
                     }
                     let e = &mut idx[k];
                     if e.left == 0 {
@@ -556,13 +548,14 @@ impl<'w, 'a> Builder<'w, 'a> {
                         nterm += 1;
                         continue;
                     }
-                    let (f, next) = inputs[e.side as usize].frame_at(e.at);
+                    let side = w.side(e.s);
+                    let (f, next) = inputs[side].frame_at(e.at);
                     let h = hash_label(f);
                     let g = match groups.find(h, |&g| same(group_labels[g as usize], f)) {
                         Some(&g) => g,
                         None => {
                             let g = group_labels.len() as u32;
-                            new_child(out, e.side, e.at, e.s);
+                            new_child(out, side as u32, e.at, e.s);
                             group_labels.push(f);
                             let gl = &*group_labels;
                             groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
@@ -710,8 +703,8 @@ fn run(
     if diff && normalize {
         w.normalize_baseline()?;
     }
-    let recs = std::mem::take(&mut w.recs);
-    let mut b = Builder::new(&w, recs);
+    let idx = std::mem::take(&mut w.recs);
+    let mut b = Builder::new(&w, idx);
     let root = b.root()?;
     let threshold = if opts.min_share > 0.0 {
         (opts.min_share * root.magnitude as f64).ceil() as u64
@@ -773,8 +766,6 @@ fn pruned(
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    // The cursors are never reset here.
-    b.recs = Vec::new();
     let limit = if opts.max_nodes == 0 {
         usize::MAX
     } else {
@@ -791,31 +782,45 @@ fn pruned(
     type Entry = (u64, Reverse<(u32, u32)>, u32);
     let key = |k: &Node| -> Entry { (k.magnitude, Reverse((k.first, k.depth)), 0) };
     let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
-    let open = |b: &mut Builder<'_, '_>,
-                c: u32,
-                cands: &mut Vec<Node>,
-                kids_of: &mut Vec<(u32, u32)>,
-                kept: &mut Vec<bool>,
-                selected: &mut Vec<u32>,
-                heap: &mut BinaryHeap<Entry>|
-     -> Result<()> {
-        let n = cands[c as usize];
-        if !n.has_children {
-            return Ok(());
-        }
-        let start = cands.len();
-        b.expand(&n, c, cands)?;
-        cands[start..].sort_unstable_by_key(|k| Reverse(key(k)));
-        kids_of[c as usize] = (start as u32, cands.len() as u32);
-        let k = &cands[start];
-        if k.magnitude >= threshold {
-            heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
-        }
-        kids_of.resize(cands.len(), (0, 0));
-        kept.resize(cands.len(), false);
-        selected.resize(cands.len(), 0);
-        Ok(())
-    };
+    // Sorting children: their keys (16 bytes), then the nodes moved once.
+    let mut order: Vec<u128> = Vec::new();
+    let mut sorted: Vec<Node> = Vec::new();
+    let mut open =
+        |b: &mut Builder<'_, '_>,
+         c: u32,
+         cands: &mut Vec<Node>,
+         kids_of: &mut Vec<(u32, u32)>,
+         kept: &mut Vec<bool>,
+         selected: &mut Vec<u32>,
+         heap: &mut BinaryHeap<Entry>|
+         -> Result<()> {
+            let n = cands[c as usize];
+            if !n.has_children {
+                return Ok(());
+            }
+            let start = cands.len();
+            b.expand(&n, c, cands)?;
+            // Heaviest first, then by first stack (siblings share a depth and
+            // never a first stack): the order of `key`.
+            order.clear();
+            order.extend(cands[start..].iter().enumerate().map(|(i, k)| {
+                u128::from(k.magnitude) << 64 | u128::from(!k.first) << 32 | i as u128
+            }));
+            order.sort_unstable_by(|a, b| b.cmp(a));
+            sorted.clear();
+            sorted.extend(order.iter().map(|&o| cands[start + (o as u32) as usize]));
+            cands[start..].copy_from_slice(&sorted);
+            debug_assert!(cands[start..].is_sorted_by_key(|k| Reverse(key(k))));
+            kids_of[c as usize] = (start as u32, cands.len() as u32);
+            let k = &cands[start];
+            if k.magnitude >= threshold {
+                heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
+            }
+            kids_of.resize(cands.len(), (0, 0));
+            kept.resize(cands.len(), false);
+            selected.resize(cands.len(), 0);
+            Ok(())
+        };
     open(
         b,
         0,
@@ -830,22 +835,30 @@ fn pruned(
         let node = cands[c as usize];
         let p = node.parent as usize;
         let (ks, ke) = kids_of[p];
-        // The next sibling (sorted) becomes a candidate.
-        if c + 1 < ke {
+        let completes = selected[p] + 1 == ke - ks;
+        let cost = 1 + usize::from(node.has_children);
+        let new_rows = rows + cost - usize::from(completes);
+        let take = new_rows <= limit;
+        if take {
+            rows = new_rows;
+            selected[p] += 1;
+            kept[c as usize] = true;
+        }
+        // The next sibling (sorted) becomes a candidate; not when every row
+        // is used and it cannot complete its parent (only a leaf that is the
+        // last child of a parent whose other children are all kept still
+        // fits then: it takes the place of the `[other]` row). Without
+        // this, every child of every expanded node would pass through the
+        // heap only to be rejected.
+        if c + 1 < ke && (rows < limit || selected[p] + 1 == ke - ks) {
             let k = &cands[c as usize + 1];
             if k.magnitude >= threshold {
                 heap.push((k.magnitude, Reverse((k.first, k.depth)), c + 1));
             }
         }
-        let completes = selected[p] + 1 == ke - ks;
-        let cost = 1 + usize::from(node.has_children);
-        let new_rows = rows + cost - usize::from(completes);
-        if new_rows > limit {
+        if !take {
             continue;
         }
-        rows = new_rows;
-        selected[p] += 1;
-        kept[c as usize] = true;
         open(
             b,
             c,
