@@ -11,8 +11,12 @@
 //! - [`serve`]: the stdin/stdout process protocol (executable and
 //!   executable_pool modes, and the `executable()` table-function commands);
 //! - [`catalog`]: the function catalog that generates the XML configs and the
-//!   SQL wrapper functions shipped in `sql/`.
+//!   SQL wrapper functions shipped in `sql/`;
+//! - `alloc` (Linux): the executable's allocator, large buffers in
+//!   transparent huge pages.
 
+#[cfg(target_os = "linux")]
+pub mod alloc;
 pub mod catalog;
 pub mod codec;
 pub mod error;

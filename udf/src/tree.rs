@@ -37,7 +37,7 @@ use crate::samples::{hash_label, same, Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 
 /// One row of a single flame graph.
@@ -752,6 +752,133 @@ fn full(
     Ok(())
 }
 
+/// The candidates of a pruned tree: every stored child of every expanded
+/// node, each node's children sorted heaviest first. The heap holds only
+/// the best child not yet considered of each expanded node (the next one
+/// enters when it leaves), which pops in the same order as a heap of all
+/// candidates.
+struct Selection {
+    cands: Vec<Node>,
+    /// Per candidate: the range of its children in `cands` once expanded.
+    kids_of: Vec<(u32, u32)>,
+    kept: Vec<bool>,
+    /// Per candidate: how many of its children are kept.
+    selected: Vec<u32>,
+    heap: BinaryHeap<HeapKey>,
+    /// Parents whose lightest children were not stored (they can never be
+    /// kept): the sum of their values.
+    truncated: HashMap<u32, [i64; 2]>,
+    limit: usize,
+    threshold: u64,
+    /// Sorting buffers: children's packed keys, then the nodes in order.
+    order: Vec<u128>,
+    sorted: Vec<Node>,
+}
+
+/// Heaviest first, then the node an incremental build would have created
+/// first; the candidate's index.
+type HeapKey = (u64, Reverse<(u32, u32)>, u32);
+
+fn heap_key(k: &Node, c: u32) -> HeapKey {
+    (k.magnitude, Reverse((k.first, k.depth)), c)
+}
+
+impl Selection {
+    /// Expands candidate `c` (kept): its children become candidates.
+    fn open(&mut self, b: &mut Builder<'_, '_>, c: u32) -> Result<()> {
+        let n = self.cands[c as usize];
+        if !n.has_children {
+            return Ok(());
+        }
+        let cands = &mut self.cands;
+        let start = cands.len();
+        b.expand(&n, c, cands)?;
+        // Heaviest first, then by first stack (siblings share a depth and
+        // never a first stack): the order of `heap_key`.
+        self.order.clear();
+        self.order.extend(
+            cands[start..].iter().enumerate().map(|(i, k)| {
+                u128::from(k.magnitude) << 64 | u128::from(!k.first) << 32 | i as u128
+            }),
+        );
+        self.order.sort_unstable_by(|a, b| b.cmp(a));
+        self.sorted.clear();
+        self.sorted.extend(
+            self.order
+                .iter()
+                .map(|&o| cands[start + (o as u32) as usize]),
+        );
+        cands[start..].copy_from_slice(&self.sorted);
+        debug_assert!(cands[start..].is_sorted_by_key(|k| Reverse(heap_key(k, 0))));
+        // Children under the threshold can never be kept: they are only
+        // their parent's `[other]` row, summed here and not stored. (No such
+        // bound by count: a light leaf may still fit where heavier siblings
+        // with children did not.)
+        let keep = cands[start..]
+            .iter()
+            .take_while(|k| k.magnitude >= self.threshold)
+            .count()
+            .max(1);
+        if start + keep < cands.len() {
+            let mut rest = [0i64; 2];
+            for k in &cands[start + keep..] {
+                rest[0] = plus(rest[0], k.value[0])?;
+                rest[1] = plus(rest[1], k.value[1])?;
+            }
+            cands.truncate(start + keep);
+            self.truncated.insert(c, rest);
+        }
+        self.kids_of[c as usize] = (start as u32, cands.len() as u32);
+        let k = &cands[start];
+        if k.magnitude >= self.threshold {
+            self.heap.push(heap_key(k, start as u32));
+        }
+        let len = cands.len();
+        self.kids_of.resize(len, (0, 0));
+        self.kept.resize(len, false);
+        self.selected.resize(len, 0);
+        Ok(())
+    }
+
+    /// Chooses the kept nodes, expanding each; returns the number of rows.
+    fn run(&mut self, b: &mut Builder<'_, '_>, root: &Node) -> Result<usize> {
+        self.open(b, 0)?;
+        let limit = self.limit;
+        let mut rows: usize = 1 + usize::from(root.has_children);
+        while let Some((_, _, c)) = self.heap.pop() {
+            let node = self.cands[c as usize];
+            let p = node.parent as usize;
+            let (ks, ke) = self.kids_of[p];
+            let completes =
+                self.selected[p] + 1 == ke - ks && !self.truncated.contains_key(&(p as u32));
+            let cost = 1 + usize::from(node.has_children);
+            let new_rows = rows + cost - usize::from(completes);
+            let take = new_rows <= limit;
+            if take {
+                rows = new_rows;
+                self.selected[p] += 1;
+                self.kept[c as usize] = true;
+            }
+            // The next sibling (sorted) becomes a candidate; not when every
+            // row is used and it cannot complete its parent (only a leaf
+            // that is the last child of a parent whose other children are
+            // all kept still fits then: it takes the place of the `[other]`
+            // row). Without this, every child of every expanded node would
+            // pass through the heap only to be rejected.
+            if c + 1 < ke && (rows < limit || self.selected[p] + 1 == ke - ks) {
+                let k = &self.cands[c as usize + 1];
+                if k.magnitude >= self.threshold {
+                    self.heap.push(heap_key(k, c + 1));
+                }
+            }
+            if take {
+                self.open(b, c)?;
+            }
+        }
+        Ok(rows)
+    }
+}
+
 /// The pruned tree: greedy, heaviest node first among those whose parent is
 /// kept; a node is taken when the rows it costs (itself, plus an `[other]`
 /// row for its own children, minus its parent's `[other]` row when it is the
@@ -766,109 +893,30 @@ fn pruned(
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    let limit = if opts.max_nodes == 0 {
-        usize::MAX
-    } else {
-        opts.max_nodes
+    let mut sel = Selection {
+        cands: vec![root],
+        kids_of: vec![(0, 0)],
+        kept: vec![true],
+        selected: vec![0],
+        heap: BinaryHeap::new(),
+        truncated: HashMap::new(),
+        limit: if opts.max_nodes == 0 {
+            usize::MAX
+        } else {
+            opts.max_nodes
+        },
+        threshold,
+        order: Vec::new(),
+        sorted: Vec::new(),
     };
-    // Candidates: every child of every expanded node, each node's children
-    // sorted heaviest first. The heap holds only the best child not yet
-    // considered of each expanded node (the next one enters when it
-    // leaves), which pops in the same order as a heap of all candidates.
-    let mut cands: Vec<Node> = vec![root];
-    let mut kids_of: Vec<(u32, u32)> = vec![(0, 0)];
-    let mut kept: Vec<bool> = vec![true];
-    let mut selected: Vec<u32> = vec![0];
-    type Entry = (u64, Reverse<(u32, u32)>, u32);
-    let key = |k: &Node| -> Entry { (k.magnitude, Reverse((k.first, k.depth)), 0) };
-    let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
-    // Sorting children: their keys (16 bytes), then the nodes moved once.
-    let mut order: Vec<u128> = Vec::new();
-    let mut sorted: Vec<Node> = Vec::new();
-    let mut open =
-        |b: &mut Builder<'_, '_>,
-         c: u32,
-         cands: &mut Vec<Node>,
-         kids_of: &mut Vec<(u32, u32)>,
-         kept: &mut Vec<bool>,
-         selected: &mut Vec<u32>,
-         heap: &mut BinaryHeap<Entry>|
-         -> Result<()> {
-            let n = cands[c as usize];
-            if !n.has_children {
-                return Ok(());
-            }
-            let start = cands.len();
-            b.expand(&n, c, cands)?;
-            // Heaviest first, then by first stack (siblings share a depth and
-            // never a first stack): the order of `key`.
-            order.clear();
-            order.extend(cands[start..].iter().enumerate().map(|(i, k)| {
-                u128::from(k.magnitude) << 64 | u128::from(!k.first) << 32 | i as u128
-            }));
-            order.sort_unstable_by(|a, b| b.cmp(a));
-            sorted.clear();
-            sorted.extend(order.iter().map(|&o| cands[start + (o as u32) as usize]));
-            cands[start..].copy_from_slice(&sorted);
-            debug_assert!(cands[start..].is_sorted_by_key(|k| Reverse(key(k))));
-            kids_of[c as usize] = (start as u32, cands.len() as u32);
-            let k = &cands[start];
-            if k.magnitude >= threshold {
-                heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
-            }
-            kids_of.resize(cands.len(), (0, 0));
-            kept.resize(cands.len(), false);
-            selected.resize(cands.len(), 0);
-            Ok(())
-        };
-    open(
-        b,
-        0,
-        &mut cands,
-        &mut kids_of,
-        &mut kept,
-        &mut selected,
-        &mut heap,
-    )?;
-    let mut rows: usize = 1 + usize::from(root.has_children);
-    while let Some((_, _, c)) = heap.pop() {
-        let node = cands[c as usize];
-        let p = node.parent as usize;
-        let (ks, ke) = kids_of[p];
-        let completes = selected[p] + 1 == ke - ks;
-        let cost = 1 + usize::from(node.has_children);
-        let new_rows = rows + cost - usize::from(completes);
-        let take = new_rows <= limit;
-        if take {
-            rows = new_rows;
-            selected[p] += 1;
-            kept[c as usize] = true;
-        }
-        // The next sibling (sorted) becomes a candidate; not when every row
-        // is used and it cannot complete its parent (only a leaf that is the
-        // last child of a parent whose other children are all kept still
-        // fits then: it takes the place of the `[other]` row). Without
-        // this, every child of every expanded node would pass through the
-        // heap only to be rejected.
-        if c + 1 < ke && (rows < limit || selected[p] + 1 == ke - ks) {
-            let k = &cands[c as usize + 1];
-            if k.magnitude >= threshold {
-                heap.push((k.magnitude, Reverse((k.first, k.depth)), c + 1));
-            }
-        }
-        if !take {
-            continue;
-        }
-        open(
-            b,
-            c,
-            &mut cands,
-            &mut kids_of,
-            &mut kept,
-            &mut selected,
-            &mut heap,
-        )?;
-    }
+    let rows = sel.run(b, &root)?;
+    let Selection {
+        cands,
+        kids_of,
+        kept,
+        truncated,
+        ..
+    } = sel;
     if let Some(count) = count {
         count(rows as u64)?;
     }
@@ -894,8 +942,10 @@ fn pruned(
                 };
                 emit(level, label, node.value, node.self_)?;
                 kids.clear();
-                let mut other = [0i64; 2];
-                let mut dropped = false;
+                let (mut other, mut dropped) = match truncated.get(&id) {
+                    Some(&rest) => (rest, true),
+                    None => ([0i64; 2], false),
+                };
                 let (ks, ke) = kids_of[id as usize];
                 for c in ks..ke {
                     let cn = &cands[c as usize];

@@ -11,6 +11,11 @@ use flamehouse_udf::{catalog, Error};
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
 
+/// Large buffers in transparent huge pages (see the library's `alloc`).
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOC: flamehouse_udf::alloc::HugePageAlloc = flamehouse_udf::alloc::HugePageAlloc;
+
 #[derive(Parser, Debug)]
 #[command(
     version,
