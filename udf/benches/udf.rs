@@ -24,9 +24,10 @@
 //! - `diff1m`: `stackDiff` of 1,000,000 vs 1,000,000 distinct stacks, half
 //!   of them shared.
 //!
-//! Every case prints wall time (min and median over the runs) and peak RSS
-//! (from `wait4`) for both binaries, the ratio, and checks the outputs are
-//! byte-identical where the output format did not change.
+//! Every case prints wall time (min and median over the runs), CPU time
+//! (user + system, min) and peak RSS (from `/usr/bin/time`) for both
+//! binaries, the ratios, and checks the outputs are byte-identical where
+//! the output format did not change.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -220,6 +221,9 @@ fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
 
 struct Run {
     wall: Duration,
+    /// User + system CPU time of the command (less sensitive than wall
+    /// time to other processes taking turns on the cores).
+    cpu: Duration,
     max_rss_kib: i64,
     /// The output when it is small (to compare rows), else empty.
     output: Vec<u8>,
@@ -258,6 +262,7 @@ impl Write for Sink {
 /// from, so the benchmark's own (large) RSS would hide a small one.
 fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
     let rss_file = std::env::temp_dir().join(format!("udf-bench-rss-{}", std::process::id()));
+    let cpu0 = children_cpu();
     let t = Instant::now();
     let mut child = Command::new("/usr/bin/time")
         .arg("-f")
@@ -279,6 +284,7 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
     std::io::copy(child.stdout.as_mut().unwrap(), &mut sink).unwrap();
     let status = child.wait().unwrap();
     let wall = t.elapsed();
+    let cpu = children_cpu() - cpu0;
     assert!(status.success(), "{} {args:?} failed", bin.display());
     let max_rss_kib = std::fs::read_to_string(&rss_file)
         .unwrap()
@@ -287,6 +293,7 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         .unwrap();
     Run {
         wall,
+        cpu,
         max_rss_kib,
         output: if sink.len <= 1 << 20 {
             sink.keep
@@ -296,6 +303,22 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         output_len: sink.len,
         digest: sink.digest,
     }
+}
+
+/// CPU time (user + system) of every child process waited for so far.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru
+    };
+    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    d(ru.ru_utime) + d(ru.ru_stime)
+}
+
+fn min_cpu(runs: &[Run]) -> Duration {
+    runs.iter().map(|r| r.cpu).min().unwrap_or_default()
 }
 
 /// `tree-table` RowBinary rows `(level, label, value, self)`, the pruned
@@ -398,23 +421,26 @@ fn memhawk_case(
     let (mmin, mmed, mrss) = stats(&m);
     let mb = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
     println!(
-        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB RowBinary in)",
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB RowBinary in)",
         ms(min),
         ms(med),
+        ms(min_cpu(&a)),
         rss as f64 / 1024.0,
         mb(input)
     );
     println!(
-        "{name:<34} MemHawk  min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB text in, top {count})",
+        "{name:<34} MemHawk  min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB text in, top {count})",
         ms(mmin),
         ms(mmed),
+        ms(min_cpu(&m)),
         mrss as f64 / 1024.0,
         mb(memhawk_input)
     );
     println!(
-        "RATIO {name} vs MemHawk's tree program: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+        "RATIO {name} vs MemHawk's tree program: {:.2}x faster (min), {:.2}x (median), {:.2}x less CPU (min), peak RSS {:.2}x smaller",
         mmin.as_secs_f64() / min.as_secs_f64(),
         mmed.as_secs_f64() / med.as_secs_f64(),
+        min_cpu(&m).as_secs_f64() / min_cpu(&a).as_secs_f64(),
         mrss as f64 / rss as f64
     );
     // Both choose nodes heaviest first among the children of chosen ones;
@@ -484,9 +510,10 @@ fn case(
     }
     let (min, med, rss) = stats(&a);
     println!(
-        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
         ms(min),
         ms(med),
+        ms(min_cpu(&a)),
         rss as f64 / 1024.0,
         mb / min.as_secs_f64(),
         a[0].output_len
@@ -494,16 +521,18 @@ fn case(
     if !b.is_empty() {
         let (bmin, bmed, brss) = stats(&b);
         println!(
-            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
+            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
             ms(bmin),
             ms(bmed),
+            ms(min_cpu(&b)),
             brss as f64 / 1024.0,
             mb / bmin.as_secs_f64()
         );
         println!(
-            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), {:.2}x less CPU (min), peak RSS {:.2}x smaller",
             bmin.as_secs_f64() / min.as_secs_f64(),
             bmed.as_secs_f64() / med.as_secs_f64(),
+            min_cpu(&b).as_secs_f64() / min_cpu(&a).as_secs_f64(),
             brss as f64 / rss as f64
         );
         match same {

@@ -350,10 +350,13 @@ struct Builder<'w, 'a> {
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
     slot: Vec<u32>,
-    /// Raw frames: the current expansion's groups by label bytes, and each
-    /// group's label.
+    /// Raw frames: the current expansion's groups by label bytes; each
+    /// group's hash and label, copied into one small buffer (comparing a
+    /// frame with the label where it first occurred in the input would be
+    /// a cache miss each time).
     groups: HashTable<u32>,
-    group_labels: Vec<&'a [u8]>,
+    group_keys: Vec<(u64, usize, usize)>,
+    group_bytes: Vec<u8>,
     tag: Vec<u32>,
     tmp: Vec<Entry>,
 }
@@ -371,7 +374,8 @@ impl<'w, 'a> Builder<'w, 'a> {
             idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
-            group_labels: Vec::new(),
+            group_keys: Vec::new(),
+            group_bytes: Vec::new(),
             tag: Vec::new(),
             tmp: Vec::new(),
         }
@@ -459,7 +463,8 @@ impl<'w, 'a> Builder<'w, 'a> {
             idx,
             slot,
             groups,
-            group_labels,
+            group_keys,
+            group_bytes,
             tag,
             tmp,
             ..
@@ -532,7 +537,8 @@ impl<'w, 'a> Builder<'w, 'a> {
             }
             Frames::Raw(inputs) => {
                 groups.clear();
-                group_labels.clear();
+                group_keys.clear();
+                group_bytes.clear();
                 // A big expansion would leave a big table to clear each
                 // time after it: start small again.
                 if groups.capacity() > 4 * (hi - lo) + 64 {
@@ -551,14 +557,20 @@ impl<'w, 'a> Builder<'w, 'a> {
                     let side = w.side(e.s);
                     let (f, next) = inputs[side].frame_at(e.at);
                     let h = hash_label(f);
-                    let g = match groups.find(h, |&g| same(group_labels[g as usize], f)) {
+                    let found = groups.find(h, |&g| {
+                        let (gh, a, b) = group_keys[g as usize];
+                        gh == h && same(&group_bytes[a..b], f)
+                    });
+                    let g = match found {
                         Some(&g) => g,
                         None => {
-                            let g = group_labels.len() as u32;
+                            let g = group_keys.len() as u32;
                             new_child(out, side as u32, e.at, e.s);
-                            group_labels.push(f);
-                            let gl = &*group_labels;
-                            groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
+                            let a = group_bytes.len();
+                            group_bytes.extend_from_slice(f);
+                            group_keys.push((h, a, group_bytes.len()));
+                            let keys = &*group_keys;
+                            groups.insert_unique(h, g, |&g| keys[g as usize].0);
                             g
                         }
                     };
@@ -607,7 +619,7 @@ impl<'w, 'a> Builder<'w, 'a> {
 /// How many stacks ahead the partition loop prefetches the next frame: the
 /// frames of a node's stacks are scattered over the input, and the loop is
 /// otherwise bound by waiting for each of them.
-const PREFETCH: usize = 8;
+const PREFETCH: usize = 16;
 
 /// Hints that `data[at]` will be read soon (no effect off x86-64, or out
 /// of bounds).
