@@ -30,7 +30,7 @@
 //! the output format did not change.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -228,7 +228,7 @@ struct Run {
     /// The output when it is small (to compare rows), else empty.
     output: Vec<u8>,
     output_len: u64,
-    /// FNV-1a of the output.
+    /// FNV-1a of the output's 8-byte words.
     digest: u64,
 }
 
@@ -239,19 +239,48 @@ struct Sink {
     digest: u64,
 }
 
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        for &x in b {
-            self.digest = (self.digest ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
+impl Sink {
+    /// Reads `r` to its end. Fast (a large buffer, the digest by 8-byte
+    /// words): a slow reader would stall the child on a full pipe and
+    /// count in its wall time.
+    fn read_all(&mut self, r: &mut impl Read) {
+        let mut buf = vec![0u8; 1 << 20];
+        // Bytes not yet digested (a word cut by a read).
+        let mut pend: Vec<u8> = Vec::with_capacity(8);
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("reading the child's output: {e}"),
+            };
+            let mut b = &buf[..n];
+            if self.len < 1 << 20 {
+                let k = n.min((1 << 20) - self.len as usize);
+                self.keep.extend_from_slice(&b[..k]);
+            }
+            self.len += n as u64;
+            while !pend.is_empty() && !b.is_empty() {
+                pend.push(b[0]);
+                b = &b[1..];
+                if pend.len() == 8 {
+                    self.mix(u64::from_le_bytes(pend[..].try_into().unwrap()));
+                    pend.clear();
+                }
+            }
+            let mut words = b.chunks_exact(8);
+            for w in &mut words {
+                self.mix(u64::from_le_bytes(w.try_into().unwrap()));
+            }
+            pend.extend_from_slice(words.remainder());
         }
-        self.len += b.len() as u64;
-        if self.len <= 1 << 20 {
-            self.keep.extend_from_slice(b);
+        for &x in &pend {
+            self.mix(u64::from(x));
         }
-        Ok(b.len())
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    fn mix(&mut self, w: u64) {
+        self.digest = (self.digest ^ w).wrapping_mul(0x100_0000_01b3);
     }
 }
 
@@ -281,7 +310,7 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         len: 0,
         digest: 0xcbf2_9ce4_8422_2325,
     };
-    std::io::copy(child.stdout.as_mut().unwrap(), &mut sink).unwrap();
+    sink.read_all(child.stdout.as_mut().unwrap());
     let status = child.wait().unwrap();
     let wall = t.elapsed();
     let cpu = children_cpu() - cpu0;

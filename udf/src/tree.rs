@@ -225,8 +225,8 @@ impl<'a> Work<'a> {
     /// A node's label.
     fn label(&self, n: &Node) -> &[u8] {
         match &self.frames {
-            Frames::Ids { labels, .. } => labels.get(n.label),
-            Frames::Raw(inputs) => inputs[n.label as usize].frame_at(n.at).0,
+            Frames::Ids { labels, .. } => labels.get(n.at as u32),
+            Frames::Raw(inputs) => inputs[self.side(n.first)].frame_at(n.at).0,
         }
     }
 
@@ -308,9 +308,9 @@ impl<'a> Work<'a> {
 /// A node: the range `lo..hi` of the stack index that passes through it.
 #[derive(Debug, Clone, Copy)]
 struct Node {
-    /// Interned frames: the label id; raw frames: the input (side) whose
-    /// bytes hold the label at `at`.
-    label: u32,
+    /// Interned frames: the label id; raw frames: the byte offset of the
+    /// label in the input of stack `first` (72 bytes a node: a pruned
+    /// tree stores every child of every node it expands).
     at: usize,
     depth: u32,
     lo: u32,
@@ -429,7 +429,6 @@ impl<'w, 'a> Builder<'w, 'a> {
 
     fn root(&self) -> Result<Node> {
         let mut n = Node {
-            label: NONE,
             at: 0,
             depth: 0,
             lo: 0,
@@ -474,9 +473,8 @@ impl<'w, 'a> Builder<'w, 'a> {
         tag.clear();
         let mut nterm = 0usize;
         let mut result = Ok(());
-        let new_child = |out: &mut Vec<Node>, label: u32, at: usize, s: u32| {
+        let new_child = |out: &mut Vec<Node>, at: usize, s: u32| {
             out.push(Node {
-                label,
                 at,
                 depth: d as u32 + 1,
                 lo: 0,
@@ -524,7 +522,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                     if g == NONE {
                         g = (out.len() - base) as u32;
                         slot[l as usize] = g;
-                        new_child(out, l, 0, e.s);
+                        new_child(out, l as usize, e.s);
                     }
                     add(&mut out[base + g as usize], e);
                     e.at += 1;
@@ -532,7 +530,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                     tag.push(g);
                 }
                 for c in &out[base..] {
-                    slot[c.label as usize] = NONE;
+                    slot[c.at] = NONE;
                 }
             }
             Frames::Raw(inputs) => {
@@ -565,7 +563,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                         Some(&g) => g,
                         None => {
                             let g = group_keys.len() as u32;
-                            new_child(out, side as u32, e.at, e.s);
+                            new_child(out, e.at, e.s);
                             let a = group_bytes.len();
                             group_bytes.extend_from_slice(f);
                             group_keys.push((h, a, group_bytes.len()));
@@ -686,17 +684,22 @@ fn build_releasing(
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
-    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
     if raw_frames(diff, opts, normalize) {
-        return run(
-            Work::new(&shared, &opts.filter, true),
-            diff,
-            opts,
-            normalize,
-            count,
-            emit,
-        );
+        // The stacks' offsets and values are taken: only the frame bytes
+        // stay (the per-sample index is 24 bytes a stack).
+        let (recs, split) = Work::recs(&inputs.iter().map(|s| &**s).collect::<Vec<_>>(), true);
+        for s in inputs.iter_mut() {
+            s.release_index();
+        }
+        let w = Work {
+            frames: Frames::Raw(inputs.iter().map(|s| &**s).collect()),
+            recs,
+            split,
+            mags: Vec::new(),
+        };
+        return run(w, diff, opts, normalize, count, emit);
     }
+    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
     let w = Work::interned(&shared, &opts.filter);
     for s in inputs.iter_mut() {
         **s = Samples::new();
