@@ -173,3 +173,73 @@ unsafe impl GlobalAlloc for HugePageAlloc {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks keep their bytes through every size change (small to large,
+    /// growing in place or moved, shrinking, back to small) and large ones
+    /// are 2 MiB-aligned.
+    #[test]
+    fn blocks_keep_their_bytes_through_reallocation() {
+        let a = HugePageAlloc;
+        let fill = |p: *mut u8, n: usize| {
+            for i in (0..n).step_by(4093) {
+                // SAFETY: `i < n`, inside the block.
+                unsafe { *p.add(i) = (i % 251) as u8 };
+            }
+        };
+        let check = |p: *mut u8, n: usize| {
+            for i in (0..n).step_by(4093) {
+                // SAFETY: as in `fill`.
+                assert_eq!(unsafe { *p.add(i) }, (i % 251) as u8, "byte {i}");
+            }
+        };
+        let sizes = [
+            100_000,
+            LARGE,
+            LARGE + 1,
+            3 * LARGE,
+            40 << 20,
+            5 << 20,
+            200_000,
+        ];
+        let mut layout = Layout::from_size_align(sizes[0], 8).unwrap();
+        // SAFETY: a non-zero layout.
+        let mut p = unsafe { a.alloc(layout) };
+        assert!(!p.is_null());
+        fill(p, layout.size());
+        // A second large block in the way of growing in place.
+        let blocker = Layout::from_size_align(LARGE, 8).unwrap();
+        // SAFETY: as above.
+        let b = unsafe { a.alloc(blocker) };
+        for &n in &sizes[1..] {
+            let keep = layout.size().min(n);
+            // SAFETY: `p` is a live block of `layout`; `n` is non-zero.
+            p = unsafe { a.realloc(p, layout, n) };
+            assert!(!p.is_null());
+            check(p, keep);
+            layout = Layout::from_size_align(n, 8).unwrap();
+            if n >= LARGE {
+                assert_eq!(p as usize % HUGE, 0, "{n}-byte block not aligned");
+            }
+            fill(p, n);
+        }
+        // SAFETY: both are live blocks of these layouts.
+        unsafe {
+            a.dealloc(p, layout);
+            a.dealloc(b, blocker);
+        }
+        // A zeroed large block reads as zeros.
+        let z = Layout::from_size_align(LARGE, 64).unwrap();
+        // SAFETY: a non-zero layout.
+        let q = unsafe { a.alloc_zeroed(z) };
+        // SAFETY: `q` is a live block of `z`.
+        assert!(unsafe { std::slice::from_raw_parts(q, z.size()) }
+            .iter()
+            .all(|&x| x == 0));
+        // SAFETY: as above.
+        unsafe { a.dealloc(q, z) };
+    }
+}
