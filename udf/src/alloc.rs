@@ -4,8 +4,9 @@
 //! touches once (the decoded input, the stack index and its partition
 //! buffer): every first touch of a 4 KiB page is a page fault, and the
 //! tree builder reads the input's frames at scattered offsets, a TLB miss
-//! each. With 2 MiB pages both mostly go away (the top-1000 tree of the
-//! `udf` bench's `topn` input: 15,000 page faults become a few hundred).
+//! each. With 2 MiB pages most of both go away (the top-1000 tree of the
+//! `udf` bench's `topn` input: 15,400 page faults become 4,000, the rest
+//! being the small allocations, the binary and the libraries).
 //! Linux hands out such pages only for memory that asks for them
 //! (`madvise(MADV_HUGEPAGE)`, Debian's default THP mode) and only in
 //! 2 MiB-aligned ranges, which `malloc`'s own large chunks are not.
