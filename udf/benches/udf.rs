@@ -5,7 +5,10 @@
 //! Run: `cargo bench -p flamehouse-udf --bench udf`
 //! env: `BASELINE_UDF` (default `/work/baseline/flamehouse-udf`; the cases
 //! run only on the new binary when it does not exist), `BENCH_RUNS` (5),
-//! `BENCH_CASES` (comma-separated names, default all).
+//! `BENCH_CASES` (comma-separated names, default all), `MEMHAWK_TREE`
+//! (optional: MemHawk's own tree program, built as docs/benchmarks.md says;
+//! the `topn` top-1000 tree then also runs it on the same paths,
+//! alternating with ours, and checks the nodes both keep agree).
 //!
 //! Cases:
 //! - `topn`: MemHawk's tree-program workload. 200,000 stack paths, depth
@@ -21,12 +24,13 @@
 //! - `diff1m`: `stackDiff` of 1,000,000 vs 1,000,000 distinct stacks, half
 //!   of them shared.
 //!
-//! Every case prints wall time (min and median over the runs) and peak RSS
-//! (from `wait4`) for both binaries, the ratio, and checks the outputs are
-//! byte-identical where the output format did not change.
+//! Every case prints wall time (min and median over the runs), CPU time
+//! (user + system, min) and peak RSS (from `/usr/bin/time`) for both
+//! binaries, the ratios, and checks the outputs are byte-identical where
+//! the output format did not change.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -118,6 +122,20 @@ fn write_table_rows(path: &Path, paths: &[(Vec<u32>, i64)]) {
     w.flush().unwrap();
 }
 
+/// The same paths as MemHawk's tree program reads them: one line per path,
+/// `value<TAB>[0,id,...]`, its root frame 0 first.
+fn write_memhawk_lines(path: &Path, paths: &[(Vec<u32>, i64)]) {
+    let mut w = BufWriter::new(File::create(path).unwrap());
+    for (s, v) in paths {
+        write!(w, "{v}\t[0").unwrap();
+        for id in s {
+            write!(w, ",{id}").unwrap();
+        }
+        w.write_all(b"]\n").unwrap();
+    }
+    w.flush().unwrap();
+}
+
 /// One UDF row: `Array(Tuple(Array(String), Int64))` per side, then an
 /// empty options map.
 fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
@@ -136,11 +154,14 @@ fn write_udf_row(path: &Path, sides: &[&[(Vec<u32>, i64)]], names: Names) {
 
 struct Run {
     wall: Duration,
+    /// User + system CPU time of the command (less sensitive than wall
+    /// time to other processes taking turns on the cores).
+    cpu: Duration,
     max_rss_kib: i64,
     /// The output when it is small (to compare rows), else empty.
     output: Vec<u8>,
     output_len: u64,
-    /// FNV-1a of the output.
+    /// FNV-1a of the output's 8-byte words.
     digest: u64,
 }
 
@@ -151,19 +172,48 @@ struct Sink {
     digest: u64,
 }
 
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        for &x in b {
-            self.digest = (self.digest ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
+impl Sink {
+    /// Reads `r` to its end. Fast (a large buffer, the digest by 8-byte
+    /// words): a slow reader would stall the child on a full pipe and
+    /// count in its wall time.
+    fn read_all(&mut self, r: &mut impl Read) {
+        let mut buf = vec![0u8; 1 << 20];
+        // Bytes not yet digested (a word cut by a read).
+        let mut pend: Vec<u8> = Vec::with_capacity(8);
+        loop {
+            let n = match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => panic!("reading the child's output: {e}"),
+            };
+            let mut b = &buf[..n];
+            if self.len < 1 << 20 {
+                let k = n.min((1 << 20) - self.len as usize);
+                self.keep.extend_from_slice(&b[..k]);
+            }
+            self.len += n as u64;
+            while !pend.is_empty() && !b.is_empty() {
+                pend.push(b[0]);
+                b = &b[1..];
+                if pend.len() == 8 {
+                    self.mix(u64::from_le_bytes(pend[..].try_into().unwrap()));
+                    pend.clear();
+                }
+            }
+            let mut words = b.chunks_exact(8);
+            for w in &mut words {
+                self.mix(u64::from_le_bytes(w.try_into().unwrap()));
+            }
+            pend.extend_from_slice(words.remainder());
         }
-        self.len += b.len() as u64;
-        if self.len <= 1 << 20 {
-            self.keep.extend_from_slice(b);
+        for &x in &pend {
+            self.mix(u64::from(x));
         }
-        Ok(b.len())
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    fn mix(&mut self, w: u64) {
+        self.digest = (self.digest ^ w).wrapping_mul(0x100_0000_01b3);
     }
 }
 
@@ -174,6 +224,7 @@ impl Write for Sink {
 /// from, so the benchmark's own (large) RSS would hide a small one.
 fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
     let rss_file = std::env::temp_dir().join(format!("udf-bench-rss-{}", std::process::id()));
+    let cpu0 = children_cpu();
     let t = Instant::now();
     let mut child = Command::new("/usr/bin/time")
         .arg("-f")
@@ -192,9 +243,10 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         len: 0,
         digest: 0xcbf2_9ce4_8422_2325,
     };
-    std::io::copy(child.stdout.as_mut().unwrap(), &mut sink).unwrap();
+    sink.read_all(child.stdout.as_mut().unwrap());
     let status = child.wait().unwrap();
     let wall = t.elapsed();
+    let cpu = children_cpu() - cpu0;
     assert!(status.success(), "{} {args:?} failed", bin.display());
     let max_rss_kib = std::fs::read_to_string(&rss_file)
         .unwrap()
@@ -203,6 +255,7 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         .unwrap();
     Run {
         wall,
+        cpu,
         max_rss_kib,
         output: if sink.len <= 1 << 20 {
             sink.keep
@@ -212,6 +265,22 @@ fn run(bin: &Path, args: &[&str], input: &Path) -> Run {
         output_len: sink.len,
         digest: sink.digest,
     }
+}
+
+/// CPU time (user + system) of every child process waited for so far.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru
+    };
+    let d = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    d(ru.ru_utime) + d(ru.ru_stime)
+}
+
+fn min_cpu(runs: &[Run]) -> Duration {
+    runs.iter().map(|r| r.cpu).min().unwrap_or_default()
 }
 
 /// `tree-table` RowBinary rows `(level, label, value, self)`, the pruned
@@ -241,6 +310,126 @@ fn tree_rows(mut b: &[u8]) -> Vec<(u32, Vec<u8>, i64, i64)> {
         out.push((level, label, v, s));
     }
     out
+}
+
+/// A node's path of frame ids below the root.
+type NodePath = Vec<u32>;
+
+/// MemHawk's tree program's output (`index, key, depth, total, self` per
+/// line, pre-order, its root key 0 at depth 0): each node's total and self
+/// by its path.
+fn memhawk_nodes(out: &[u8]) -> std::collections::HashMap<NodePath, (i64, i64)> {
+    let mut nodes = std::collections::HashMap::new();
+    let mut path: Vec<u32> = Vec::new();
+    for line in std::str::from_utf8(out).unwrap().lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "MemHawk output line {line:?}");
+        let (key, depth): (u32, usize) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let (total, value): (i64, i64) = (f[3].parse().unwrap(), f[4].parse().unwrap());
+        if depth == 0 {
+            path.clear();
+        } else {
+            path.truncate(depth - 1);
+            path.push(key);
+        }
+        assert_eq!(path.len(), depth, "MemHawk output: depth jumps at {line:?}");
+        nodes.insert(path.clone(), (total, value));
+    }
+    nodes
+}
+
+/// Our `tree-table` rows as [`memhawk_nodes`]: labels `f<id>`, the pruned
+/// remainder rows left out (MemHawk's program has none).
+fn our_nodes(out: &[u8]) -> std::collections::HashMap<NodePath, (i64, i64)> {
+    let mut nodes = std::collections::HashMap::new();
+    let mut path: Vec<u32> = Vec::new();
+    for (level, label, v, s) in tree_rows(out) {
+        if level == 0 {
+            path.clear();
+        } else {
+            path.truncate(level as usize - 1);
+            if label == b"other" {
+                continue;
+            }
+            let id = std::str::from_utf8(&label[1..]).unwrap().parse().unwrap();
+            path.push(id);
+        }
+        nodes.insert(path.clone(), (v, s));
+    }
+    nodes
+}
+
+/// Runs our top-N tree and MemHawk's tree program (`count` nodes) on the
+/// same paths, alternating, and prints the comparison: wall time, RSS, the
+/// ratio, and whether the nodes both keep have the same total and self.
+#[allow(clippy::too_many_arguments)] // two programs, each with its input
+fn memhawk_case(
+    name: &str,
+    args: &[&str],
+    input: &Path,
+    new: &Path,
+    memhawk: &Path,
+    memhawk_input: &Path,
+    count: usize,
+    runs: usize,
+) {
+    let count_arg = count.to_string();
+    let (mut a, mut m) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        a.push(run(new, args, input));
+        m.push(run(memhawk, &[&count_arg], memhawk_input));
+    }
+    let (min, med, rss) = stats(&a);
+    let (mmin, mmed, mrss) = stats(&m);
+    let mb = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
+    println!(
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB RowBinary in)",
+        ms(min),
+        ms(med),
+        ms(min_cpu(&a)),
+        rss as f64 / 1024.0,
+        mb(input)
+    );
+    println!(
+        "{name:<34} MemHawk  min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  ({:.1} MB text in, top {count})",
+        ms(mmin),
+        ms(mmed),
+        ms(min_cpu(&m)),
+        mrss as f64 / 1024.0,
+        mb(memhawk_input)
+    );
+    println!(
+        "RATIO {name} vs MemHawk's tree program: {:.2}x faster (min), {:.2}x (median), {:.2}x less CPU (min), peak RSS {:.2}x smaller",
+        mmin.as_secs_f64() / min.as_secs_f64(),
+        mmed.as_secs_f64() / med.as_secs_f64(),
+        min_cpu(&m).as_secs_f64() / min_cpu(&a).as_secs_f64(),
+        mrss as f64 / rss as f64
+    );
+    // Both choose nodes heaviest first among the children of chosen ones;
+    // ours counts its `[other]` rows within the cap (MemHawk's program has
+    // none), so it keeps fewer real nodes, and past the first node that
+    // does not fit it may still take a later leaf.
+    let ours = our_nodes(&a[0].output);
+    let theirs = memhawk_nodes(&m[0].output);
+    assert!(theirs.len() <= count, "MemHawk kept {} nodes", theirs.len());
+    let mut common = 0;
+    for (p, v) in &ours {
+        if let Some(t) = theirs.get(p) {
+            assert_eq!(v, t, "{name}: node {p:?} differs from MemHawk's");
+            common += 1;
+        }
+    }
+    let only_ours = ours.len() - common;
+    println!(
+        "  {} real nodes ours (plus `[other]` rows), {} MemHawk's: {common} in both with equal total and self, {only_ours} only ours",
+        ours.len(),
+        theirs.len()
+    );
+    assert!(
+        only_ours * 100 <= ours.len(),
+        "{name}: {only_ours} of our {} nodes are not in MemHawk's top {count}",
+        ours.len()
+    );
 }
 
 /// How a case's output is compared with the baseline's.
@@ -283,9 +472,10 @@ fn case(
     }
     let (min, med, rss) = stats(&a);
     println!(
-        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
+        "{name:<34} new      min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s  ({mb:.1} MB in, {} bytes out)",
         ms(min),
         ms(med),
+        ms(min_cpu(&a)),
         rss as f64 / 1024.0,
         mb / min.as_secs_f64(),
         a[0].output_len
@@ -293,16 +483,18 @@ fn case(
     if !b.is_empty() {
         let (bmin, bmed, brss) = stats(&b);
         println!(
-            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
+            "{name:<34} baseline min {:>8.1} ms  median {:>8.1} ms  CPU min {:>8.1} ms  peak RSS {:>7.1} MiB  {:>6.0} MB/s",
             ms(bmin),
             ms(bmed),
+            ms(min_cpu(&b)),
             brss as f64 / 1024.0,
             mb / bmin.as_secs_f64()
         );
         println!(
-            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), peak RSS {:.2}x smaller",
+            "RATIO {name}: {:.2}x faster (min), {:.2}x (median), {:.2}x less CPU (min), peak RSS {:.2}x smaller",
             bmin.as_secs_f64() / min.as_secs_f64(),
             bmed.as_secs_f64() / med.as_secs_f64(),
+            min_cpu(&b).as_secs_f64() / min_cpu(&a).as_secs_f64(),
             brss as f64 / rss as f64
         );
         match same {
@@ -365,6 +557,11 @@ fn main() {
             t.elapsed()
         );
         let args = ["tree-table", "--format", "RowBinary", "--max-nodes", "1000"];
+        if let Some(mh) = std::env::var_os("MEMHAWK_TREE").map(PathBuf::from) {
+            let lines = dir.join("topn-200k.memhawk.txt");
+            write_memhawk_lines(&lines, &paths);
+            memhawk_case("topn top-1000", &args, &p, &new, &mh, &lines, 1000, runs);
+        }
         case(
             "topn tree-table --max-nodes 1000",
             &args,

@@ -301,6 +301,16 @@ impl Samples {
         (&self.bytes[start..start + n], start + n)
     }
 
+    /// Frees the per-sample index (ends, counts, values), keeping only the
+    /// frame bytes: for a tree builder that has taken every stack's offset
+    /// and value and from then on only reads frames ([`Self::frame_at`]).
+    /// The list then reads as empty.
+    pub(crate) fn release_index(&mut self) {
+        self.byte_end = Vec::new();
+        self.frame_end = Vec::new();
+        self.values = Vec::new();
+    }
+
     /// The frame buffer (for prefetching).
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes

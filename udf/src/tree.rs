@@ -37,7 +37,7 @@ use crate::samples::{hash_label, same, Labels, Samples};
 use crate::{Error, Result};
 use hashbrown::HashTable;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 
 /// One row of a single flame graph.
@@ -83,18 +83,6 @@ fn plus(a: i64, b: i64) -> Result<i64> {
     }
 }
 
-/// One stack after the filter. `f0` is where its first frame is: an index
-/// into the interned ids, or (raw frames) a byte offset in its input.
-#[derive(Debug, Clone, Copy)]
-struct Rec {
-    f0: usize,
-    len: u32,
-    side: u32,
-    value: i64,
-    /// `|value|` before any normalization.
-    mag: u64,
-}
-
 enum Frames<'a> {
     /// Every frame interned (after the filter).
     Ids { labels: Labels, ids: Vec<u32> },
@@ -105,39 +93,64 @@ enum Frames<'a> {
 /// The stacks of one call, filtered.
 struct Work<'a> {
     frames: Frames<'a>,
-    recs: Vec<Rec>,
+    /// One entry per stack, its cursor on the first frame; the stacks of
+    /// the baseline (side 0) first.
+    recs: Vec<Entry>,
+    /// The number of baseline stacks: stack `s` is on side `s >= split`.
+    split: u32,
+    /// Per stack, `|value|` before normalization; empty when no value was
+    /// normalized (a stack's magnitude is then `|value|`).
+    mags: Vec<u64>,
 }
 
 impl<'a> Work<'a> {
-    /// The records of every stack; `f0` a byte offset (`raw`) or a frame
-    /// index within its input.
-    fn recs(inputs: &[&Samples], raw: bool) -> Vec<Rec> {
+    /// The entries of every stack; `at` a byte offset (`raw`) or a frame
+    /// index within its input. Also the number of baseline stacks.
+    fn recs(inputs: &[&Samples], raw: bool) -> (Vec<Entry>, u32) {
         let mut recs = Vec::with_capacity(inputs.iter().map(|s| s.len()).sum());
-        for (side, s) in inputs.iter().enumerate() {
+        for s in inputs {
             for i in 0..s.len() {
                 let (f0, n, b0) = s.pos(i);
-                let v = s.value(i);
-                recs.push(Rec {
-                    f0: if raw { b0 } else { f0 },
-                    len: n as u32,
-                    side: side as u32,
-                    value: v,
-                    mag: v.unsigned_abs(),
+                recs.push(Entry {
+                    at: if raw { b0 } else { f0 },
+                    value: s.value(i),
+                    s: recs.len() as u32,
+                    left: n as u32,
                 });
             }
         }
-        recs
+        let split = inputs.first().map_or(0, |s| s.len() as u32);
+        (recs, split)
     }
 
     /// Frames as decoded when `raw` and nothing is filtered, else interned.
     fn new(inputs: &[&'a Samples], filter: &FilterOptions, raw: bool) -> Work<'a> {
         if filter.is_identity() && raw {
+            let (recs, split) = Self::recs(inputs, true);
             return Work {
-                recs: Self::recs(inputs, true),
+                recs,
+                split,
+                mags: Vec::new(),
                 frames: Frames::Raw(inputs.to_vec()),
             };
         }
         Work::interned(inputs, filter)
+    }
+
+    /// The side (0 baseline, 1 comparison) of stack `s`.
+    #[inline(always)]
+    fn side(&self, s: u32) -> usize {
+        usize::from(s >= self.split)
+    }
+
+    /// The magnitude of `e`'s stack: `|value|` before normalization.
+    #[inline(always)]
+    fn mag(&self, e: &Entry) -> u64 {
+        if self.mags.is_empty() {
+            e.value.unsigned_abs()
+        } else {
+            self.mags[e.s as usize]
+        }
     }
 
     /// Every frame interned: the result no longer needs the inputs.
@@ -147,21 +160,29 @@ impl<'a> Work<'a> {
         if filter.is_identity() {
             // Interned in input order: the frame indexes stay valid, offset
             // by the frames of the inputs before.
-            let mut recs = Self::recs(inputs, false);
+            let (mut recs, split) = Self::recs(inputs, false);
             let mut offset = 0;
             for (side, s) in inputs.iter().enumerate() {
                 s.intern_into(&mut labels, &mut ids);
-                for r in recs.iter_mut().filter(|r| r.side == side as u32) {
-                    r.f0 += offset;
+                let side_recs = if side == 0 {
+                    &mut recs[..split as usize]
+                } else {
+                    &mut recs[split as usize..]
+                };
+                for r in side_recs {
+                    r.at += offset;
                 }
                 offset = ids.len();
             }
             return Work {
                 frames: Frames::Ids { labels, ids },
                 recs,
+                split,
+                mags: Vec::new(),
             };
         }
         let mut recs = Vec::new();
+        let mut split = 0;
         let mut f = IdFilter::new(filter, &mut labels);
         let mut all = Vec::new();
         let mut out = Vec::new();
@@ -173,27 +194,30 @@ impl<'a> Work<'a> {
                 if !f.apply(&mut labels, &all[f0..f0 + n], &mut out) {
                     continue;
                 }
-                let v = s.value(i);
-                recs.push(Rec {
-                    f0: ids.len(),
-                    len: out.len() as u32,
-                    side: side as u32,
-                    value: v,
-                    mag: v.unsigned_abs(),
+                recs.push(Entry {
+                    at: ids.len(),
+                    value: s.value(i),
+                    s: recs.len() as u32,
+                    left: out.len() as u32,
                 });
                 ids.extend_from_slice(&out);
+            }
+            if side == 0 {
+                split = recs.len() as u32;
             }
         }
         Work {
             frames: Frames::Ids { labels, ids },
             recs,
+            split,
+            mags: Vec::new(),
         }
     }
 
-    /// The interned stack of `r` (interned frames only).
-    fn stack(&self, r: &Rec) -> &[u32] {
+    /// The interned stack of `r` (interned frames only, cursor unmoved).
+    fn stack(&self, r: &Entry) -> &[u32] {
         match &self.frames {
-            Frames::Ids { ids, .. } => &ids[r.f0..r.f0 + r.len as usize],
+            Frames::Ids { ids, .. } => &ids[r.at..r.at + r.left as usize],
             Frames::Raw(_) => unreachable!("normalize interns frames"),
         }
     }
@@ -201,8 +225,8 @@ impl<'a> Work<'a> {
     /// A node's label.
     fn label(&self, n: &Node) -> &[u8] {
         match &self.frames {
-            Frames::Ids { labels, .. } => labels.get(n.label),
-            Frames::Raw(inputs) => inputs[n.label as usize].frame_at(n.at).0,
+            Frames::Ids { labels, .. } => labels.get(n.at as u32),
+            Frames::Raw(inputs) => inputs[self.side(n.first)].frame_at(n.at).0,
         }
     }
 
@@ -212,18 +236,9 @@ impl<'a> Work<'a> {
     /// baseline stacks are grouped first; the group's first stack then
     /// carries the scaled self and the others 0.
     fn normalize_baseline(&mut self) -> Result<()> {
-        let t0: i128 = self
-            .recs
-            .iter()
-            .filter(|r| r.side == 0)
-            .map(|r| r.value as i128)
-            .sum();
-        let t1: i128 = self
-            .recs
-            .iter()
-            .filter(|r| r.side == 1)
-            .map(|r| r.value as i128)
-            .sum();
+        let split = self.split as usize;
+        let t0: i128 = self.recs[..split].iter().map(|r| r.value as i128).sum();
+        let t1: i128 = self.recs[split..].iter().map(|r| r.value as i128).sum();
         if t0 == 0 || t0 == t1 {
             return Ok(());
         }
@@ -238,11 +253,8 @@ impl<'a> Work<'a> {
         // Group representative rec and summed self, in first-seen order.
         let mut groups: Vec<(usize, i64)> = Vec::new();
         let mut table: HashTable<u32> = HashTable::new();
-        let mut group_of = vec![NONE; self.recs.len()];
-        for (i, r) in self.recs.iter().enumerate() {
-            if r.side != 0 {
-                continue;
-            }
+        let mut group_of = vec![NONE; split];
+        for (i, r) in self.recs[..split].iter().enumerate() {
             let st = self.stack(r);
             let h = hash(st);
             let g = match table.find(h, |&g| self.stack(&self.recs[groups[g as usize].0]) == st) {
@@ -284,11 +296,10 @@ impl<'a> Work<'a> {
             scaled[g] += 1;
             deficit -= 1;
         }
-        for (i, r) in self.recs.iter_mut().enumerate() {
-            if r.side == 0 {
-                let g = group_of[i] as usize;
-                r.value = if groups[g].0 == i { scaled[g] } else { 0 };
-            }
+        self.mags = self.recs.iter().map(|r| r.value.unsigned_abs()).collect();
+        for (i, r) in self.recs[..split].iter_mut().enumerate() {
+            let g = group_of[i] as usize;
+            r.value = if groups[g].0 == i { scaled[g] } else { 0 };
         }
         Ok(())
     }
@@ -297,9 +308,9 @@ impl<'a> Work<'a> {
 /// A node: the range `lo..hi` of the stack index that passes through it.
 #[derive(Debug, Clone, Copy)]
 struct Node {
-    /// Interned frames: the label id; raw frames: the input (side) whose
-    /// bytes hold the label at `at`.
-    label: u32,
+    /// Interned frames: the label id; raw frames: the byte offset of the
+    /// label in the input of stack `first` (72 bytes a node: a pruned
+    /// tree stores every child of every node it expands).
     at: usize,
     depth: u32,
     lo: u32,
@@ -318,69 +329,53 @@ struct Node {
 
 /// A stack in the index, with a cursor on its next frame: partitioning
 /// moves these small records (sequential) instead of looking each stack up
-/// (random) at every level.
+/// (random) at every level. 24 bytes: the index and its partition buffer
+/// are most of the memory a pruned tree needs besides the input (the side
+/// and the magnitude follow from `s`).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     /// The next frame: an index into the ids, or a byte offset in the input.
     at: usize,
     value: i64,
-    mag: u64,
-    /// The stack's index (input order, the pruning tie-break).
+    /// The stack's index (input order, the pruning tie-break; baseline
+    /// stacks first).
     s: u32,
     /// Frames left below the cursor.
     left: u32,
-    side: u32,
-}
-
-impl Entry {
-    /// Stack `s` (record `r`), its cursor on the first frame.
-    fn of(s: u32, r: &Rec) -> Entry {
-        Entry {
-            at: r.f0,
-            value: r.value,
-            mag: r.mag,
-            s,
-            left: r.len,
-            side: r.side,
-        }
-    }
 }
 
 struct Builder<'w, 'a> {
     w: &'w Work<'a>,
-    /// The stacks (taken from the work): the root's values and the
-    /// cursors' starts; freed once a pruned tree no longer needs them.
-    recs: Vec<Rec>,
     idx: Vec<Entry>,
     /// Interned frames: per label id, the child group it went to in the
     /// current expansion.
     slot: Vec<u32>,
-    /// Raw frames: the current expansion's groups by label bytes, and each
-    /// group's label.
+    /// Raw frames: the current expansion's groups by label bytes; each
+    /// group's hash and label, copied into one small buffer (comparing a
+    /// frame with the label where it first occurred in the input would be
+    /// a cache miss each time).
     groups: HashTable<u32>,
-    group_labels: Vec<&'a [u8]>,
+    group_keys: Vec<(u64, usize, usize)>,
+    group_bytes: Vec<u8>,
     tag: Vec<u32>,
     tmp: Vec<Entry>,
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
-    fn new(w: &'w Work<'a>, recs: Vec<Rec>) -> Self {
+    /// Over the stacks `idx` (taken from the work, cursors on their first
+    /// frames).
+    fn new(w: &'w Work<'a>, idx: Vec<Entry>) -> Self {
         let labels = match &w.frames {
             Frames::Ids { labels, .. } => labels.len(),
             Frames::Raw(_) => 0,
         };
-        let idx = recs
-            .iter()
-            .enumerate()
-            .map(|(s, r)| Entry::of(s as u32, r))
-            .collect();
         Builder {
             w,
-            recs,
             idx,
             slot: vec![NONE; labels],
             groups: HashTable::new(),
-            group_labels: Vec::new(),
+            group_keys: Vec::new(),
+            group_bytes: Vec::new(),
             tag: Vec::new(),
             tmp: Vec::new(),
         }
@@ -390,6 +385,9 @@ impl<'w, 'a> Builder<'w, 'a> {
     /// node expanded once, in any order; the cursors are then reset, so the
     /// tree can be expanded again.
     fn count_full(&mut self, root: &Node) -> Result<u64> {
+        // The partitions move and advance the entries: start again from a
+        // copy (24 bytes a stack; the ids are not copied).
+        let start = self.idx.clone();
         let mut n: u64 = 1;
         let mut pending: Vec<Node> = Vec::new();
         let mut kids: Vec<Node> = Vec::new();
@@ -407,10 +405,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             let Some(c) = pending.pop() else { break };
             cur = c;
         }
-        // The partitions moved and advanced the entries: start again.
-        for (s, (e, r)) in self.idx.iter_mut().zip(&self.recs).enumerate() {
-            *e = Entry::of(s as u32, r);
-        }
+        self.idx = start;
         Ok(n)
     }
 
@@ -423,7 +418,7 @@ impl<'w, 'a> Builder<'w, 'a> {
         };
         let e = &self.idx[n.lo as usize];
         let mut v = [0; 2];
-        v[e.side as usize] = e.value;
+        v[self.w.side(e.s)] = e.value;
         let frames = &ids[e.at..e.at + e.left as usize];
         for (i, &l) in frames.iter().enumerate() {
             let s = if i + 1 == frames.len() { v } else { [0; 2] };
@@ -434,11 +429,10 @@ impl<'w, 'a> Builder<'w, 'a> {
 
     fn root(&self) -> Result<Node> {
         let mut n = Node {
-            label: NONE,
             at: 0,
             depth: 0,
             lo: 0,
-            hi: self.recs.len() as u32,
+            hi: self.idx.len() as u32,
             value: [0; 2],
             self_: [0; 2],
             magnitude: 0,
@@ -446,11 +440,11 @@ impl<'w, 'a> Builder<'w, 'a> {
             parent: NONE,
             has_children: false,
         };
-        for r in &self.recs {
-            let side = r.side as usize;
+        for r in &self.idx {
+            let side = self.w.side(r.s);
             n.value[side] = plus(n.value[side], r.value)?;
-            n.magnitude = n.magnitude.saturating_add(r.mag);
-            if r.len == 0 {
+            n.magnitude = n.magnitude.saturating_add(self.w.mag(r));
+            if r.left == 0 {
                 n.self_[side] = plus(n.self_[side], r.value)?;
             } else {
                 n.has_children = true;
@@ -468,7 +462,8 @@ impl<'w, 'a> Builder<'w, 'a> {
             idx,
             slot,
             groups,
-            group_labels,
+            group_keys,
+            group_bytes,
             tag,
             tmp,
             ..
@@ -478,9 +473,8 @@ impl<'w, 'a> Builder<'w, 'a> {
         tag.clear();
         let mut nterm = 0usize;
         let mut result = Ok(());
-        let new_child = |out: &mut Vec<Node>, label: u32, at: usize, s: u32| {
+        let new_child = |out: &mut Vec<Node>, at: usize, s: u32| {
             out.push(Node {
-                label,
                 at,
                 depth: d as u32 + 1,
                 lo: 0,
@@ -493,14 +487,15 @@ impl<'w, 'a> Builder<'w, 'a> {
                 has_children: false,
             });
         };
+        let w: &Work<'_> = w;
         let mut add = |c: &mut Node, e: &Entry| {
             c.hi += 1;
-            let side = e.side as usize;
+            let side = w.side(e.s);
             match c.value[side].checked_add(e.value) {
                 Some(v) => c.value[side] = v,
                 None => result = Err(Error::Overflow),
             }
-            c.magnitude = c.magnitude.saturating_add(e.mag);
+            c.magnitude = c.magnitude.saturating_add(w.mag(e));
             if e.left == 1 {
                 match c.self_[side].checked_add(e.value) {
                     Some(v) => c.self_[side] = v,
@@ -527,7 +522,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                     if g == NONE {
                         g = (out.len() - base) as u32;
                         slot[l as usize] = g;
-                        new_child(out, l, 0, e.s);
+                        new_child(out, l as usize, e.s);
                     }
                     add(&mut out[base + g as usize], e);
                     e.at += 1;
@@ -535,12 +530,13 @@ impl<'w, 'a> Builder<'w, 'a> {
                     tag.push(g);
                 }
                 for c in &out[base..] {
-                    slot[c.label as usize] = NONE;
+                    slot[c.at] = NONE;
                 }
             }
             Frames::Raw(inputs) => {
                 groups.clear();
-                group_labels.clear();
+                group_keys.clear();
+                group_bytes.clear();
                 // A big expansion would leave a big table to clear each
                 // time after it: start small again.
                 if groups.capacity() > 4 * (hi - lo) + 64 {
@@ -548,7 +544,7 @@ impl<'w, 'a> Builder<'w, 'a> {
                 }
                 for k in lo..hi {
                     if let Some(ahead) = idx.get(k + PREFETCH) {
-                        prefetch(inputs[ahead.side as usize].bytes(), ahead.at);
+                        prefetch(inputs[w.side(ahead.s)].bytes(), ahead.at);
                     }
                     let e = &mut idx[k];
                     if e.left == 0 {
@@ -556,16 +552,23 @@ impl<'w, 'a> Builder<'w, 'a> {
                         nterm += 1;
                         continue;
                     }
-                    let (f, next) = inputs[e.side as usize].frame_at(e.at);
+                    let side = w.side(e.s);
+                    let (f, next) = inputs[side].frame_at(e.at);
                     let h = hash_label(f);
-                    let g = match groups.find(h, |&g| same(group_labels[g as usize], f)) {
+                    let found = groups.find(h, |&g| {
+                        let (gh, a, b) = group_keys[g as usize];
+                        gh == h && same(&group_bytes[a..b], f)
+                    });
+                    let g = match found {
                         Some(&g) => g,
                         None => {
-                            let g = group_labels.len() as u32;
-                            new_child(out, e.side, e.at, e.s);
-                            group_labels.push(f);
-                            let gl = &*group_labels;
-                            groups.insert_unique(h, g, |&g| hash_label(gl[g as usize]));
+                            let g = group_keys.len() as u32;
+                            new_child(out, e.at, e.s);
+                            let a = group_bytes.len();
+                            group_bytes.extend_from_slice(f);
+                            group_keys.push((h, a, group_bytes.len()));
+                            let keys = &*group_keys;
+                            groups.insert_unique(h, g, |&g| keys[g as usize].0);
                             g
                         }
                     };
@@ -614,7 +617,7 @@ impl<'w, 'a> Builder<'w, 'a> {
 /// How many stacks ahead the partition loop prefetches the next frame: the
 /// frames of a node's stacks are scattered over the input, and the loop is
 /// otherwise bound by waiting for each of them.
-const PREFETCH: usize = 8;
+const PREFETCH: usize = 16;
 
 /// Hints that `data[at]` will be read soon (no effect off x86-64, or out
 /// of bounds).
@@ -681,17 +684,22 @@ fn build_releasing(
     emit: &mut Emit<'_>,
 ) -> Result<()> {
     let diff = inputs.len() > 1;
-    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
     if raw_frames(diff, opts, normalize) {
-        return run(
-            Work::new(&shared, &opts.filter, true),
-            diff,
-            opts,
-            normalize,
-            count,
-            emit,
-        );
+        // The stacks' offsets and values are taken: only the frame bytes
+        // stay (the per-sample index is 24 bytes a stack).
+        let (recs, split) = Work::recs(&inputs.iter().map(|s| &**s).collect::<Vec<_>>(), true);
+        for s in inputs.iter_mut() {
+            s.release_index();
+        }
+        let w = Work {
+            frames: Frames::Raw(inputs.iter().map(|s| &**s).collect()),
+            recs,
+            split,
+            mags: Vec::new(),
+        };
+        return run(w, diff, opts, normalize, count, emit);
     }
+    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
     let w = Work::interned(&shared, &opts.filter);
     for s in inputs.iter_mut() {
         **s = Samples::new();
@@ -710,8 +718,8 @@ fn run(
     if diff && normalize {
         w.normalize_baseline()?;
     }
-    let recs = std::mem::take(&mut w.recs);
-    let mut b = Builder::new(&w, recs);
+    let idx = std::mem::take(&mut w.recs);
+    let mut b = Builder::new(&w, idx);
     let root = b.root()?;
     let threshold = if opts.min_share > 0.0 {
         (opts.min_share * root.magnitude as f64).ceil() as u64
@@ -759,6 +767,133 @@ fn full(
     Ok(())
 }
 
+/// The candidates of a pruned tree: every stored child of every expanded
+/// node, each node's children sorted heaviest first. The heap holds only
+/// the best child not yet considered of each expanded node (the next one
+/// enters when it leaves), which pops in the same order as a heap of all
+/// candidates.
+struct Selection {
+    cands: Vec<Node>,
+    /// Per candidate: the range of its children in `cands` once expanded.
+    kids_of: Vec<(u32, u32)>,
+    kept: Vec<bool>,
+    /// Per candidate: how many of its children are kept.
+    selected: Vec<u32>,
+    heap: BinaryHeap<HeapKey>,
+    /// Parents whose lightest children were not stored (they can never be
+    /// kept): the sum of their values.
+    truncated: HashMap<u32, [i64; 2]>,
+    limit: usize,
+    threshold: u64,
+    /// Sorting buffers: children's packed keys, then the nodes in order.
+    order: Vec<u128>,
+    sorted: Vec<Node>,
+}
+
+/// Heaviest first, then the node an incremental build would have created
+/// first; the candidate's index.
+type HeapKey = (u64, Reverse<(u32, u32)>, u32);
+
+fn heap_key(k: &Node, c: u32) -> HeapKey {
+    (k.magnitude, Reverse((k.first, k.depth)), c)
+}
+
+impl Selection {
+    /// Expands candidate `c` (kept): its children become candidates.
+    fn open(&mut self, b: &mut Builder<'_, '_>, c: u32) -> Result<()> {
+        let n = self.cands[c as usize];
+        if !n.has_children {
+            return Ok(());
+        }
+        let cands = &mut self.cands;
+        let start = cands.len();
+        b.expand(&n, c, cands)?;
+        // Heaviest first, then by first stack (siblings share a depth and
+        // never a first stack): the order of `heap_key`.
+        self.order.clear();
+        self.order.extend(
+            cands[start..].iter().enumerate().map(|(i, k)| {
+                u128::from(k.magnitude) << 64 | u128::from(!k.first) << 32 | i as u128
+            }),
+        );
+        self.order.sort_unstable_by(|a, b| b.cmp(a));
+        self.sorted.clear();
+        self.sorted.extend(
+            self.order
+                .iter()
+                .map(|&o| cands[start + (o as u32) as usize]),
+        );
+        cands[start..].copy_from_slice(&self.sorted);
+        debug_assert!(cands[start..].is_sorted_by_key(|k| Reverse(heap_key(k, 0))));
+        // Children under the threshold can never be kept: they are only
+        // their parent's `[other]` row, summed here and not stored. (No such
+        // bound by count: a light leaf may still fit where heavier siblings
+        // with children did not.)
+        let keep = cands[start..]
+            .iter()
+            .take_while(|k| k.magnitude >= self.threshold)
+            .count()
+            .max(1);
+        if start + keep < cands.len() {
+            let mut rest = [0i64; 2];
+            for k in &cands[start + keep..] {
+                rest[0] = plus(rest[0], k.value[0])?;
+                rest[1] = plus(rest[1], k.value[1])?;
+            }
+            cands.truncate(start + keep);
+            self.truncated.insert(c, rest);
+        }
+        self.kids_of[c as usize] = (start as u32, cands.len() as u32);
+        let k = &cands[start];
+        if k.magnitude >= self.threshold {
+            self.heap.push(heap_key(k, start as u32));
+        }
+        let len = cands.len();
+        self.kids_of.resize(len, (0, 0));
+        self.kept.resize(len, false);
+        self.selected.resize(len, 0);
+        Ok(())
+    }
+
+    /// Chooses the kept nodes, expanding each; returns the number of rows.
+    fn run(&mut self, b: &mut Builder<'_, '_>, root: &Node) -> Result<usize> {
+        self.open(b, 0)?;
+        let limit = self.limit;
+        let mut rows: usize = 1 + usize::from(root.has_children);
+        while let Some((_, _, c)) = self.heap.pop() {
+            let node = self.cands[c as usize];
+            let p = node.parent as usize;
+            let (ks, ke) = self.kids_of[p];
+            let completes =
+                self.selected[p] + 1 == ke - ks && !self.truncated.contains_key(&(p as u32));
+            let cost = 1 + usize::from(node.has_children);
+            let new_rows = rows + cost - usize::from(completes);
+            let take = new_rows <= limit;
+            if take {
+                rows = new_rows;
+                self.selected[p] += 1;
+                self.kept[c as usize] = true;
+            }
+            // The next sibling (sorted) becomes a candidate; not when every
+            // row is used and it cannot complete its parent (only a leaf
+            // that is the last child of a parent whose other children are
+            // all kept still fits then: it takes the place of the `[other]`
+            // row). Without this, every child of every expanded node would
+            // pass through the heap only to be rejected.
+            if c + 1 < ke && (rows < limit || self.selected[p] + 1 == ke - ks) {
+                let k = &self.cands[c as usize + 1];
+                if k.magnitude >= self.threshold {
+                    self.heap.push(heap_key(k, c + 1));
+                }
+            }
+            if take {
+                self.open(b, c)?;
+            }
+        }
+        Ok(rows)
+    }
+}
+
 /// The pruned tree: greedy, heaviest node first among those whose parent is
 /// kept; a node is taken when the rows it costs (itself, plus an `[other]`
 /// row for its own children, minus its parent's `[other]` row when it is the
@@ -773,89 +908,30 @@ fn pruned(
     count: Option<&mut Count<'_>>,
     emit: &mut Emit<'_>,
 ) -> Result<()> {
-    // The cursors are never reset here.
-    b.recs = Vec::new();
-    let limit = if opts.max_nodes == 0 {
-        usize::MAX
-    } else {
-        opts.max_nodes
+    let mut sel = Selection {
+        cands: vec![root],
+        kids_of: vec![(0, 0)],
+        kept: vec![true],
+        selected: vec![0],
+        heap: BinaryHeap::new(),
+        truncated: HashMap::new(),
+        limit: if opts.max_nodes == 0 {
+            usize::MAX
+        } else {
+            opts.max_nodes
+        },
+        threshold,
+        order: Vec::new(),
+        sorted: Vec::new(),
     };
-    // Candidates: every child of every expanded node, each node's children
-    // sorted heaviest first. The heap holds only the best child not yet
-    // considered of each expanded node (the next one enters when it
-    // leaves), which pops in the same order as a heap of all candidates.
-    let mut cands: Vec<Node> = vec![root];
-    let mut kids_of: Vec<(u32, u32)> = vec![(0, 0)];
-    let mut kept: Vec<bool> = vec![true];
-    let mut selected: Vec<u32> = vec![0];
-    type Entry = (u64, Reverse<(u32, u32)>, u32);
-    let key = |k: &Node| -> Entry { (k.magnitude, Reverse((k.first, k.depth)), 0) };
-    let mut heap: BinaryHeap<Entry> = BinaryHeap::new();
-    let open = |b: &mut Builder<'_, '_>,
-                c: u32,
-                cands: &mut Vec<Node>,
-                kids_of: &mut Vec<(u32, u32)>,
-                kept: &mut Vec<bool>,
-                selected: &mut Vec<u32>,
-                heap: &mut BinaryHeap<Entry>|
-     -> Result<()> {
-        let n = cands[c as usize];
-        if !n.has_children {
-            return Ok(());
-        }
-        let start = cands.len();
-        b.expand(&n, c, cands)?;
-        cands[start..].sort_unstable_by_key(|k| Reverse(key(k)));
-        kids_of[c as usize] = (start as u32, cands.len() as u32);
-        let k = &cands[start];
-        if k.magnitude >= threshold {
-            heap.push((k.magnitude, Reverse((k.first, k.depth)), start as u32));
-        }
-        kids_of.resize(cands.len(), (0, 0));
-        kept.resize(cands.len(), false);
-        selected.resize(cands.len(), 0);
-        Ok(())
-    };
-    open(
-        b,
-        0,
-        &mut cands,
-        &mut kids_of,
-        &mut kept,
-        &mut selected,
-        &mut heap,
-    )?;
-    let mut rows: usize = 1 + usize::from(root.has_children);
-    while let Some((_, _, c)) = heap.pop() {
-        let node = cands[c as usize];
-        let p = node.parent as usize;
-        let (ks, ke) = kids_of[p];
-        // The next sibling (sorted) becomes a candidate.
-        if c + 1 < ke {
-            let k = &cands[c as usize + 1];
-            if k.magnitude >= threshold {
-                heap.push((k.magnitude, Reverse((k.first, k.depth)), c + 1));
-            }
-        }
-        let completes = selected[p] + 1 == ke - ks;
-        let cost = 1 + usize::from(node.has_children);
-        let new_rows = rows + cost - usize::from(completes);
-        if new_rows > limit {
-            continue;
-        }
-        rows = new_rows;
-        selected[p] += 1;
-        kept[c as usize] = true;
-        open(
-            b,
-            c,
-            &mut cands,
-            &mut kids_of,
-            &mut kept,
-            &mut selected,
-            &mut heap,
-        )?;
-    }
+    let rows = sel.run(b, &root)?;
+    let Selection {
+        cands,
+        kids_of,
+        kept,
+        truncated,
+        ..
+    } = sel;
     if let Some(count) = count {
         count(rows as u64)?;
     }
@@ -881,8 +957,10 @@ fn pruned(
                 };
                 emit(level, label, node.value, node.self_)?;
                 kids.clear();
-                let mut other = [0i64; 2];
-                let mut dropped = false;
+                let (mut other, mut dropped) = match truncated.get(&id) {
+                    Some(&rest) => (rest, true),
+                    None => ([0i64; 2], false),
+                };
                 let (ks, ke) = kids_of[id as usize];
                 for c in ks..ke {
                     let cn = &cands[c as usize];

@@ -278,6 +278,61 @@ pub fn reference_tree(sides: &[&RawSamples], filter: &FilterSpec) -> HashMap<Sta
     testing::reference_tree(&kept)
 }
 
+/// The nodes a pruned tree keeps, chosen the plain way: a heap of every
+/// child of every kept node at or above the magnitude threshold, heaviest
+/// first (ties: first stack, then depth); a node is kept when its rows
+/// (itself, plus an `[other]` row if it has children, minus its parent's
+/// `[other]` row when it is the last of the parent's children to be kept)
+/// still fit in `max_nodes`. Sorted paths, the root included.
+pub fn reference_kept(reference: &HashMap<Stack, RefNode>, spec: &TreeSpec) -> Vec<Stack> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut kids: HashMap<&[Vec<u8>], Vec<&Stack>> = HashMap::new();
+    for p in reference.keys().filter(|p| !p.is_empty()) {
+        kids.entry(&p[..p.len() - 1]).or_default().push(p);
+    }
+    let root_mag = reference[&Vec::new()].magnitude;
+    let threshold = if spec.min_share > 0.0 {
+        (spec.min_share * root_mag as f64).ceil() as u64
+    } else {
+        0
+    };
+    let limit = if spec.max_nodes == 0 {
+        usize::MAX
+    } else {
+        spec.max_nodes
+    };
+    let n_kids = |p: &[Vec<u8>]| kids.get(p).map_or(0, Vec::len);
+    let mut heap = BinaryHeap::new();
+    let push = |heap: &mut BinaryHeap<_>, p: &[Vec<u8>]| {
+        for &c in kids.get(p).into_iter().flatten() {
+            let n = &reference[c];
+            if n.magnitude >= threshold {
+                heap.push((n.magnitude, Reverse((n.first, c.len())), c.clone()));
+            }
+        }
+    };
+    let mut kept = vec![Vec::new()];
+    let mut selected: HashMap<Stack, usize> = HashMap::new();
+    let mut rows = 1 + usize::from(n_kids(&[]) > 0);
+    push(&mut heap, &[]);
+    while let Some((_, _, c)) = heap.pop() {
+        let parent = c[..c.len() - 1].to_vec();
+        let sel = selected.entry(parent.clone()).or_default();
+        let completes = *sel + 1 == n_kids(&parent);
+        let cost = 1 + usize::from(n_kids(&c) > 0);
+        if rows + cost - usize::from(completes) > limit {
+            continue;
+        }
+        rows = rows + cost - usize::from(completes);
+        *sel += 1;
+        push(&mut heap, &c);
+        kept.push(c);
+    }
+    kept.sort();
+    kept
+}
+
 /// `path -> (value, self)` of an output, failing on a duplicate path.
 pub fn path_map(rows: &[Row]) -> Result<PathValues, TestCaseError> {
     testing::path_values(rows).map_err(fail)
@@ -329,6 +384,11 @@ pub fn check_pruned(
         prop_assert_eq!(want, Some(&(r.value, r.self_)), "path {:?}", path);
         kept.push(path);
     }
+    // Exactly the nodes the plain greedy choice keeps (the builder only
+    // expands those, skips children that can never fit, stops early).
+    let mut sorted = kept.clone();
+    sorted.sort();
+    prop_assert_eq!(sorted, reference_kept(reference, spec));
     if spec.max_nodes == 0 {
         let root_mag = reference[&Vec::new()].magnitude;
         let threshold = (spec.min_share * root_mag as f64).ceil() as u64;
