@@ -9,6 +9,7 @@
 //! - [`fixture`]: generator of realistic `.binpb` fixtures from a compiled
 //!   workload binary;
 //! - [`server`]: the backend for a ClickHouse server over HTTP;
+//! - [`serve`]: `flamehouse serve`, the engine behind ClickHouse's HTTP interface;
 //! - [`ident`]: validated SQL identifiers (database, cluster);
 //! - [`error`]: the crate's error type.
 
@@ -24,6 +25,7 @@ pub mod ident;
 pub mod load;
 pub mod rows;
 pub mod schema;
+pub mod serve;
 pub mod server;
 pub mod symbolize;
 

@@ -310,6 +310,10 @@ enum Command {
         #[command(flatten)]
         data: DataArgs,
     },
+    /// Serve the data directory over ClickHouse's HTTP interface (for
+    /// Grafana, ClickHouse clients and `load --url` while others read),
+    /// until SIGTERM or SIGINT.
+    Serve(flamehouse::serve::ServeArgs),
 }
 
 /// Options that would do nothing are errors: server options without a
@@ -623,6 +627,7 @@ fn run() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Serve(args) => Ok(flamehouse::serve::serve(&args.options())?),
         Command::Demo {
             out,
             samples,
