@@ -584,7 +584,12 @@ impl Engine {
     /// Opens a [`Session`]: a new connection to this engine's database.
     /// Settings `SET` in it stay in it.
     pub fn session(&self) -> Result<Session<'_>> {
-        if self.conn.lock().unwrap_or_else(|e| e.into_inner()).is_null() {
+        if self
+            .conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_null()
+        {
             return Err(Error::Query {
                 message: "the engine is closed".into(),
             });
@@ -618,17 +623,14 @@ impl Engine {
         let (rows_written, bytes_written, elapsed) = unsafe {
             (
                 std::mem::transmute::<*const c_void, StatFn>(sym(b"chdb_result_rows_written\0")?),
-                std::mem::transmute::<*const c_void, StatFn>(sym(
-                    b"chdb_result_bytes_written\0",
-                )?),
+                std::mem::transmute::<*const c_void, StatFn>(sym(b"chdb_result_bytes_written\0")?),
                 std::mem::transmute::<*const c_void, ElapsedFn>(sym(b"chdb_result_elapsed\0")?),
             )
         };
         // The engine is booted: only the path matters (it must be the same).
         let args = [
             CString::new("clickhouse").expect("no NUL"),
-            CString::new(format!("--path={}", self.data_dir.display()))
-                .expect("no NUL in paths"),
+            CString::new(format!("--path={}", self.data_dir.display())).expect("no NUL in paths"),
         ];
         let mut argv: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr() as *mut c_char).collect();
         // SAFETY: argv points at NUL-terminated strings that outlive the call.

@@ -25,13 +25,15 @@ pub fn decode_content(name: &str, body: &[u8], limit: u64) -> Result<Vec<u8>, Ch
     let name = name.trim().to_ascii_lowercase();
     let mut out = Vec::new();
     let read = |r: &mut dyn Read, out: &mut Vec<u8>| -> Result<(), ChError> {
-        r.take(limit + 1).read_to_end(out).map_err(|e| {
-            ChError::new(
-                271,
-                "CANNOT_DECOMPRESS",
-                format!("Cannot decompress the request body ({name}): {e}"),
-            )
-        })?;
+        r.take(limit.saturating_add(1))
+            .read_to_end(out)
+            .map_err(|e| {
+                ChError::new(
+                    271,
+                    "CANNOT_DECOMPRESS",
+                    format!("Cannot decompress the request body ({name}): {e}"),
+                )
+            })?;
         if out.len() as u64 > limit {
             return Err(ChError::too_large(limit));
         }
@@ -42,9 +44,8 @@ pub fn decode_content(name: &str, body: &[u8], limit: u64) -> Result<Vec<u8>, Ch
         "gzip" | "x-gzip" => read(&mut flate2::read::MultiGzDecoder::new(body), &mut out)?,
         "deflate" => read(&mut flate2::read::ZlibDecoder::new(body), &mut out)?,
         "zstd" => {
-            let mut d = zstd::stream::read::Decoder::new(body).map_err(|e| {
-                ChError::new(271, "CANNOT_DECOMPRESS", format!("zstd: {e}"))
-            })?;
+            let mut d = zstd::stream::read::Decoder::new(body)
+                .map_err(|e| ChError::new(271, "CANNOT_DECOMPRESS", format!("zstd: {e}")))?;
             read(&mut d, &mut out)?
         }
         "lz4" => read(&mut lz4_flex::frame::FrameDecoder::new(body), &mut out)?,
@@ -52,9 +53,7 @@ pub fn decode_content(name: &str, body: &[u8], limit: u64) -> Result<Vec<u8>, Ch
             return Err(ChError::new(
                 36,
                 "BAD_ARGUMENTS",
-                format!(
-                    "Unknown Content-Encoding '{other}' (supported: gzip, deflate, zstd, lz4)"
-                ),
+                format!("Unknown Content-Encoding '{other}' (supported: gzip, deflate, zstd, lz4)"),
             ))
         }
     }
@@ -206,7 +205,9 @@ mod tests {
 
     #[test]
     fn blocks_round_trip_and_damage_is_named() {
-        let data: Vec<u8> = (0..3_000_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..3_000_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         let enc = encode_blocks(&data);
         assert_eq!(decode_blocks(&enc, u64::MAX).unwrap(), data);
         let e = decode_blocks(&enc[..enc.len() - 1], u64::MAX).unwrap_err();
@@ -222,10 +223,17 @@ mod tests {
         let data = b"INSERT INTO t FORMAT TSV\n1\n2\n".repeat(100);
         for name in ["gzip", "deflate", "zstd", "lz4"] {
             let enc = encode_content(name, &data).unwrap();
-            assert_eq!(decode_content(name, &enc, u64::MAX).unwrap(), data, "{name}");
+            assert_eq!(
+                decode_content(name, &enc, u64::MAX).unwrap(),
+                data,
+                "{name}"
+            );
             assert_eq!(decode_content(name, &enc, 10).unwrap_err().status, 413);
         }
-        assert_eq!(decode_content("gzip", b"garbage", 100).unwrap_err().code, 271);
+        assert_eq!(
+            decode_content("gzip", b"garbage", 100).unwrap_err().code,
+            271
+        );
         assert_eq!(choose_encoding("br, gzip;q=1.0, deflate"), Some("gzip"));
         assert_eq!(choose_encoding("br"), None);
     }

@@ -303,16 +303,14 @@ async fn process(
                         l.1 = n.ceil() as u64;
                         continue;
                     }
-                    _ => {
-                        return Err(ChError::new(
-                            452,
-                            "SETTING_CONSTRAINT_VIOLATION",
-                            format!(
-                                "Setting {k} shouldn't be greater than {} (or 0, which is no limit)",
-                                l.1
-                            ),
-                        ))
-                    }
+                    _ => return Err(ChError::new(
+                        452,
+                        "SETTING_CONSTRAINT_VIOLATION",
+                        format!(
+                            "Setting {k} shouldn't be greater than {} (or 0, which is no limit)",
+                            l.1
+                        ),
+                    )),
                 }
             }
         }
@@ -345,16 +343,15 @@ async fn process(
         .filter(|f| !f.is_empty())
         .unwrap_or("TabSeparated")
         .to_string();
-    let out_format = stmt.format.clone().unwrap_or_else(|| default_format.clone());
+    let out_format = stmt
+        .format
+        .clone()
+        .unwrap_or_else(|| default_format.clone());
     let (sql_text, data) = match &stmt.insert {
-        Some(ins) => (
-            ins.statement.clone(),
-            Some(text.slice(ins.data_start..)),
-        ),
+        Some(ins) => (ins.statement.clone(), Some(text.slice(ins.data_start..))),
         None => (
-            String::from_utf8(text.to_vec()).map_err(|_| {
-                ChError::new(36, "BAD_ARGUMENTS", "The query is not valid UTF-8")
-            })?,
+            String::from_utf8(text.to_vec())
+                .map_err(|_| ChError::new(36, "BAD_ARGUMENTS", "The query is not valid UTF-8"))?,
             None,
         ),
     };
@@ -414,12 +411,17 @@ async fn process(
     } else if param("enable_http_compression") == Some("1") {
         if let Some(enc) = codec::choose_encoding(&accept) {
             data = codec::encode_content(enc, &data).map_err(|e| {
-                ChError::new(1001, "STD_EXCEPTION", format!("compressing the response: {e}"))
+                ChError::new(
+                    1001,
+                    "STD_EXCEPTION",
+                    format!("compressing the response: {e}"),
+                )
             })?;
             b = b.header("Content-Encoding", enc);
         }
     }
-    Ok(b.body(Full::new(Bytes::from(data))).expect("valid response"))
+    Ok(b.body(Full::new(Bytes::from(data)))
+        .expect("valid response"))
 }
 
 /// The user's name and role, from `X-ClickHouse-User`/`X-ClickHouse-Key`,
@@ -459,7 +461,10 @@ where
             ));
         }
         http::basic_credentials(&auth).ok_or_else(|| {
-            failed("Invalid authentication: only the 'Basic' HTTP Authorization scheme is supported".into())
+            failed(
+                "Invalid authentication: only the 'Basic' HTTP Authorization scheme is supported"
+                    .into(),
+            )
         })?
     } else {
         (

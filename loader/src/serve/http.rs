@@ -47,6 +47,13 @@ impl ChError {
             .and_then(|r| r.split('.').next())
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or(1000);
+        // chDB nests the server's text in its own: `Code: 164.
+        // DB::Exception: Code: 164. DB::Exception: ...`; one is enough.
+        let prefix = format!("Code: {code}. DB::Exception: ");
+        let mut message = message;
+        while message.starts_with(&prefix) && message[prefix.len()..].starts_with(&prefix) {
+            message = &message[prefix.len()..];
+        }
         let message = if message.starts_with("Code: ") {
             message.to_string()
         } else {
@@ -64,7 +71,7 @@ impl ChError {
 /// (`exceptionCodeToHTTPStatus`).
 pub fn status_of(code: i32) -> u16 {
     match code {
-        194 => 401,                  // REQUIRED_PASSWORD
+        194 => 401,                   // REQUIRED_PASSWORD
         192 | 193 | 516 | 497 => 403, // UNKNOWN_USER, WRONG_PASSWORD, AUTHENTICATION_FAILED, ACCESS_DENIED
         // CANNOT_PARSE_*, SYNTAX_ERROR, INCORRECT_DATA, TYPE_MISMATCH, AST errors
         6 | 25 | 26 | 27 | 38 | 41 | 62 | 72 | 117 | 53 | 167 | 168 | 36 | 456 | 457 => 400,
@@ -139,8 +146,10 @@ pub fn content_type(format: &str) -> &'static str {
         "text/tab-separated-values; charset=UTF-8"
     } else if f.starts_with("csv") {
         "text/csv; charset=UTF-8; header=absent"
-    } else if matches!(f.as_str(), "pretty" | "prettycompact" | "vertical" | "markdown" | "values")
-        || f.starts_with("pretty")
+    } else if matches!(
+        f.as_str(),
+        "pretty" | "prettycompact" | "vertical" | "markdown" | "values"
+    ) || f.starts_with("pretty")
     {
         "text/plain; charset=UTF-8"
     } else if f == "xml" {
@@ -176,8 +185,17 @@ mod tests {
     fn engine_errors_keep_their_code() {
         let e = ChError::from_engine("Code: 60. DB::Exception: Unknown table. (UNKNOWN_TABLE)");
         assert_eq!((e.code, e.status), (60, 404));
+        let e = ChError::from_engine(
+            "Code: 164. DB::Exception: Code: 164. DB::Exception: Cannot modify. (READONLY)",
+        );
+        assert_eq!(
+            e.message,
+            "Code: 164. DB::Exception: Cannot modify. (READONLY)"
+        );
         let e = ChError::from_engine("the engine is closed");
         assert_eq!((e.code, e.status), (1000, 500));
-        assert!(e.message.starts_with("Code: 1000. DB::Exception: the engine is closed"));
+        assert!(e
+            .message
+            .starts_with("Code: 1000. DB::Exception: the engine is closed"));
     }
 }

@@ -244,7 +244,10 @@ async fn run(state: Arc<handler::State>) -> Result<()> {
     drop(listener);
     eprintln!("flamehouse serve: shutting down (finishing requests in flight)");
     let wait = Duration::from_secs(state.opts.max_execution_time + 10);
-    if tokio::time::timeout(wait, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(wait, graceful.shutdown())
+        .await
+        .is_err()
+    {
         eprintln!("flamehouse serve: requests still open after {wait:?}; closing");
     }
     Ok(())

@@ -197,7 +197,9 @@ pub fn analyze(text: &[u8]) -> Result<Statement, SqlError> {
                 Tok::Punct(b'(') => Kind::Read,
                 Tok::Word => {
                     let w = &text[a..b];
-                    let read = ["SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS"];
+                    let read = [
+                        "SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS",
+                    ];
                     if read.iter().any(|k| w.eq_ignore_ascii_case(k.as_bytes())) {
                         Kind::Read
                     } else if w.eq_ignore_ascii_case(b"INSERT") {
@@ -341,13 +343,18 @@ mod tests {
     #[test]
     fn kinds_and_formats() {
         assert_eq!(a("SELECT 1").kind, Kind::Read);
-        assert_eq!(a("  -- c\n/* x /* y */ */ with 1 as x select x").kind, Kind::Read);
+        assert_eq!(
+            a("  -- c\n/* x /* y */ */ with 1 as x select x").kind,
+            Kind::Read
+        );
         assert_eq!(a("(SELECT 1)").kind, Kind::Read);
         assert_eq!(a("DROP TABLE t").kind, Kind::Other);
         assert_eq!(a("SELECT 1 FORMAT JSON").format.as_deref(), Some("JSON"));
         assert_eq!(a("SELECT 1 FORMAT JSON;").format.as_deref(), Some("JSON"));
         assert_eq!(
-            a("SELECT formatRow('CSV', 1), 'FORMAT X'").format.as_deref(),
+            a("SELECT formatRow('CSV', 1), 'FORMAT X'")
+                .format
+                .as_deref(),
             None
         );
         assert_eq!(a("SELECT (SELECT 1 FORMAT TSV)").format, None);
@@ -381,9 +388,6 @@ mod tests {
         assert_eq!(&text[i.data_start..], b" (1, 'a'), (2, 'b')");
         assert_eq!(i.format, "Values");
         // INSERT ... SELECT has no inline data, even with FORMAT in it.
-        assert_eq!(
-            a("INSERT INTO t SELECT * FROM s FORMAT TSV").insert,
-            None
-        );
+        assert_eq!(a("INSERT INTO t SELECT * FROM s FORMAT TSV").insert, None);
     }
 }

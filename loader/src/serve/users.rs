@@ -129,10 +129,17 @@ fn parse(text: &str) -> std::result::Result<Vec<User>, (usize, String)> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let mut it = line.splitn(3, char::is_whitespace);
-        let name = it.next().unwrap_or_default();
-        let role = it.next().unwrap_or_default().trim();
-        let password = it.next().unwrap_or_default().trim();
+        // Fields are separated by any run of blanks; the password is the
+        // rest of the line.
+        let field = |s: &str| -> (String, String) {
+            let s = s.trim_start();
+            let end = s.find(char::is_whitespace).unwrap_or(s.len());
+            (s[..end].to_string(), s[end..].to_string())
+        };
+        let (name, rest) = field(line);
+        let (role, rest) = field(&rest);
+        let password = rest.trim();
+        let (name, role) = (name.as_str(), role.as_str());
         if name.is_empty()
             || !name
                 .chars()
@@ -209,16 +216,22 @@ mod tests {
     #[test]
     fn file_users_and_their_errors() {
         let u = parse(
-            "# c\ngrafana reader sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8\nload writer s3 cret\n",
+            "# c\ngrafana reader sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8\nload \t writer   s3 cret\n",
         )
         .unwrap();
         let users = Users {
             users: u,
             implicit_default: false,
         };
-        assert_eq!(users.authenticate("grafana", "password").unwrap().role, Role::Reader);
+        assert_eq!(
+            users.authenticate("grafana", "password").unwrap().role,
+            Role::Reader
+        );
         assert!(users.authenticate("grafana", "passwore").is_none());
-        assert_eq!(users.authenticate("load", "s3 cret").unwrap().role, Role::Writer);
+        assert_eq!(
+            users.authenticate("load", "s3 cret").unwrap().role,
+            Role::Writer
+        );
         assert!(users.authenticate("nobody", "").is_none());
         assert_eq!(parse("a admin x").unwrap_err().0, 1);
         assert_eq!(parse("\na reader x\na writer y").unwrap_err().0, 3);
