@@ -1048,3 +1048,94 @@ fn readers_during_a_watch_load_then_graceful_shutdown() {
     );
     assert!(s2.stop().success());
 }
+
+/// The light compose file's `flamehouse` service, run here as written (the
+/// container paths mapped to this build and a temporary directory, port 0):
+/// users from the environment, the schema there before the first load,
+/// Grafana's user reads it and cannot write; SIGTERM stops it cleanly.
+#[test]
+fn light_compose_entrypoint_serves_the_dashboards_user() {
+    let text =
+        std::fs::read_to_string(crate::render::repo().join("grafana/docker-compose.serve.yaml"))
+            .unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("entrypoint:") && l.contains("flamehouse serve"))
+        .expect("the flamehouse service's entrypoint");
+    let args: Vec<String> =
+        serde_json::from_str(line.trim_start().trim_start_matches("entrypoint:").trim()).unwrap();
+    assert_eq!(&args[..2], ["/bin/sh", "-c"]);
+    let dir = std::env::temp_dir().join(format!("flamehouse-serve-compose-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin_dir = bin("flamehouse").parent().unwrap().to_path_buf();
+    let script = args[2]
+        .replace("/opt/flamehouse", bin_dir.to_str().unwrap())
+        .replace("/data", dir.join("data").to_str().unwrap())
+        .replace("0.0.0.0:8123", "127.0.0.1:0");
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env("FLAMEHOUSE_READER_PASSWORD", RPASS)
+        .env("FLAMEHOUSE_WRITER_PASSWORD", WPASS)
+        .env_remove("FLAMEHOUSE_USERS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    // `init` prints first, then serve its address.
+    while !url.contains("listening on") {
+        url.clear();
+        assert!(out.read_line(&mut url).unwrap() > 0, "no address printed");
+    }
+    let mut s = Serve {
+        child,
+        url: url.trim().rsplit(' ').next().unwrap().to_string(),
+        port: 0,
+        dir,
+    };
+    assert_eq!(
+        s.reader()
+            .query_tsv("SELECT count() FROM flamehouse.process_list")
+            .unwrap(),
+        "0\n"
+    );
+    read_sql(&s, "TRUNCATE TABLE flamehouse.samples").assert_error(500, 164);
+    let r = curl(
+        &format!("{}/?query=SELECT+1", s.url),
+        &[
+            "-H",
+            "X-ClickHouse-User: writer",
+            "-H",
+            &format!("X-ClickHouse-Key: {WPASS}"),
+        ],
+        None,
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "1\n"));
+    // No password-less `default` once users are configured.
+    curl(&format!("{}/?query=SELECT+1", s.url), &[], None).assert_error(403, 516);
+    assert!(s.stop().success());
+}
+
+/// Without configured users (only the password-less `default`), serve
+/// listens on loopback only.
+#[test]
+fn serve_without_users_refuses_a_public_address() {
+    let dir = std::env::temp_dir().join(format!("flamehouse-serve-public-{}", std::process::id()));
+    let out = Command::new(bin("flamehouse"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--data"])
+        .arg(&dir)
+        .env_remove("FLAMEHOUSE_READER_PASSWORD")
+        .env_remove("FLAMEHOUSE_WRITER_PASSWORD")
+        .env_remove("FLAMEHOUSE_USERS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("0.0.0.0:0") && err.contains("--users"),
+        "{err}"
+    );
+}

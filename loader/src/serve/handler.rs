@@ -303,14 +303,16 @@ async fn process(
                         l.1 = n.ceil() as u64;
                         continue;
                     }
-                    _ => return Err(ChError::new(
-                        452,
-                        "SETTING_CONSTRAINT_VIOLATION",
-                        format!(
+                    _ => {
+                        return Err(ChError::new(
+                            452,
+                            "SETTING_CONSTRAINT_VIOLATION",
+                            format!(
                             "Setting {k} shouldn't be greater than {} (or 0, which is no limit)",
                             l.1
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
         }
