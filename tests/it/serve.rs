@@ -399,9 +399,9 @@ fn clients_through_serve_agree_with_the_engine() {
     let range = q("SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)) FROM fh_serve_ref.samples");
     let (from_ms, to_ms) = range.trim().split_once('\t').unwrap();
     let (from_ms, to_ms): (i64, i64) = (from_ms.parse().unwrap(), to_ms.parse().unwrap());
-    let functions = q(&format!(
-        "SELECT hex(function) FROM (SELECT DISTINCT function FROM fh_serve_ref.stack_functions) ORDER BY function LIMIT 3"
-    ));
+    let functions = q(
+        "SELECT hex(function) FROM (SELECT DISTINCT function FROM fh_serve_ref.stack_functions) ORDER BY function LIMIT 3",
+    );
     let mut vars: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     vars.insert("process", vec![pid.to_string()]);
     vars.insert("max_nodes", vec!["2000".into()]);

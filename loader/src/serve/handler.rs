@@ -258,7 +258,7 @@ async fn process(
 
     // The session: the server's limits, the URL's settings, then readonly.
     let o = &state.opts;
-    let mut limits = vec![
+    let mut limits = [
         ("max_execution_time", o.max_execution_time),
         ("max_memory_usage", o.max_memory_usage),
         ("max_result_bytes", o.max_result_bytes),
@@ -292,7 +292,7 @@ async fn process(
                 return Err(ChError::new(
                     164,
                     "READONLY",
-                    format!("Cannot modify 'readonly' setting in readonly mode"),
+                    "Cannot modify 'readonly' setting in readonly mode",
                 ));
             }
             if let Some(l) = limits.iter_mut().find(|l| l.0 == k) {
