@@ -688,6 +688,19 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     );
     assert_eq!(r.header("x-clickhouse-format"), "CSV");
     assert_eq!(r.text(), "1,\"a\tb\"\n3,\"it's\"\n");
+    // `database` is the session's current database.
+    let r = curl(
+        &format!("{}/?database=default&user=reader&password={}", s.url, percent(RPASS)),
+        &["--data-binary", "@-"],
+        Some(b"SELECT count() FROM t"),
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "20006\n"));
+    let r = curl(
+        &format!("{}/?database=nowhere&user=reader&password={}", s.url, percent(RPASS)),
+        &["--data-binary", "@-"],
+        Some(b"SELECT 1"),
+    );
+    r.assert_error(404, 81);
     // A query id given is echoed.
     let r = curl(
         &format!(

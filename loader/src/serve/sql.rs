@@ -228,7 +228,14 @@ pub fn analyze(text: &[u8]) -> Result<Statement, SqlError> {
                     outfile = true;
                 }
                 if depth == 0 && kind == Some(Kind::Insert) {
-                    if word_is(text, a, b, "SELECT") || word_is(text, a, b, "WITH") {
+                    // INSERT ... SELECT has no inline data; INSERT INTO
+                    // FUNCTION and FROM INFILE keep theirs as written.
+                    if word_is(text, a, b, "SELECT")
+                        || word_is(text, a, b, "WITH")
+                        || word_is(text, a, b, "INFILE")
+                        || (word_is(text, a, b, "FUNCTION")
+                            && prev_word.is_some_and(|(pa, pb)| word_is(text, pa, pb, "INTO")))
+                    {
                         insert_select = true;
                     }
                     if word_is(text, a, b, "SETTINGS") && settings_at.is_none() && !insert_select {
