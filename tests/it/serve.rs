@@ -436,6 +436,46 @@ fn clients_through_serve_agree_with_the_engine() {
     }
     assert!(panels >= 20, "{panels} panel queries");
 
+    // The one view no panel names, with every parameter bound by the
+    // engine from `param_*` (an array among them), as curl's GET sends it.
+    let names = q("SELECT DISTINCT function FROM fh_serve_ref.stack_functions WHERE match(function, '^[A-Za-z_0-9]+$') ORDER BY function LIMIT 3");
+    let names: Vec<&str> = names.lines().collect();
+    assert_eq!(names.len(), 3);
+    let array = format!(
+        "[{}]",
+        names
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let (t1, t2) = (from_ms + 5_000, to_ms);
+    let view = "SELECT * FROM flamehouse.function_series(process_id = {p:UInt64}, functions = {f:Array(String)}, \
+                t1 = fromUnixTimestamp64Milli({t1:Int64}), t2 = fromUnixTimestamp64Milli({t2:Int64}), step = 5) ORDER BY ALL";
+    let r = curl(
+        &format!("{}/?user=reader&password={}", s.url, percent(RPASS)),
+        &[
+            "-G",
+            "--data-urlencode",
+            &format!("query={view}"),
+            "--data-urlencode",
+            &format!("param_p={pid}"),
+            "--data-urlencode",
+            &format!("param_f={array}"),
+            "--data-urlencode",
+            &format!("param_t1={t1}"),
+            "--data-urlencode",
+            &format!("param_t2={t2}"),
+        ],
+        None,
+    );
+    let want = q(&format!(
+        "SELECT * FROM fh_serve_ref.function_series(process_id = {pid}, functions = {array}, \
+         t1 = fromUnixTimestamp64Milli({t1}), t2 = fromUnixTimestamp64Milli({t2}), step = 5) ORDER BY ALL"
+    ));
+    assert!(want.lines().count() > 3, "{want}");
+    assert_eq!((r.status, r.text()), (200, want));
+
     // The Rust crate through the loader's backend: a view with a FORMAT.
     let view = format!(
         "SELECT level, label, value, self FROM {{db}}.flame_at(process_id = {pid}, t = fromUnixTimestamp64Milli({}), max_nodes = 100, metric = 'count')",
@@ -690,13 +730,21 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     assert_eq!(r.text(), "1,\"a\tb\"\n3,\"it's\"\n");
     // `database` is the session's current database.
     let r = curl(
-        &format!("{}/?database=default&user=reader&password={}", s.url, percent(RPASS)),
+        &format!(
+            "{}/?database=default&user=reader&password={}",
+            s.url,
+            percent(RPASS)
+        ),
         &["--data-binary", "@-"],
         Some(b"SELECT count() FROM t"),
     );
     assert_eq!((r.status, r.text().as_str()), (200, "20006\n"));
     let r = curl(
-        &format!("{}/?database=nowhere&user=reader&password={}", s.url, percent(RPASS)),
+        &format!(
+            "{}/?database=nowhere&user=reader&password={}",
+            s.url,
+            percent(RPASS)
+        ),
         &["--data-binary", "@-"],
         Some(b"SELECT 1"),
     );
