@@ -1200,3 +1200,79 @@ fn serve_without_users_refuses_a_public_address() {
         "{err}"
     );
 }
+
+/// `--tls-cert`/`--tls-key`: HTTPS that the loader's client (with the CA
+/// file) and curl (`--cacert`) accept; plain HTTP on that port gets no
+/// answer; a key that does not fit the certificate is refused at start.
+#[test]
+fn serve_speaks_https_with_a_given_certificate() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("flamehouse-serve-tlsfiles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let mut s = Serve::start(
+        "tls",
+        &[
+            "--tls-cert",
+            cert_path.to_str().unwrap(),
+            "--tls-key",
+            key_path.to_str().unwrap(),
+        ],
+    );
+    assert!(s.url.starts_with("https://127.0.0.1:"), "{}", s.url);
+    let url = format!("https://localhost:{}", s.port);
+    let b = ServerBackend::new(&ServerOptions {
+        url: url.clone(),
+        user: "reader".into(),
+        password: RPASS.into(),
+        ca_cert: Some(cert_path.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(b.query_tsv("SELECT 6 * 7").unwrap(), "42\n");
+    let r = curl(
+        &format!("{url}/?query=SELECT+1"),
+        &[
+            "--cacert",
+            cert_path.to_str().unwrap(),
+            "-u",
+            &format!("reader:{RPASS}"),
+        ],
+        None,
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "1\n"));
+    let plain = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "5",
+            &format!("http://127.0.0.1:{}/ping", s.port),
+        ])
+        .output()
+        .unwrap();
+    assert!(!plain.status.success() || plain.stdout != b"Ok.\n");
+    assert!(s.stop().success());
+
+    // A key of another certificate.
+    let other = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(&key_path, other.serialize_pem()).unwrap();
+    let out = Command::new(bin("flamehouse"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.join("data"))
+        .arg("--tls-cert")
+        .arg(&cert_path)
+        .arg("--tls-key")
+        .arg(&key_path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(key_path.to_str().unwrap()), "{err}");
+}

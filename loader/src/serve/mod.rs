@@ -41,6 +41,8 @@ pub const DEFAULT_MAX_EXECUTION_TIME: u64 = 60;
 pub const DEFAULT_MAX_MEMORY_USAGE: u64 = 4 << 30;
 /// Default per-query `max_result_bytes` (bytes); readers cannot raise it.
 pub const DEFAULT_MAX_RESULT_BYTES: u64 = 1 << 30;
+/// How long a TLS handshake may take.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
 /// Default `X-ClickHouse-Server-Display-Name`.
 pub const DEFAULT_DISPLAY_NAME: &str = "flamehouse";
 
@@ -74,6 +76,11 @@ pub struct ServeOptions {
     pub max_result_bytes: u64,
     /// The server's display name. Default: [`DEFAULT_DISPLAY_NAME`].
     pub display_name: String,
+    /// PEM certificate chain for HTTPS (with [`ServeOptions::tls_key`]).
+    /// Default: none (plain HTTP).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS. Default: none.
+    pub tls_key: Option<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -88,6 +95,8 @@ impl Default for ServeOptions {
             max_memory_usage: DEFAULT_MAX_MEMORY_USAGE,
             max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
             display_name: DEFAULT_DISPLAY_NAME.into(),
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -128,6 +137,12 @@ pub struct ServeArgs {
     /// Server name sent in X-ClickHouse-Server-Display-Name.
     #[arg(long, default_value = DEFAULT_DISPLAY_NAME)]
     pub display_name: String,
+    /// PEM certificate chain: serve HTTPS (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -146,6 +161,8 @@ impl ServeArgs {
             max_memory_usage: self.max_memory_usage,
             max_result_bytes: self.max_result_bytes,
             display_name: self.display_name.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
         }
     }
 }
@@ -164,6 +181,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             users::READER_PASSWORD_ENV
         )));
     }
+    let tls = tls_acceptor(opts)?;
     let engine = Arc::new(Engine::open(&opts.engine)?);
     let timezone = engine
         .query_tsv("SELECT timezone()")
@@ -184,7 +202,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
         )),
         timezone,
     });
-    let served = rt.block_on(run(state.clone()));
+    let served = rt.block_on(run(state.clone(), tls));
     // Every query holds a slot: taking them all waits for queries whose
     // client went away, then nothing runs on the engine any more.
     rt.block_on(async {
@@ -200,7 +218,36 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
     served
 }
 
-async fn run(state: Arc<handler::State>) -> Result<()> {
+/// The TLS acceptor of `--tls-cert`/`--tls-key`, if given.
+fn tls_acceptor(opts: &ServeOptions) -> Result<Option<tokio_rustls::TlsAcceptor>> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+    let (Some(cert), Some(key)) = (&opts.tls_cert, &opts.tls_key) else {
+        return Ok(None);
+    };
+    let bad = |path: &PathBuf, why: String| Error::File {
+        path: path.clone(),
+        cause: std::io::Error::other(why),
+    };
+    let chain: Vec<CertificateDer> = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<std::result::Result<_, _>>())
+        .map_err(|e| bad(cert, format!("reading the certificate: {e}")))?;
+    if chain.is_empty() {
+        return Err(bad(cert, "no PEM certificate in the file".into()));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| bad(key, format!("reading the private key: {e}")))?;
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::Usage(format!("TLS setup: {e}")))?
+    .with_no_client_auth()
+    .with_single_cert(chain, key_der)
+    .map_err(|e| bad(key, format!("the key does not fit the certificate: {e}")))?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(Arc::new(cfg))))
+}
+
+async fn run(state: Arc<handler::State>, tls: Option<tokio_rustls::TlsAcceptor>) -> Result<()> {
     use hyper::server::conn::http1;
     use hyper_util::rt::TokioIo;
     use tokio::signal::unix::{signal, SignalKind};
@@ -215,7 +262,8 @@ async fn run(state: Arc<handler::State>) -> Result<()> {
         .map_err(|e| Error::Usage(format!("installing the SIGTERM handler: {e}")))?;
     let mut int = signal(SignalKind::interrupt())
         .map_err(|e| Error::Usage(format!("installing the SIGINT handler: {e}")))?;
-    println!("flamehouse serve: listening on http://{local}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("flamehouse serve: listening on {scheme}://{local}");
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -229,12 +277,23 @@ async fn run(state: Arc<handler::State>) -> Result<()> {
                     let st = st.clone();
                     async move { Ok::<_, std::convert::Infallible>(handler::handle(st, req).await) }
                 });
-                let conn = http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), svc);
-                let conn = graceful.watch(conn);
+                let watcher = graceful.watcher();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    let http = http1::Builder::new();
+                    match tls {
+                        None => {
+                            let conn = http.serve_connection(TokioIo::new(stream), svc);
+                            let _ = watcher.watch(conn).await;
+                        }
+                        Some(acceptor) => {
+                            let hs = tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream));
+                            if let Ok(Ok(stream)) = hs.await {
+                                let conn = http.serve_connection(TokioIo::new(stream), svc);
+                                let _ = watcher.watch(conn).await;
+                            }
+                        }
+                    }
                 });
             }
             _ = term.recv() => break,
