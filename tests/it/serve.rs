@@ -953,6 +953,18 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     );
     r.assert_error(408, 159);
     let r = curl(
+        &format!("{}/?max_result_bytes=10000", s.url),
+        &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+        Some(b"SELECT number FROM numbers(1000000)"),
+    );
+    r.assert_error(500, 396);
+    let r = curl(
+        &format!("{}/?max_memory_usage=20000000", s.url),
+        &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+        Some(b"SELECT length(groupArray(number)) FROM numbers(50000000)"),
+    );
+    r.assert_error(500, 241);
+    let r = curl(
         &format!(
             "{}/?max_result_rows=3&result_overflow_mode=break&max_block_size=1",
             s.url
