@@ -1288,3 +1288,52 @@ fn serve_speaks_https_with_a_given_certificate() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(key_path.to_str().unwrap()), "{err}");
 }
+
+/// At most `--max-concurrent-queries` run; the others wait for a slot up to
+/// `--max-execution-time`, then get TOO_MANY_SIMULTANEOUS_QUERIES; the
+/// server serves on.
+#[test]
+fn a_full_server_queues_then_refuses() {
+    let mut s = Serve::start(
+        "full",
+        &["--max-concurrent-queries", "1", "--max-execution-time", "3"],
+    );
+    let started = Instant::now();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let url = s.url.clone();
+            std::thread::spawn(move || {
+                let r = curl(
+                    &format!("{url}/?max_block_size=1"),
+                    &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+                    Some(b"SELECT sum(sleepEachRow(0.5) + 1) FROM numbers(4)"),
+                );
+                (
+                    r.status,
+                    r.header("x-clickhouse-exception-code").to_string(),
+                    r.text(),
+                )
+            })
+        })
+        .collect();
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let ok = results
+        .iter()
+        .filter(|r| r.0 == 200 && r.2 == "4\n")
+        .count();
+    let refused = results
+        .iter()
+        .filter(|r| r.0 == 503 && r.1 == "202" && r.2.contains("TOO_MANY_SIMULTANEOUS_QUERIES"))
+        .count();
+    // One runs at once (2 s each, a second of margin to every limit): the
+    // first and the one that waits 2 s answer; the others would wait 4 s
+    // or more.
+    assert_eq!((ok, refused), (2, 2), "{results:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(2900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(read_sql(&s, "SELECT 1").text(), "1\n");
+    assert!(s.stop().success());
+}
