@@ -46,7 +46,7 @@ impl ChError {
             .strip_prefix("Code: ")
             .and_then(|r| r.split('.').next())
             .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(1000);
+            .unwrap_or(1001);
         // chDB nests the server's text in its own: `Code: 164.
         // DB::Exception: Code: 164. DB::Exception: ...`; one is enough.
         let prefix = format!("Code: {code}. DB::Exception: ");
@@ -193,9 +193,9 @@ mod tests {
             "Code: 164. DB::Exception: Cannot modify. (READONLY)"
         );
         let e = ChError::from_engine("the engine is closed");
-        assert_eq!((e.code, e.status), (1000, 500));
+        assert_eq!((e.code, e.status), (1001, 500));
         assert!(e
             .message
-            .starts_with("Code: 1000. DB::Exception: the engine is closed"));
+            .starts_with("Code: 1001. DB::Exception: the engine is closed"));
     }
 }
