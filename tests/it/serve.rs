@@ -923,6 +923,12 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
             "INSERT INTO FUNCTION file('/tmp/fh-serve-x.tsv', TSV, 'a UInt8') VALUES (1)",
             164,
         ),
+        // The file() function reads any path on this engine, readonly or
+        // not; DESCRIBE of a table function reads the file to infer it.
+        ("SELECT file('/etc/hostname')", 164),
+        ("SELECT `file` ('/etc/hostname')", 164),
+        ("DESCRIBE file('/etc/hostname', LineAsString)", 164),
+        ("/* c */ desc file('/etc/hostname', LineAsString)", 164),
         ("SELECT 1; DROP TABLE default.t", 62),
     ] {
         let r = read_sql(&s, sql);

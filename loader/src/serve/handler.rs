@@ -67,6 +67,11 @@ const RESERVED: &[&str] = &[
     "enable_http_compression",
 ];
 
+/// Functions a read-only request may not call: they read the server's files
+/// (`file()` reads any path on this engine; `catboostEvaluate` loads a model
+/// file).
+const READER_DENIED_CALLS: &[&str] = &["file", "catboostevaluate"];
+
 /// Handles one request; every failure is a ClickHouse-style error response.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let query_id = req
@@ -241,7 +246,17 @@ async fn process(
             "Syntax error: a string, quoted identifier or comment is not closed",
         ),
     })?;
-    if readonly && (stmt.kind != Kind::Read || stmt.outfile) {
+    // Functions that reach the server's files (the engine's `readonly`
+    // does not stop them); a DESCRIBE of a table function infers its
+    // structure from the file or URL.
+    let reaches_out = stmt
+        .calls
+        .iter()
+        .any(|c| READER_DENIED_CALLS.contains(&c.as_str()))
+        || (stmt.kind == Kind::Read
+            && (stmt.first == "describe" || stmt.first == "desc")
+            && !stmt.calls.is_empty());
+    if readonly && (stmt.kind != Kind::Read || stmt.outfile || reaches_out) {
         let why = if role.1 == Role::Reader {
             String::new()
         } else {

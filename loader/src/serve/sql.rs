@@ -27,6 +27,11 @@ pub struct Statement {
     /// Whether it contains `INTO OUTFILE` (written by the engine's client
     /// side, outside every table permission).
     pub outfile: bool,
+    /// The first word, lower-cased (`describe`, `select`, ...).
+    pub first: String,
+    /// Names called as functions (`name(`, lower-cased, quotes removed),
+    /// in order (not collected for an INSERT's inline data).
+    pub calls: Vec<String>,
     /// For an INSERT with inline data (`FORMAT name` or `VALUES` and the
     /// data after it): the statement to run instead, with `{INFILE}` where
     /// the `FROM INFILE 'path'` clause goes, and the byte offset where the
@@ -186,13 +191,18 @@ pub fn analyze(text: &[u8]) -> Result<Statement, SqlError> {
     let mut depth = 0i32;
     let mut format = None;
     let mut outfile = false;
+    let mut calls = Vec::new();
+    let mut first = String::new();
     let mut prev_word: Option<(usize, usize)> = None;
+    // The previous token, when a name (a word or a quoted identifier).
+    let mut prev_name: Option<(usize, usize)> = None;
     // Top-level INSERT landmarks: the first SETTINGS, a SELECT (no inline
     // data then).
     let mut settings_at = None;
     let mut insert_select = false;
     while let Some((tok, a, b)) = lx.next()? {
         if kind.is_none() {
+            first = String::from_utf8_lossy(&text[a..b]).to_ascii_lowercase();
             kind = Some(match tok {
                 Tok::Punct(b'(') => Kind::Read,
                 Tok::Word => {
@@ -258,8 +268,17 @@ pub fn analyze(text: &[u8]) -> Result<Statement, SqlError> {
                 }
             }
         }
+        if tok == Tok::Punct(b'(') {
+            if let Some((pa, pb)) = prev_name {
+                calls.push(unquote(&text[pa..pb]).to_ascii_lowercase());
+            }
+        }
         prev_word = match tok {
             Tok::Word => Some((a, b)),
+            _ => None,
+        };
+        prev_name = match tok {
+            Tok::Word | Tok::Quoted => Some((a, b)),
             _ => None,
         };
     }
@@ -270,6 +289,8 @@ pub fn analyze(text: &[u8]) -> Result<Statement, SqlError> {
         kind,
         format,
         outfile,
+        first,
+        calls,
         insert: None,
     })
 }
@@ -294,6 +315,8 @@ fn insert_data(
                 kind: Kind::Insert,
                 format: None,
                 outfile,
+                first: "insert".into(),
+                calls: Vec::new(),
                 insert: None,
             });
         };
@@ -323,6 +346,8 @@ fn insert_data(
         kind: Kind::Insert,
         format: None,
         outfile,
+        first: "insert".into(),
+        calls: Vec::new(),
         insert: Some(InsertData {
             statement,
             data_start,
@@ -367,6 +392,13 @@ mod tests {
         assert_eq!(a("SELECT (SELECT 1 FORMAT TSV)").format, None);
         assert!(a("SELECT 1 INTO OUTFILE 'x'").outfile);
         assert!(!a("SELECT 'INTO OUTFILE'").outfile);
+        assert_eq!(
+            a("SELECT `file` ('x'), count(*), 'f(' FROM \"T\"(1) WHERE (a)").calls,
+            // A keyword before a parenthesis counts too: the list is only
+            // searched for function names.
+            ["file", "count", "t", "where"]
+        );
+        assert_eq!(a(" /* c */ desc file('x')").first, "desc");
     }
 
     #[test]
