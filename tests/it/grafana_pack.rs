@@ -66,7 +66,7 @@ fn percent(s: &str) -> String {
 }
 
 /// Expands the plugin's macros and Grafana's variables as they would be.
-fn expand(
+pub(crate) fn expand(
     sql: &str,
     vars: &BTreeMap<&str, Vec<String>>,
     from_ms: i64,

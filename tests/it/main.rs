@@ -14,6 +14,7 @@ mod memory;
 mod oracle;
 mod render;
 mod scale;
+mod serve;
 mod server;
 mod table;
 mod watch;

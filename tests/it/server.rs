@@ -318,7 +318,7 @@ fn engine_backed(req: &Request) -> (u16, Vec<u8>) {
 /// per block a 16-byte CityHash128 checksum, method 0x82 (LZ4), u32
 /// compressed size (header included), u32 decompressed size, LZ4 block.
 /// Returns the data and the number of blocks.
-fn decode_blocks(mut body: &[u8]) -> (Vec<u8>, usize) {
+pub(crate) fn decode_blocks(mut body: &[u8]) -> (Vec<u8>, usize) {
     let mut out = Vec::new();
     let mut blocks = 0;
     while !body.is_empty() {

@@ -269,6 +269,10 @@ enum Command {
         #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
         database: Ident,
     },
+    /// Serve the data directory over ClickHouse's HTTP interface (for
+    /// Grafana, ClickHouse clients and `load --url` while others read),
+    /// until SIGTERM or SIGINT.
+    Serve(flamehouse::serve::ServeArgs),
 }
 
 /// Options that would do nothing are errors: server options without a
@@ -542,5 +546,6 @@ fn run() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Serve(args) => Ok(flamehouse::serve::serve(&args.options())?),
     }
 }

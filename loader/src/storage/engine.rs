@@ -142,6 +142,8 @@ type ErrorFn = unsafe extern "C" fn(*mut c_void) -> *const c_char;
 type DestroyFn = unsafe extern "C" fn(*mut c_void);
 
 struct Api {
+    /// The loaded library, for the symbols of [`Session`].
+    lib: &'static Library,
     connect: ConnectFn,
     close: CloseFn,
     query_n: QueryNFn,
@@ -175,6 +177,7 @@ impl Api {
                     .map_err(|e| lib_err(e.to_string()))
             };
             Ok(Api {
+                lib,
                 connect: std::mem::transmute::<*const c_void, ConnectFn>(sym(b"chdb_connect\0")?),
                 close: std::mem::transmute::<*const c_void, CloseFn>(sym(b"chdb_close_conn\0")?),
                 query_n: std::mem::transmute::<*const c_void, QueryNFn>(sym(b"chdb_query_n\0")?),
@@ -515,5 +518,214 @@ mod tests {
         assert!(e.contains("Is a directory"), "{e}");
         assert!(!e.contains("File exists"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Sessions: more connections to the open engine (`flamehouse serve`).
+
+type QueryParamsNFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    usize,
+    *const c_char,
+    usize,
+    *const *const c_char,
+    *const usize,
+    *const *const c_char,
+    *const usize,
+    usize,
+) -> *mut c_void;
+type StatFn = unsafe extern "C" fn(*mut c_void) -> u64;
+type ElapsedFn = unsafe extern "C" fn(*mut c_void) -> f64;
+
+/// A query's output and the engine's statistics about it.
+#[derive(Debug, Default, Clone)]
+pub struct QueryOutput {
+    /// The result in the requested format.
+    pub data: Vec<u8>,
+    /// Rows in the result.
+    pub result_rows: u64,
+    /// Rows read from storage.
+    pub read_rows: u64,
+    /// Bytes read from storage.
+    pub read_bytes: u64,
+    /// Rows written (materialized views' rows included, as ClickHouse's
+    /// `X-ClickHouse-Summary` counts them).
+    pub written_rows: u64,
+    /// Bytes written.
+    pub written_bytes: u64,
+    /// Seconds the engine took.
+    pub elapsed: f64,
+}
+
+/// One more connection to the open engine: its own settings (`SET`), its
+/// own current database, and queries that run in parallel with those of
+/// other sessions (the engine's own connection serializes its callers).
+/// Closed on drop; it must not outlive the [`Engine`].
+pub struct Session<'e> {
+    engine: &'e Engine,
+    conn: *mut *mut c_void,
+    with_params: QueryParamsNFn,
+    storage_rows: StatFn,
+    storage_bytes: StatFn,
+    result_rows: StatFn,
+    rows_written: StatFn,
+    bytes_written: StatFn,
+    elapsed: ElapsedFn,
+}
+
+impl std::fmt::Debug for Session<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("data_dir", &self.engine.data_dir)
+            .finish()
+    }
+}
+
+// SAFETY: a chDB connection may be used from any thread; a session is used
+// by one thread at a time (`&mut self` is not needed because the engine
+// serializes calls on one connection itself).
+unsafe impl Send for Session<'_> {}
+
+impl Engine {
+    /// Opens a [`Session`]: a new connection to this engine's database.
+    /// Settings `SET` in it stay in it.
+    pub fn session(&self) -> Result<Session<'_>> {
+        if self
+            .conn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_null()
+        {
+            return Err(Error::Query {
+                message: "the engine is closed".into(),
+            });
+        }
+        let lib_err = |reason: String| Error::Library {
+            path: PathBuf::from("libchdb.so"),
+            reason,
+        };
+        // SAFETY: the symbol types match chdb.h of the pinned release.
+        let sym = |name: &[u8]| -> Result<*const c_void> {
+            unsafe { self.api.lib.get::<*const c_void>(name) }
+                .map(|s| *s)
+                .map_err(|e| lib_err(e.to_string()))
+        };
+        // SAFETY: each pointer is the named function of chdb.h.
+        let (with_params, storage_rows, storage_bytes, result_rows) = unsafe {
+            (
+                std::mem::transmute::<*const c_void, QueryParamsNFn>(sym(
+                    b"chdb_query_with_params_n\0",
+                )?),
+                std::mem::transmute::<*const c_void, StatFn>(sym(
+                    b"chdb_result_storage_rows_read\0",
+                )?),
+                std::mem::transmute::<*const c_void, StatFn>(sym(
+                    b"chdb_result_storage_bytes_read\0",
+                )?),
+                std::mem::transmute::<*const c_void, StatFn>(sym(b"chdb_result_rows_read\0")?),
+            )
+        };
+        // SAFETY: as above.
+        let (rows_written, bytes_written, elapsed) = unsafe {
+            (
+                std::mem::transmute::<*const c_void, StatFn>(sym(b"chdb_result_rows_written\0")?),
+                std::mem::transmute::<*const c_void, StatFn>(sym(b"chdb_result_bytes_written\0")?),
+                std::mem::transmute::<*const c_void, ElapsedFn>(sym(b"chdb_result_elapsed\0")?),
+            )
+        };
+        // The engine is booted: only the path matters (it must be the same).
+        let args = [
+            CString::new("clickhouse").expect("no NUL"),
+            CString::new(format!("--path={}", self.data_dir.display())).expect("no NUL in paths"),
+        ];
+        let mut argv: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr() as *mut c_char).collect();
+        // SAFETY: argv points at NUL-terminated strings that outlive the call.
+        let conn = unsafe { (self.api.connect)(argv.len() as c_int, argv.as_mut_ptr()) };
+        // SAFETY: a non-null result points at the connection handle.
+        if conn.is_null() || unsafe { (*conn).is_null() } {
+            return Err(Error::Query {
+                message: "the engine refused another connection".into(),
+            });
+        }
+        Ok(Session {
+            engine: self,
+            conn,
+            with_params,
+            storage_rows,
+            storage_bytes,
+            result_rows,
+            rows_written,
+            bytes_written,
+            elapsed,
+        })
+    }
+}
+
+impl Session<'_> {
+    /// Runs one statement with `{name:Type}` placeholders bound to `params`
+    /// by the engine (values in ClickHouse's escaped text form, as in
+    /// `param_name=` URL parameters; nothing is spliced into the SQL).
+    pub fn query(&self, sql: &str, format: &str, params: &[(&str, &str)]) -> Result<QueryOutput> {
+        let names: Vec<*const c_char> = params.iter().map(|p| p.0.as_ptr().cast()).collect();
+        let name_lens: Vec<usize> = params.iter().map(|p| p.0.len()).collect();
+        let values: Vec<*const c_char> = params.iter().map(|p| p.1.as_ptr().cast()).collect();
+        let value_lens: Vec<usize> = params.iter().map(|p| p.1.len()).collect();
+        // SAFETY: the connection is open until drop; every buffer is valid
+        // for its length during the call; the result is destroyed once after
+        // it is copied.
+        unsafe {
+            let res = (self.with_params)(
+                *self.conn,
+                sql.as_ptr().cast(),
+                sql.len(),
+                format.as_ptr().cast(),
+                format.len(),
+                names.as_ptr(),
+                name_lens.as_ptr(),
+                values.as_ptr(),
+                value_lens.as_ptr(),
+                params.len(),
+            );
+            if res.is_null() {
+                return Err(Error::Query {
+                    message: "the engine returned no result".into(),
+                });
+            }
+            let api = &self.engine.api;
+            let err = (api.error)(res);
+            let out = if !err.is_null() {
+                let msg = CStr::from_ptr(err).to_string_lossy();
+                Err(Error::Query {
+                    message: clean_error(&msg),
+                })
+            } else {
+                let ptr = (api.buffer)(res);
+                let len = (api.length)(res);
+                Ok(QueryOutput {
+                    data: if ptr.is_null() || len == 0 {
+                        Vec::new()
+                    } else {
+                        std::slice::from_raw_parts(ptr as *const u8, len).to_vec()
+                    },
+                    result_rows: (self.result_rows)(res),
+                    read_rows: (self.storage_rows)(res),
+                    read_bytes: (self.storage_bytes)(res),
+                    written_rows: (self.rows_written)(res),
+                    written_bytes: (self.bytes_written)(res),
+                    elapsed: (self.elapsed)(res),
+                })
+            };
+            (api.destroy)(res);
+            out
+        }
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // SAFETY: opened by chdb_connect, closed once here.
+        unsafe { (self.engine.api.close)(self.conn) };
     }
 }

@@ -140,7 +140,7 @@ impl Backend for Engine {
 }
 
 /// A fresh path for a pipe under the engine's `tmp/` directory.
-fn fifo_path(engine: &Engine) -> Result<PathBuf> {
+pub(crate) fn fifo_path(engine: &Engine) -> Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = engine.data_dir().join("tmp");
     std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
@@ -163,7 +163,7 @@ fn file_insert_sql(db: &Ident, table: &Ident, structure: &str, token: &str, path
     )
 }
 
-fn make_fifo(path: &Path) -> Result<()> {
+pub(crate) fn make_fifo(path: &Path) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::File {
         path: path.to_path_buf(),
@@ -179,7 +179,7 @@ fn make_fifo(path: &Path) -> Result<()> {
 /// Opens the write end once the engine has opened the read end (a
 /// non-blocking open fails with ENXIO until then), or gives up when
 /// `cancel` is set; then switches to blocking writes.
-fn open_fifo_writer(path: &Path, cancel: &AtomicBool) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_fifo_writer(path: &Path, cancel: &AtomicBool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::io::AsRawFd;
     loop {
