@@ -67,9 +67,10 @@ fn list(name: &str) -> String {
     )
 }
 
-/// The chosen function's name.
+/// The chosen function's name; valid UTF-8 whatever the value (the tree's
+/// `root` option must be, and every stored name is).
 fn function() -> String {
-    format!("unhex(substring({}, 2))", var("function"))
+    format!("toValidUTF8(unhex(substring({}, 2)))", var("function"))
 }
 
 fn max_nodes() -> String {
@@ -141,7 +142,10 @@ fn cond(db: &Ident, s: &Side, raw: bool) -> String {
     let range = if raw {
         format!("ts >= {} AND ts < {}", s.from, s.to)
     } else {
-        format!("minute >= toStartOfMinute({}) AND minute < {}", s.from, s.to)
+        format!(
+            "minute >= toStartOfMinute({}) AND minute < {}",
+            s.from, s.to
+        )
     };
     format!("({range} AND {})", series_in(db, s))
 }
@@ -257,7 +261,9 @@ pub fn sandwich_sql(db: &Ident, callers: bool) -> String {
     let path = if callers {
         format!("arrayReverse(arraySlice(st.labels, 1, indexOf(st.labels, {f}) - 1))")
     } else {
-        format!("arraySlice(st.labels, length(st.labels) - indexOf(arrayReverse(st.labels), {f}) + 2)")
+        format!(
+            "arraySlice(st.labels, length(st.labels) - indexOf(arrayReverse(st.labels), {f}) + 2)"
+        )
     };
     flame_rows(
         &format!(
@@ -382,8 +388,7 @@ pub fn continuous_dashboard(db: &Ident) -> Value {
             0,
         );
         p["fieldConfig"] = json!({"defaults": {"unit": "short"}, "overrides": []});
-        p["transformations"] =
-            json!([{"id": "prepareTimeSeries", "options": {"format": "multi"}}]);
+        p["transformations"] = json!([{"id": "prepareTimeSeries", "options": {"format": "multi"}}]);
         p
     });
     panels.push(l.panel(
