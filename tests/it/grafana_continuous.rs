@@ -484,6 +484,7 @@ fn continuous_dashboard_hygiene() {
         .map(|v| v["name"].as_str().unwrap().to_string())
         .collect();
     let re = regex::Regex::new(r"\$\{([a-z_]+)(:[a-z]+)?\}").unwrap();
+    let fmt = regex::Regex::new(r"\$\{[a-z_]+:percentencode\}").unwrap();
     let mut ids = BTreeSet::new();
     for p in d["panels"].as_array().unwrap() {
         assert!(ids.insert(p["id"].as_u64().unwrap()));
@@ -498,10 +499,7 @@ fn continuous_dashboard_hygiene() {
         assert!(sql.contains(&format!("{DB}.")), "{sql}");
         assert!(!sql.contains("flamehouse."), "{sql}");
         // No variable raw: each is inside decodeURLComponent('...').
-        for m in regex::Regex::new(r"\$\{[a-z_]+:percentencode\}")
-            .unwrap()
-            .find_iter(sql)
-        {
+        for m in fmt.find_iter(sql) {
             assert!(
                 sql[..m.start()].ends_with("decodeURLComponent('"),
                 "{}: a raw variable",
