@@ -32,3 +32,18 @@ fn setup_script_pins_the_engine_version_the_code_expects() {
         "scripts/setup-engine.sh does not pin {want}"
     );
 }
+
+#[test]
+fn continuous_dashboard_is_fresh() {
+    let db = flamehouse::storage::schema::default_database();
+    let want =
+        serde_json::to_string_pretty(&flamehouse::grafana::continuous::continuous_dashboard(&db))
+            .unwrap()
+            + "\n";
+    let got = std::fs::read_to_string(repo().join("grafana/dashboards/continuous.json"))
+        .unwrap_or_default();
+    assert!(
+        got == want,
+        "grafana/dashboards/continuous.json is stale: run `flamehouse grafana --out grafana`"
+    );
+}

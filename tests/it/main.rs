@@ -8,6 +8,7 @@ mod errors;
 mod freshness;
 mod functions;
 mod grafana;
+mod grafana_continuous;
 mod grafana_pack;
 mod memhawk;
 mod memory;
