@@ -98,7 +98,10 @@ fn make_pool(rng: &mut StdRng, service: &str, n: usize) -> Vec<Vec<String>> {
     let mut tries = 0usize;
     while out.len() < n {
         tries += 1;
-        assert!(tries < n * 1000, "pool of {n} stacks: too few distinct paths");
+        assert!(
+            tries < n * 1000,
+            "pool of {n} stacks: too few distinct paths"
+        );
         let mut st: Vec<String> = Vec::with_capacity(24);
         if out.len() % 50 == 7 {
             // Background work: GC and the scheduler.
@@ -468,10 +471,12 @@ fn main() {
             sql_string(&export.display().to_string())
         ));
         bulk = bulk.min(t.elapsed());
-        let n: u64 = q(&format!("SELECT count() FROM {db}.cp_samples_bulk{attempt}"))
-            .trim()
-            .parse()
-            .unwrap();
+        let n: u64 = q(&format!(
+            "SELECT count() FROM {db}.cp_samples_bulk{attempt}"
+        ))
+        .trim()
+        .parse()
+        .unwrap();
         assert_eq!(n, rows, "the bulk copy holds every row");
     }
     let bulk_rate = rows as f64 / bulk.as_secs_f64();
@@ -562,7 +567,10 @@ fn main() {
     ] {
         q(&format!("OPTIMIZE TABLE {db}.{table} FINAL"));
     }
-    println!("inline table built and every table merged in {:.1?}", t.elapsed());
+    println!(
+        "inline table built and every table merged in {:.1?}",
+        t.elapsed()
+    );
 
     // 5. Bytes on disk.
     let sizes = q(&format!(
@@ -630,7 +638,11 @@ fn main() {
         let base = format!(
             "FROM {db}.inline_samples WHERE profile_type = '{CPU}' AND service = '{svc}' AND {range}"
         );
-        let flame_sel = sel(&format!(r#"{{service="{svc}", version="{v1}"}}"#), *from, *to);
+        let flame_sel = sel(
+            &format!(r#"{{service="{svc}", version="{v1}"}}"#),
+            *from,
+            *to,
+        );
         let one = format!("{base} AND labels['version'] = '{v1}'");
         let cases = vec![
             Case {
