@@ -293,12 +293,15 @@ fn tree_rows(tree: &str, from: &str, diff: bool) -> String {
     )
 }
 
+/// Reads the total(s) out of a query's output.
+type Totals = fn(&str) -> Vec<i64>;
+
 struct Case {
     name: String,
     ours: String,
     /// (name, sql, how to read its total(s)).
-    inline: Vec<(String, String, fn(&str) -> Vec<i64>)>,
-    ours_total: fn(&str) -> Vec<i64>,
+    inline: Vec<(String, String, Totals)>,
+    ours_total: Totals,
     /// Compare whole outputs (top functions) instead of totals.
     exact: bool,
 }
