@@ -237,6 +237,9 @@ fn map_head(line: &str) -> Option<(&str, Option<&str>)> {
 
 /// The key text and value of a line ending an entry (`...]: 12`).
 fn entry_end(line: &str) -> Option<(&str, &str)> {
+    if let Some(key) = line.trim_end().strip_suffix("]:") {
+        return Some((key, ""));
+    }
     let (key, value) = line.rsplit_once("]: ")?;
     Some((key, value.trim()))
 }
@@ -304,21 +307,38 @@ pub fn parse(
             }
         }
     } else {
-        // (first line, map, key text lines so far)
-        let mut open: Option<(usize, usize, Vec<&str>)> = None;
+        // (first line, map name, key text lines so far)
+        let mut open: Option<(usize, &str, Vec<&str>)> = None;
+        // A finished entry: skipped when it has no value (the head of a
+        // keyed histogram, whose buckets follow on their own lines).
+        let mut finish = |n: usize, start: usize, name: &str, key: &str, value: &str| {
+            if value.is_empty() {
+                return Ok(());
+            }
+            let value: i64 = value.parse().map_err(|_| {
+                err(
+                    n,
+                    format!("the value `{value}` is no integer (only count() or sum() maps)"),
+                )
+            })?;
+            let e = entry(map_of(name), key, value, options).map_err(|m| {
+                if start == n {
+                    err(n, m)
+                } else {
+                    err(start, format!("in the key: {m}"))
+                }
+            })?;
+            entries.push(e);
+            Ok::<(), Error>(())
+        };
         for (n, line) in text.lines().enumerate() {
             let line = line.trim_end_matches('\r');
-            if let Some((start, map, key)) = &mut open {
+            if let Some((start, name, key)) = &mut open {
                 let frame_line = line.starts_with([' ', '\t']);
                 match entry_end(line).filter(|_| !frame_line) {
                     Some((last, value)) => {
                         key.push(last);
-                        let value: i64 = value.parse().map_err(|_| {
-                            err(n, format!("the value `{value}` is no integer (only count() or sum() maps)"))
-                        })?;
-                        let e = entry(*map, &key.join("\n"), value, options)
-                            .map_err(|m| err(*start, format!("in the key: {m}")))?;
-                        entries.push(e);
+                        finish(n, *start, name, &key.join("\n"), value)?;
                         open = None;
                     }
                     None => key.push(line),
@@ -331,20 +351,9 @@ pub fn parse(
             let Some(rest) = rest else {
                 continue; // a scalar map or a histogram's head
             };
-            let map = map_of(name);
             match entry_end(rest) {
-                Some((key, value)) => {
-                    let value: i64 = value.parse().map_err(|_| {
-                        err(
-                            n,
-                            format!(
-                                "the value `{value}` is no integer (only count() or sum() maps)"
-                            ),
-                        )
-                    })?;
-                    entries.push(entry(map, key, value, options).map_err(|m| err(n, m))?);
-                }
-                None => open = Some((n, map, vec![rest])),
+                Some((key, value)) => finish(n, n, name, key, value)?,
+                None => open = Some((n, name, vec![rest])),
             }
         }
         if let Some((start, _, _)) = open {

@@ -247,6 +247,11 @@ Attaching 1 probe...
     f+1
     g+2
 , app, 7]: 20
+printf output between maps
+
+@h[app]: 
+[1]                    3 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[2, 4)                 1 |@@@@@@@@@@@@@@@@@                                   |
 ";
     let options = BpftraceOptions {
         labels: vec!["comm".into()],
