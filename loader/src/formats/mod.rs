@@ -20,6 +20,7 @@ pub mod folded;
 pub mod perf;
 pub mod pprof;
 pub mod text;
+pub mod text_args;
 
 use crate::model::{Event, Frame, Label, ValueSemantics, ValueType};
 use std::fs::File;
