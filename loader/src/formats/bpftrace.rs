@@ -380,7 +380,8 @@ pub fn parse(
     let mut b = Builder::new(types.len());
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     for e in entries {
-        b.add(e.frames, e.labels, e.map, e.value);
+        let ids: Vec<u32> = e.frames.into_iter().map(|f| b.frame(f)).collect();
+        b.add(&ids, &e.labels, &[(e.map, e.value)]);
     }
     let source = Source {
         identity: text::identity("bpftrace", text),

@@ -155,6 +155,9 @@ pub fn parse(
     let mut b = Builder::new(1);
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     let mut lines = 0usize;
+    // Frame text -> id: a frame is parsed once per file.
+    let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut ids: Vec<u32> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
@@ -168,18 +171,24 @@ pub fn parse(
             .ok()
             .filter(|c| *c >= 0)
             .ok_or_else(|| err(n, format!("the count `{count}` is no non-negative integer")))?;
-        let frames: Vec<Frame> = if stack.is_empty() {
-            Vec::new()
-        } else {
+        ids.clear();
+        if !stack.is_empty() {
             if stack.split(';').any(str::is_empty) {
                 return Err(err(n, "an empty frame (`;;`)".into()));
             }
-            stack
-                .rsplit(';')
-                .map(|f| Frame::Symbol(frame(f, options.file_lines)))
-                .collect()
-        };
-        b.add(frames, Vec::new(), 0, count);
+            for f in stack.rsplit(';') {
+                let id = match seen.get(f) {
+                    Some(&id) => id,
+                    None => {
+                        let id = b.frame(Frame::Symbol(frame(f, options.file_lines)));
+                        seen.insert(f, id);
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+        }
+        b.add(&ids, &[], &[(0, count)]);
         lines += 1;
     }
     if lines == 0 {

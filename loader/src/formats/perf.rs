@@ -16,7 +16,8 @@
 //!   clock events (`cpu-clock`, `task-clock`, whose period is ns) and
 //!   `EVENT:events:count` otherwise (cycles, page faults). A sample has
 //!   zero for the other events' types. The event name drops perf's
-//!   modifiers (`cpu-clock:pppH` -> `cpu-clock`); a header without a
+//!   modifiers (`cpu-clock:pppH` -> `cpu-clock`) and writes a
+//!   tracepoint's `:` as `.` (`sched.sched_switch`); a header without a
 //!   period counts 1;
 //! - comm, pid and tid each become a sample label (`comm`, `pid`, `tid`),
 //!   a root frame (comm, then pid, then tid, root first) or nothing;
@@ -265,7 +266,8 @@ struct Sample {
     time_ns: u64,
     event: usize,
     period: u64,
-    frames: Vec<Frame>,
+    /// Frame ids, leaf first.
+    frames: Vec<u32>,
     labels: Vec<Label>,
     roots: Vec<String>,
 }
@@ -294,6 +296,9 @@ pub fn parse(
     let mut pids = std::collections::BTreeSet::new();
     let mut periods = std::collections::BTreeSet::new();
     let mut open = false;
+    let mut b = Builder::new(0);
+    // Frame line -> id: each distinct line is parsed once per file.
+    let mut seen: HashMap<&str, u32> = HashMap::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             open = false;
@@ -306,9 +311,17 @@ pub fn parse(
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
-            let f = parse_frame(line.trim(), options).map_err(|m| err(n, m))?;
-            let s = samples.last_mut().expect("open sample");
-            s.frames.push(f);
+            let line = line.trim();
+            let id = match seen.get(line) {
+                Some(&id) => id,
+                None => {
+                    let f = parse_frame(line, options).map_err(|m| err(n, m))?;
+                    let id = b.frame(f);
+                    seen.insert(line, id);
+                    id
+                }
+            };
+            samples.last_mut().expect("open sample").frames.push(id);
             continue;
         }
         let h = parse_header(line).map_err(|m| err(n, m))?;
@@ -317,10 +330,11 @@ pub fn parse(
             events.len() - 1
         });
         let mut frames = Vec::new();
-        if !h.rest.is_empty() {
-            // No call graph: the sampled ip on the header line.
+        // No call graph: the sampled ip on the header line (tracepoint
+        // arguments, which do not start with an address, are not one).
+        if h.rest.first().is_some_and(|t| u64::from_str_radix(t, 16).is_ok()) {
             let f = parse_frame(&h.rest.join(" "), options).map_err(|m| err(n, m))?;
-            frames.push(f);
+            frames.push(b.frame(f));
         }
         let mut labels = Vec::new();
         let pid = h.pid.unwrap_or(h.tid);
@@ -366,6 +380,9 @@ pub fn parse(
     }
     let types: Vec<(String, String, String)> = events
         .iter()
+        // `kind:sample:unit` is split at `:`: a tracepoint's
+        // `sched:sched_switch` becomes `sched.sched_switch`.
+        .map(|e| e.replace(':', "."))
         .flat_map(|e| {
             let clock = e == "cpu-clock" || e == "task-clock";
             [
@@ -384,7 +401,7 @@ pub fn parse(
     let base = options
         .time_ns
         .unwrap_or_else(|| mtime.saturating_sub(span));
-    let mut b = Builder::new(types.len());
+    b.set_types(types.len());
     let window = options.window_ns.filter(|&w| w > 0);
     let mut order: Vec<usize> = (0..samples.len()).collect();
     if window.is_some() {
@@ -404,14 +421,13 @@ pub fn parse(
         let mut frames = std::mem::take(&mut s.frames);
         let labels = std::mem::take(&mut s.labels);
         for root in s.roots.iter().rev() {
-            frames.push(Frame::Symbol(Symbol {
+            frames.push(b.frame(Frame::Symbol(Symbol {
                 function: root.clone(),
                 ..Default::default()
-            }));
+            })));
         }
         let value = i64::try_from(s.period).unwrap_or(i64::MAX);
-        b.add(frames.clone(), labels.clone(), 2 * s.event, 1);
-        b.add(frames, labels, 2 * s.event + 1, value);
+        b.add(&frames, &labels, &[(2 * s.event, 1), (2 * s.event + 1, value)]);
     }
     let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
     let source = Source {

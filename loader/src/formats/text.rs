@@ -161,12 +161,15 @@ pub fn value_types(types: &[(String, String, String)]) -> &'static [ValueType] {
     v
 }
 
-/// A parsed text profile being built: the distinct (stack, labels) pairs
-/// and the batches of samples over them.
+/// A parsed text profile being built: the distinct frames, the distinct
+/// (stack, labels) pairs, and the batches of samples over them.
 #[derive(Debug, Default)]
 pub struct Builder {
-    keys: HashMap<(Vec<Frame>, Vec<Label>), u64>,
-    stacks: Vec<(Vec<Frame>, Vec<Label>)>,
+    frames: Vec<Frame>,
+    frame_ix: HashMap<Frame, u32>,
+    /// Hash of (frame ids, labels) -> keys with that hash.
+    keys: HashMap<u64, Vec<u64>>,
+    stacks: Vec<(Vec<u32>, Vec<Label>)>,
     batches: Vec<Batch>,
     /// Per open batch: key -> row in the batch.
     rows: HashMap<u64, usize>,
@@ -181,6 +184,24 @@ impl Builder {
             n_types,
             ..Default::default()
         }
+    }
+
+    /// Sets the number of values of a sample, once the types are known
+    /// (frames may be interned before); before the first batch.
+    pub fn set_types(&mut self, n_types: usize) {
+        debug_assert!(self.batches.is_empty());
+        self.n_types = n_types;
+    }
+
+    /// The id of a frame, the same for equal frames.
+    pub fn frame(&mut self, f: Frame) -> u32 {
+        if let Some(&id) = self.frame_ix.get(&f) {
+            return id;
+        }
+        let id = u32::try_from(self.frames.len()).expect("fewer than 2^32 frames");
+        self.frames.push(f.clone());
+        self.frame_ix.insert(f, id);
+        id
     }
 
     /// Starts a batch at `time_ns` covering `duration_ns`.
@@ -203,21 +224,32 @@ impl Builder {
         }
     }
 
-    /// Adds `value` as value `ty` of the sample (`frames` leaf first,
-    /// `labels` sorted) to the current batch (a first batch at 0 if none).
-    pub fn add(&mut self, frames: Vec<Frame>, labels: Vec<Label>, ty: usize, value: i64) {
+    fn key(&mut self, frames: &[u32], labels: &[Label]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        frames.hash(&mut h);
+        labels.hash(&mut h);
+        let bucket = self.keys.entry(h.finish()).or_default();
+        for &k in bucket.iter() {
+            let (f, l) = &self.stacks[k as usize];
+            if f == frames && l == labels {
+                return k;
+            }
+        }
+        let k = self.stacks.len() as u64;
+        bucket.push(k);
+        self.stacks.push((frames.to_vec(), labels.to_vec()));
+        k
+    }
+
+    /// Adds `values` (value type, value) to the sample of the stack
+    /// `frames` (frame ids, leaf first) with `labels` (sorted) in the
+    /// current batch (a first batch at 0 if none).
+    pub fn add(&mut self, frames: &[u32], labels: &[Label], values: &[(usize, i64)]) {
         if self.batches.is_empty() {
             self.batch(0, 0);
         }
-        let next = self.stacks.len() as u64;
-        let key = match self.keys.get(&(frames.clone(), labels.clone())) {
-            Some(&k) => k,
-            None => {
-                self.keys.insert((frames.clone(), labels.clone()), next);
-                self.stacks.push((frames, labels));
-                next
-            }
-        };
+        let key = self.key(frames, labels);
         let n = self.n_types;
         let batch = self.batches.last_mut().expect("a batch");
         let row = *self.rows.entry(key).or_insert_with(|| {
@@ -225,8 +257,10 @@ impl Builder {
             batch.values.extend(std::iter::repeat_n(0, n));
             batch.stacks.len() - 1
         });
-        let v = &mut batch.values[row * n + ty];
-        *v = v.saturating_add(value);
+        for &(ty, value) in values {
+            let v = &mut batch.values[row * n + ty];
+            *v = v.saturating_add(value);
+        }
     }
 
     /// Number of samples over all batches.
@@ -256,6 +290,7 @@ impl Builder {
         TextReader {
             format,
             types,
+            frames: self.frames,
             stacks: self.stacks,
             events,
             len,
@@ -268,7 +303,8 @@ impl Builder {
 pub struct TextReader {
     format: Format,
     types: &'static [ValueType],
-    stacks: Vec<(Vec<Frame>, Vec<Label>)>,
+    frames: Vec<Frame>,
+    stacks: Vec<(Vec<u32>, Vec<Label>)>,
     /// Events still to give, last first.
     events: Vec<Event>,
     len: u64,
@@ -312,7 +348,7 @@ impl ProfileReader for TextReader {
     fn stack(&self, key: u64, out: &mut Vec<Frame>) {
         out.clear();
         if let Some((frames, _)) = self.stacks.get(key as usize) {
-            out.extend_from_slice(frames);
+            out.extend(frames.iter().map(|&f| self.frames[f as usize].clone()));
         }
     }
 

@@ -311,3 +311,35 @@ fn sniff_takes_perf_script_and_leaves_other_text() {
     assert_eq!(Perf.sniff(b"@[\n    leaf+58\n"), Sniff::No);
     assert_eq!(Perf.sniff(&[0, 0, 0, 0, 0, 0, 0, 12]), Sniff::No);
 }
+
+#[test]
+fn tracepoint_arguments_and_call_graph_less_samples() {
+    // A tracepoint's arguments follow the event: not a frame. Without -g
+    // the sampled ip sits on the header line.
+    let script = "\
+app 7 [000] 5.000000: 1 sched:sched_switch: prev_comm=app prev_pid=7 ==> next_comm=swapper/0
+\t    1000 schedule+0x10 ([kernel.kallsyms])
+
+app 7 [000] 5.100000: 250000 task-clock:  401000 work+0x2 (/bin/app)
+";
+    let mut r = parse(script, Path::new("t"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        r.value_types()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "sched.sched_switch:samples:count",
+            "sched.sched_switch:events:count",
+            "task-clock:samples:count",
+            "task-clock:cpu:nanoseconds"
+        ]
+    );
+    let (stacks, _) = folded(&mut r, 3);
+    assert_eq!(stacks, BTreeMap::from([("work".to_owned(), 250_000)]));
+    let mut r = parse(script, Path::new("t"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        folded(&mut r, 0).0,
+        BTreeMap::from([("schedule".to_owned(), 1)])
+    );
+}
