@@ -332,7 +332,10 @@ pub fn parse(
         let mut frames = Vec::new();
         // No call graph: the sampled ip on the header line (tracepoint
         // arguments, which do not start with an address, are not one).
-        if h.rest.first().is_some_and(|t| u64::from_str_radix(t, 16).is_ok()) {
+        if h.rest
+            .first()
+            .is_some_and(|t| u64::from_str_radix(t, 16).is_ok())
+        {
             let f = parse_frame(&h.rest.join(" "), options).map_err(|m| err(n, m))?;
             frames.push(b.frame(f));
         }
@@ -427,7 +430,11 @@ pub fn parse(
             })));
         }
         let value = i64::try_from(s.period).unwrap_or(i64::MAX);
-        b.add(&frames, &labels, &[(2 * s.event, 1), (2 * s.event + 1, value)]);
+        b.add(
+            &frames,
+            &labels,
+            &[(2 * s.event, 1), (2 * s.event + 1, value)],
+        );
     }
     let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
     let source = Source {
