@@ -268,8 +268,8 @@ struct Sample {
     period: u64,
     /// Frame ids, leaf first.
     frames: Vec<u32>,
-    labels: Vec<Label>,
-    roots: Vec<String>,
+    /// Index of the sample's (labels, root frame ids) in `sets`.
+    set: u32,
 }
 
 /// Parses a whole `perf script` text (`path` and `mtime` for messages and
@@ -296,6 +296,8 @@ pub fn parse(
     let mut pids = std::collections::BTreeSet::new();
     let mut periods = std::collections::BTreeSet::new();
     let mut open = false;
+    let mut sets: Vec<(Vec<Label>, Vec<u32>)> = Vec::new();
+    let mut set_ix: HashMap<(String, u32, u32), u32> = HashMap::new();
     let mut b = Builder::new(0);
     // Frame line -> id: each distinct line is parsed once per file.
     let mut seen: HashMap<&str, u32> = HashMap::new();
@@ -339,38 +341,56 @@ pub fn parse(
             let f = parse_frame(&h.rest.join(" "), options).map_err(|m| err(n, m))?;
             frames.push(b.frame(f));
         }
-        let mut labels = Vec::new();
         let pid = h.pid.unwrap_or(h.tid);
-        let parts = [
-            ("comm", options.comm, h.comm.clone()),
-            ("pid", options.pid, pid.to_string()),
-            ("tid", options.tid, h.tid.to_string()),
-        ];
-        for (key, place, value) in &parts {
-            if *place == Placement::Label {
-                labels.push(Label {
-                    key: (*key).into(),
-                    value: value.clone(),
-                });
+        // The (comm, pid, tid) of a sample become its labels and root
+        // frames once per distinct triple, not once per sample.
+        let triple = (h.comm, pid, h.tid);
+        let set = match set_ix.get(&triple) {
+            Some(&i) => i,
+            None => {
+                let (comm, pid, tid) = &triple;
+                let parts = [
+                    ("comm", options.comm, comm.clone()),
+                    ("pid", options.pid, pid.to_string()),
+                    ("tid", options.tid, tid.to_string()),
+                ];
+                let mut labels: Vec<Label> = parts
+                    .iter()
+                    .filter(|(_, place, _)| *place == Placement::Label)
+                    .map(|(key, _, value)| Label {
+                        key: (*key).into(),
+                        value: value.clone(),
+                    })
+                    .collect();
+                labels.sort();
+                // Root frames, root first (comm, pid, tid): pushed leaf
+                // side first after the chain.
+                let roots: Vec<u32> = parts
+                    .iter()
+                    .rev()
+                    .filter(|(_, place, _)| *place == Placement::Frame)
+                    .map(|(_, _, value)| {
+                        b.frame(Frame::Symbol(Symbol {
+                            function: value.clone(),
+                            ..Default::default()
+                        }))
+                    })
+                    .collect();
+                comms.insert(comm.clone());
+                pids.insert(*pid);
+                sets.push((labels, roots));
+                let i = u32::try_from(sets.len() - 1).expect("fewer than 2^32 threads");
+                set_ix.insert(triple, i);
+                i
             }
-        }
-        labels.sort();
-        comms.insert(h.comm.clone());
-        pids.insert(pid);
+        };
         periods.insert((event, h.period));
-        // Root frames, root first: comm, pid, tid.
-        let roots = parts
-            .iter()
-            .filter(|(_, place, _)| *place == Placement::Frame)
-            .map(|(_, _, value)| value.clone())
-            .collect();
         samples.push(Sample {
             time_ns: h.time_ns,
             event,
             period: h.period,
             frames,
-            labels,
-            roots,
+            set,
         });
         open = true;
     }
@@ -421,18 +441,12 @@ pub fn parse(
             b.batch(base.saturating_add(start), len);
             current = Some(start);
         }
-        let mut frames = std::mem::take(&mut s.frames);
-        let labels = std::mem::take(&mut s.labels);
-        for root in s.roots.iter().rev() {
-            frames.push(b.frame(Frame::Symbol(Symbol {
-                function: root.clone(),
-                ..Default::default()
-            })));
-        }
+        let (labels, roots) = &sets[s.set as usize];
+        s.frames.extend_from_slice(roots);
         let value = i64::try_from(s.period).unwrap_or(i64::MAX);
         b.add(
-            &frames,
-            &labels,
+            &s.frames,
+            labels,
             &[(2 * s.event, 1), (2 * s.event + 1, value)],
         );
     }
