@@ -428,6 +428,7 @@ fn run() -> anyhow::Result<()> {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
                     },
+                    ..Default::default()
                 },
                 format,
                 watch,

@@ -15,9 +15,14 @@
 //! of [`Format`] with its arm in [`Format::spec`].
 
 pub mod binpb;
+pub mod bpftrace;
+pub mod folded;
+pub mod perf;
 pub mod pprof;
+pub mod text;
+pub mod text_args;
 
-use crate::model::{Event, Frame, ValueSemantics, ValueType};
+use crate::model::{Event, Frame, Label, ValueSemantics, ValueType};
 use std::fs::File;
 use std::path::Path;
 
@@ -26,17 +31,31 @@ use std::path::Path;
 pub enum Format {
     /// MemHawk `.binpb` snapshot streams (length-prefixed zstd protobuf).
     Binpb,
+    /// `perf script` text (one sample a paragraph: header line, frames).
+    Perf,
+    /// bpftrace map output, text or `-f json` (`@[ustack, comm] = count()`).
+    Bpftrace,
+    /// Folded stacks `a;b;c N` (FlameGraph, inferno, py-spy raw).
+    Folded,
 }
 
 impl Format {
     /// Every format, in the order [`detect`] asks them.
-    pub const ALL: &'static [Format] = &[Format::Binpb];
+    pub const ALL: &'static [Format] = &[
+        Format::Binpb,
+        Format::Perf,
+        Format::Bpftrace,
+        Format::Folded,
+    ];
 
     /// The format's implementation.
     #[must_use]
     pub fn spec(self) -> &'static dyn ProfileFormat {
         match self {
             Format::Binpb => &binpb::Binpb,
+            Format::Perf => &perf::Perf,
+            Format::Bpftrace => &bpftrace::Bpftrace,
+            Format::Folded => &folded::Folded,
         }
     }
 
@@ -65,10 +84,16 @@ pub enum Sniff {
 }
 
 /// Options of the readers, one field per format that has any.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {
     /// MemHawk `.binpb` record limits. Default: [`binpb::ReaderOptions::default`].
     pub binpb: binpb::ReaderOptions,
+    /// `perf script`. Default: [`perf::PerfOptions::default`].
+    pub perf: perf::PerfOptions,
+    /// bpftrace maps. Default: [`bpftrace::BpftraceOptions::default`].
+    pub bpftrace: bpftrace::BpftraceOptions,
+    /// Folded stacks. Default: [`folded::FoldedOptions::default`].
+    pub folded: folded::FoldedOptions,
 }
 
 /// A profile format.
@@ -117,6 +142,15 @@ pub trait ProfileReader {
     /// The frames of a stack key of the events read so far, leaf first,
     /// into `out` (cleared first).
     fn stack(&self, key: u64, out: &mut Vec<Frame>);
+
+    /// The sample labels of a stack key (on top of the source's labels),
+    /// sorted by key, into `out` (cleared first). A key names a stack and
+    /// its sample labels together; formats without sample labels keep
+    /// this default (none).
+    fn labels(&self, key: u64, out: &mut Vec<Label>) {
+        let _ = key;
+        out.clear();
+    }
 
     /// The byte offset just past the last complete event: where a resumed
     /// read starts.
@@ -194,6 +228,9 @@ pub enum Error {
     /// pprof `profile.proto` (decoded, not yet loaded: issue 10).
     #[error(transparent)]
     Pprof(#[from] pprof::Error),
+    /// The text formats: `perf script`, bpftrace, folded stacks.
+    #[error(transparent)]
+    Text(#[from] text::Error),
 }
 
 impl Error {
@@ -203,6 +240,7 @@ impl Error {
         match self {
             Error::Binpb(e) => e.path(),
             Error::Pprof(e) => e.path(),
+            Error::Text(e) => e.path(),
         }
     }
 
@@ -212,7 +250,16 @@ impl Error {
         match self {
             Error::Binpb(e) => e.offset(),
             // prost reports no offsets; the message names the field's byte.
-            Error::Pprof(_) => None,
+            Error::Pprof(_) | Error::Text(_) => None,
+        }
+    }
+
+    /// The 1-based line at fault, for the text formats.
+    #[must_use]
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            Error::Text(e) => e.line(),
+            _ => None,
         }
     }
 }
@@ -231,9 +278,15 @@ mod tests {
         // Too short to tell: a live file just created.
         assert_eq!(detect(&[]), Some(Format::Binpb));
         assert_eq!(detect(&[0, 0, 0]), Some(Format::Binpb));
-        // gzip (pprof), text, a bare zstd frame: no format claims them yet.
+        // gzip (pprof), a bare zstd frame: no format claims them yet.
         assert_eq!(detect(&[0x1f, 0x8b, 8, 0]), None);
-        assert_eq!(detect(b"main;foo;bar 12\n"), None);
+        // Text formats by their first line.
+        assert_eq!(detect(b"main;foo;bar 12\n"), Some(Format::Folded));
+        assert_eq!(detect(b"@[\n    leaf+58\n"), Some(Format::Bpftrace));
+        assert_eq!(
+            detect(b"burn   410 11331.597954:    2004008 cpu-clock:pppH: \n"),
+            Some(Format::Perf)
+        );
         assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), None);
     }
 

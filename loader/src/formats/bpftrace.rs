@@ -1,0 +1,399 @@
+//! bpftrace map output, as bpftrace prints maps at exit: text
+//! (`@name[key]: value`) or `-f json` (one JSON object a line,
+//! `{"type": "map", "data": {"@name": {"key": value}}}`).
+//!
+//! - every keyed map is its own profile type `bpftrace:NAME:count` (`@` is
+//!   `bpftrace:samples:count`, `@cpu` is `bpftrace:cpu:count`), in order
+//!   of first appearance; a sample has zero for the other maps' types.
+//!   Values must be integers (`count()`, `sum()`); scalar maps
+//!   (`@n: 190`) and histograms carry no stack and are skipped, as are
+//!   lines outside maps (`Attaching 2 probes...`, `printf` output);
+//! - a key is its parts in order: stacks (`ustack`, `kstack`, in bpftrace's
+//!   default form `sym+off` or `0xADDR`, or `ustack(perf)`'s
+//!   `ADDR sym+off (module)`) and values (`comm`, `tid`). The stack parts
+//!   are concatenated leaf first in key order (write `@[kstack, ustack]`:
+//!   the kernel frames sit on top of the user frames); an empty part (an
+//!   empty `kstack` prints as `@[, `) adds nothing;
+//! - value parts become root frames (the first part the root, as
+//!   FlameGraph's collapsers do with comm), or sample labels named by
+//!   [`BpftraceOptions::labels`] in order;
+//! - `sym+off` -> a symbol without module; perf form -> a symbol with its
+//!   module; a raw address (`0x55..`: the target exited before bpftrace
+//!   printed, or `[unknown]` in perf form) -> an address frame for the
+//!   symbolizer. bpftrace prints no mappings, so such addresses resolve
+//!   only where the loader knows the process's mappings; otherwise they
+//!   stay addresses.
+//! - time: one batch at [`BpftraceOptions::time_ns`] (default: the file's
+//!   modification time, when bpftrace printed the maps at exit).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+
+use super::text::{self, Builder, Error};
+use super::{Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
+use crate::model::{Frame, Label, Source, Symbol};
+
+const NAME: &str = "bpftrace output";
+
+/// How bpftrace map keys become samples.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BpftraceOptions {
+    /// Label keys of the key's value parts, in order (`comm`, `tid`);
+    /// value parts beyond these become root frames. Default: none (every
+    /// value part a root frame).
+    pub labels: Vec<String>,
+    /// Time of the profile, ns since the epoch. Default: `None`, the
+    /// file's modification time.
+    pub time_ns: Option<u64>,
+    /// Period the maps cover, ns. Default: 0 (unknown).
+    pub duration_ns: u64,
+}
+
+/// The bpftrace format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bpftrace;
+
+impl ProfileFormat for Bpftrace {
+    fn name(&self) -> &'static str {
+        "bpftrace"
+    }
+
+    fn sniff(&self, first: &[u8]) -> Sniff {
+        if !text::looks_like_text(first) {
+            return Sniff::No;
+        }
+        let map_start = |s: &[u8]| {
+            s.first() == Some(&b'@')
+                && s[1..]
+                    .iter()
+                    .find(|c| !(c.is_ascii_alphanumeric() || **c == b'_'))
+                    .is_none_or(|c| *c == b'[' || *c == b':')
+        };
+        if first.starts_with(b"Attaching ")
+            || first.starts_with(b"{\"type\": \"")
+            || first.starts_with(b"{\"type\":\"")
+            || map_start(first)
+        {
+            Sniff::Yes
+        } else {
+            Sniff::No
+        }
+    }
+
+    fn open(
+        &self,
+        file: File,
+        path: &Path,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ProfileReader>, super::Error> {
+        let (text, mtime) = text::read_text(file, path, NAME)?;
+        Ok(Box::new(parse(&text, path, mtime, &options.bpftrace)?))
+    }
+}
+
+/// One key part.
+#[derive(Debug, PartialEq, Eq)]
+enum Part<'a> {
+    /// Frames, leaf first, as printed (trimmed).
+    Stack(Vec<&'a str>),
+    /// A value (`burn`, `450`); empty for an empty part.
+    Value(&'a str),
+}
+
+/// The parts of a key's text: stacks start with a line end and hold one
+/// indented frame a line; parts are separated by `,` (json) or `, `
+/// (text).
+fn parts(key: &str) -> Result<Vec<Part<'_>>, String> {
+    let mut out = Vec::new();
+    let mut rest = key;
+    loop {
+        if let Some(r) = rest.strip_prefix('\n') {
+            rest = r;
+            let mut frames = Vec::new();
+            while rest.starts_with([' ', '\t']) {
+                let end = rest
+                    .find('\n')
+                    .ok_or("a stack frame without its line end")?;
+                frames.push(rest[..end].trim());
+                rest = &rest[end + 1..];
+            }
+            out.push(Part::Stack(frames));
+        } else {
+            let end = rest.find(',').unwrap_or(rest.len());
+            out.push(Part::Value(rest[..end].trim()));
+            rest = &rest[end..];
+        }
+        if rest.is_empty() {
+            return Ok(out);
+        }
+        rest = rest
+            .strip_prefix(',')
+            .ok_or_else(|| format!("expected `,` between key parts at `{}`", rest.trim()))?;
+        rest = rest.strip_prefix(' ').unwrap_or(rest);
+        if rest.is_empty() {
+            out.push(Part::Value(""));
+            return Ok(out);
+        }
+    }
+}
+
+/// One printed frame.
+fn frame(s: &str) -> Result<Frame, String> {
+    if let Some(hex) = s.strip_prefix("0x") {
+        return u64::from_str_radix(hex, 16)
+            .map(Frame::Address)
+            .map_err(|_| format!("bad address `{s}`"));
+    }
+    // ustack(perf): `ADDR sym+off (module)`.
+    if let Some((addr, rest)) = s.split_once(' ') {
+        if let Ok(addr) = u64::from_str_radix(addr, 16) {
+            let (sym, module) = match rest.strip_suffix(')').and_then(|r| r.rsplit_once(" (")) {
+                Some((sym, m)) => (sym.trim(), Some(m)),
+                None => (rest.trim(), None),
+            };
+            if sym == "[unknown]" || sym.is_empty() {
+                return Ok(Frame::Address(addr));
+            }
+            return Ok(Frame::Symbol(Symbol {
+                function: text::strip_offset(sym).to_owned(),
+                module: module
+                    .filter(|m| !m.is_empty() && *m != "[unknown]")
+                    .map(str::to_owned),
+                ..Default::default()
+            }));
+        }
+    }
+    Ok(Frame::Symbol(Symbol {
+        function: text::strip_offset(s).to_owned(),
+        ..Default::default()
+    }))
+}
+
+/// A parsed map entry.
+struct Entry {
+    map: usize,
+    frames: Vec<Frame>,
+    labels: Vec<Label>,
+    value: i64,
+}
+
+fn entry(map: usize, key: &str, value: i64, options: &BpftraceOptions) -> Result<Entry, String> {
+    let mut frames = Vec::new();
+    let mut values = Vec::new();
+    for p in parts(key)? {
+        match p {
+            Part::Stack(fs) => {
+                for f in fs {
+                    frames.push(frame(f)?);
+                }
+            }
+            Part::Value("") => {}
+            Part::Value(v) => values.push(v),
+        }
+    }
+    let mut labels = Vec::new();
+    let mut roots = Vec::new();
+    for (i, v) in values.into_iter().enumerate() {
+        match options.labels.get(i) {
+            Some(k) => labels.push(Label {
+                key: k.clone(),
+                value: v.to_owned(),
+            }),
+            None => roots.push(v),
+        }
+    }
+    for r in roots.into_iter().rev() {
+        frames.push(Frame::Symbol(Symbol {
+            function: r.to_owned(),
+            ..Default::default()
+        }));
+    }
+    labels.sort();
+    Ok(Entry {
+        map,
+        frames,
+        labels,
+        value,
+    })
+}
+
+/// The map name of a line starting `@name[` or `@name:`, and the rest
+/// after the `[` (for a keyed map) or `None` (scalar).
+fn map_head(line: &str) -> Option<(&str, Option<&str>)> {
+    let body = line.strip_prefix('@')?;
+    let end = body
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(body.len());
+    let (name, rest) = body.split_at(end);
+    if let Some(r) = rest.strip_prefix('[') {
+        Some((name, Some(r)))
+    } else if rest.starts_with(':') {
+        Some((name, None))
+    } else {
+        None
+    }
+}
+
+/// The key text and value of a line ending an entry (`...]: 12`).
+fn entry_end(line: &str) -> Option<(&str, &str)> {
+    if let Some(key) = line.trim_end().strip_suffix("]:") {
+        return Some((key, ""));
+    }
+    let (key, value) = line.rsplit_once("]: ")?;
+    Some((key, value.trim()))
+}
+
+/// Parses bpftrace's text or JSON output (`path` and `mtime` for messages
+/// and the default time).
+///
+/// # Errors
+/// The first bad line, or a file without a keyed map entry.
+pub fn parse(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &BpftraceOptions,
+) -> Result<text::TextReader, Error> {
+    let err = |line: usize, message: String| Error::Line {
+        format: NAME,
+        path: path.to_owned(),
+        line: line as u64 + 1,
+        message,
+    };
+    let mut maps: Vec<String> = Vec::new();
+    let mut map_ix: HashMap<String, usize> = HashMap::new();
+    let mut map_of = |name: &str| {
+        *map_ix.entry(name.to_owned()).or_insert_with(|| {
+            maps.push(name.to_owned());
+            maps.len() - 1
+        })
+    };
+    let mut entries = Vec::new();
+    let json = text.trim_start().starts_with('{');
+    if json {
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| err(n, format!("bad JSON: {e}")))?;
+            if v.get("type").and_then(serde_json::Value::as_str) != Some("map") {
+                continue;
+            }
+            let data = v
+                .get("data")
+                .and_then(serde_json::Value::as_object)
+                .ok_or_else(|| err(n, "a map without its `data` object".into()))?;
+            for (name, m) in data {
+                let Some(m) = m.as_object() else {
+                    continue; // a scalar map
+                };
+                let name = name
+                    .strip_prefix('@')
+                    .ok_or_else(|| err(n, format!("map name `{name}` without `@`")))?;
+                let map = map_of(name);
+                for (key, value) in m {
+                    let value = value.as_i64().ok_or_else(|| {
+                        err(
+                            n,
+                            format!(
+                                "the value of `@{name}` is no integer (only count() or sum() maps)"
+                            ),
+                        )
+                    })?;
+                    entries.push(entry(map, key, value, options).map_err(|m| err(n, m))?);
+                }
+            }
+        }
+    } else {
+        // (first line, map name, key text lines so far)
+        let mut open: Option<(usize, &str, Vec<&str>)> = None;
+        // A finished entry: skipped when it has no value (the head of a
+        // keyed histogram, whose buckets follow on their own lines).
+        let mut finish = |n: usize, start: usize, name: &str, key: &str, value: &str| {
+            if value.is_empty() {
+                return Ok(());
+            }
+            let value: i64 = value.parse().map_err(|_| {
+                err(
+                    n,
+                    format!("the value `{value}` is no integer (only count() or sum() maps)"),
+                )
+            })?;
+            let e = entry(map_of(name), key, value, options).map_err(|m| {
+                if start == n {
+                    err(n, m)
+                } else {
+                    err(start, format!("in the key: {m}"))
+                }
+            })?;
+            entries.push(e);
+            Ok::<(), Error>(())
+        };
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim_end_matches('\r');
+            if let Some((start, name, key)) = &mut open {
+                let frame_line = line.starts_with([' ', '\t']);
+                match entry_end(line).filter(|_| !frame_line) {
+                    Some((last, value)) => {
+                        key.push(last);
+                        finish(n, *start, name, &key.join("\n"), value)?;
+                        open = None;
+                    }
+                    None => key.push(line),
+                }
+                continue;
+            }
+            let Some((name, rest)) = map_head(line) else {
+                continue; // not a map: `Attaching ...`, printf output
+            };
+            let Some(rest) = rest else {
+                continue; // a scalar map or a histogram's head
+            };
+            match entry_end(rest) {
+                Some((key, value)) => finish(n, n, name, key, value)?,
+                None => open = Some((n, name, vec![rest])),
+            }
+        }
+        if let Some((start, _, _)) = open {
+            return Err(err(
+                start,
+                "the map entry starting here has no `]: value` end".into(),
+            ));
+        }
+    }
+    if entries.is_empty() {
+        return Err(Error::File {
+            format: NAME,
+            path: path.to_owned(),
+            message: "no keyed map entry (`@[...]: N`)".into(),
+        });
+    }
+    let types: Vec<(String, String, String)> = maps
+        .iter()
+        .map(|m| {
+            let sample = if m.is_empty() { "samples" } else { m };
+            ("bpftrace".to_owned(), sample.to_owned(), "count".to_owned())
+        })
+        .collect();
+    let mut b = Builder::new(types.len());
+    b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
+    for e in entries {
+        let ids: Vec<u32> = e.frames.into_iter().map(|f| b.frame(f)).collect();
+        b.add(&ids, &e.labels, &[(e.map, e.value)]);
+    }
+    let source = Source {
+        identity: text::identity("bpftrace", text),
+        ..Default::default()
+    };
+    Ok(b.finish(
+        Format::Bpftrace,
+        text::value_types(&types),
+        source,
+        text.len() as u64,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

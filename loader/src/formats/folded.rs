@@ -1,0 +1,367 @@
+//! Folded stacks, one `root;...;leaf COUNT` a line: Brendan Gregg's
+//! FlameGraph collapsers, inferno, py-spy's `-f raw`.
+//!
+//! - the count is the last space-separated field, a non-negative integer;
+//!   a line with nothing before it (` 5`) is a sample with an empty stack
+//!   (py-spy writes it when it catches no Python frame); the same stack on
+//!   several lines is summed; blank lines are skipped;
+//! - a frame `name (file:line)` (py-spy) becomes a symbol with its file and
+//!   line; any other frame (`thread (123)`, `foo_[k]`) is a function name
+//!   as written;
+//! - the file carries no type, unit or time: one value type from
+//!   [`FoldedOptions`] (default `cpu:samples:count`), one batch at
+//!   [`FoldedOptions::time_ns`] (default: the file's modification time)
+//!   covering [`FoldedOptions::duration_ns`] (default 0: unknown).
+
+use std::fs::File;
+use std::path::Path;
+
+use super::text::{self, Builder, Error};
+use super::{Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
+use crate::model::{Frame, Source, Symbol};
+
+const NAME: &str = "folded stacks";
+
+/// What folded stacks count, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldedOptions {
+    /// Profile kind (`cpu`, `wall`, `alloc`...). Default: `cpu`.
+    pub kind: String,
+    /// Sample name. Default: `samples`.
+    pub sample: String,
+    /// Unit of the counts. Default: `count`.
+    pub unit: String,
+    /// Time of the profile, ns since the epoch. Default: `None`, the
+    /// file's modification time.
+    pub time_ns: Option<u64>,
+    /// Period the profile covers, ns. Default: 0 (unknown).
+    pub duration_ns: u64,
+    /// Parse py-spy's `name (file:line)` frames. Default: on.
+    pub file_lines: bool,
+}
+
+impl Default for FoldedOptions {
+    fn default() -> Self {
+        FoldedOptions {
+            kind: "cpu".into(),
+            sample: "samples".into(),
+            unit: "count".into(),
+            time_ns: None,
+            duration_ns: 0,
+            file_lines: true,
+        }
+    }
+}
+
+/// The folded-stacks format.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Folded;
+
+fn folded_line(line: &str) -> bool {
+    let line = line.trim_end_matches('\r');
+    line.rsplit_once(' ').is_some_and(|(stack, n)| {
+        !n.is_empty()
+            && n.bytes().all(|c| c.is_ascii_digit())
+            && !stack.starts_with(char::is_whitespace)
+            && !stack.starts_with('@')
+    }) || line
+        .strip_prefix(' ')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+}
+
+impl ProfileFormat for Folded {
+    fn name(&self) -> &'static str {
+        "folded"
+    }
+
+    fn sniff(&self, first: &[u8]) -> Sniff {
+        if first.is_empty() || !text::looks_like_text(first) {
+            return Sniff::No;
+        }
+        let s = String::from_utf8_lossy(first);
+        match s.split_once('\n') {
+            Some((line, _)) if folded_line(line) => Sniff::Yes,
+            Some(_) => Sniff::No,
+            // A first line longer than the sniff (py-spy's are): text not
+            // starting as another text format does; the reader says which
+            // line is wrong if it is no folded stack after all.
+            None if !s.starts_with(['@', '{', '#', ' ', '\t']) => Sniff::Unsure,
+            None => Sniff::No,
+        }
+    }
+
+    fn open(
+        &self,
+        file: File,
+        path: &Path,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ProfileReader>, super::Error> {
+        let (text, mtime) = text::read_text(file, path, NAME)?;
+        Ok(Box::new(parse(&text, path, mtime, &options.folded)?))
+    }
+}
+
+/// A py-spy frame `name (file:line)` as a symbol; any other as a name.
+#[must_use]
+pub fn frame(s: &str, file_lines: bool) -> Symbol {
+    if file_lines {
+        if let Some((name, rest)) = s.strip_suffix(')').and_then(|r| r.rsplit_once(" (")) {
+            if let Some((file, line)) = rest.rsplit_once(':') {
+                if let Ok(line) = line.parse::<u32>() {
+                    if !name.is_empty() && !file.is_empty() {
+                        return Symbol {
+                            function: name.to_owned(),
+                            file: Some(file.to_owned()),
+                            line: Some(line),
+                            module: None,
+                        };
+                    }
+                }
+            }
+        }
+    }
+    Symbol {
+        function: s.to_owned(),
+        ..Default::default()
+    }
+}
+
+/// The folded text of a symbol: the inverse of [`frame`].
+#[must_use]
+pub fn frame_text(s: &Symbol) -> String {
+    match (&s.file, s.line) {
+        (Some(f), Some(l)) => format!("{} ({f}:{l})", s.function),
+        _ => s.function.clone(),
+    }
+}
+
+/// Parses folded stacks (`path` and `mtime` for messages and the default
+/// time).
+///
+/// # Errors
+/// The first bad line, or a file without a stack.
+pub fn parse(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &FoldedOptions,
+) -> Result<text::TextReader, Error> {
+    let err = |line: usize, message: String| Error::Line {
+        format: NAME,
+        path: path.to_owned(),
+        line: line as u64 + 1,
+        message,
+    };
+    let mut b = Builder::new(1);
+    b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
+    let mut lines = 0usize;
+    // Frame text -> id: a frame is parsed once per file.
+    let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    let mut ids: Vec<u32> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .ok_or_else(|| err(n, "no count (`a;b;c COUNT`)".into()))?;
+        let count: i64 = count
+            .parse()
+            .ok()
+            .filter(|c| *c >= 0)
+            .ok_or_else(|| err(n, format!("the count `{count}` is no non-negative integer")))?;
+        ids.clear();
+        if !stack.is_empty() {
+            if stack.split(';').any(str::is_empty) {
+                return Err(err(n, "an empty frame (`;;`)".into()));
+            }
+            for f in stack.rsplit(';') {
+                let id = match seen.get(f) {
+                    Some(&id) => id,
+                    None => {
+                        let id = b.frame(Frame::Symbol(frame(f, options.file_lines)));
+                        seen.insert(f, id);
+                        id
+                    }
+                };
+                ids.push(id);
+            }
+        }
+        b.add(&ids, &[], &[(0, count)]);
+        lines += 1;
+    }
+    if lines == 0 {
+        return Err(Error::File {
+            format: NAME,
+            path: path.to_owned(),
+            message: "no stack line".into(),
+        });
+    }
+    let types = text::value_types(&[(
+        options.kind.clone(),
+        options.sample.clone(),
+        options.unit.clone(),
+    )]);
+    let source = Source {
+        identity: text::identity("folded", text),
+        ..Default::default()
+    };
+    Ok(b.finish(Format::Folded, types, source, text.len() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Event;
+    use std::collections::BTreeMap;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/continuous/pyspy")
+            .join(name)
+    }
+
+    /// The reader's stacks written back as folded text, summed by line.
+    fn write_back(r: &mut text::TextReader) -> BTreeMap<String, i64> {
+        let mut out = BTreeMap::new();
+        let mut frames = Vec::new();
+        for e in r.events() {
+            let Event::Batch(b) = e else { continue };
+            for (i, &k) in b.stacks.iter().enumerate() {
+                r.stack(k, &mut frames);
+                let s: Vec<String> = frames
+                    .iter()
+                    .rev()
+                    .map(|f| match f {
+                        Frame::Symbol(s) => frame_text(s),
+                        Frame::Address(a) => format!("{a:#x}"),
+                    })
+                    .collect();
+                *out.entry(s.join(";")).or_insert(0) += b.values[i];
+            }
+        }
+        out
+    }
+
+    /// A reference reading: split each line at its last space, sum.
+    fn reference(text: &str) -> BTreeMap<String, i64> {
+        let mut out = BTreeMap::new();
+        for l in text.lines().filter(|l| !l.trim().is_empty()) {
+            let (s, n) = l.rsplit_once(' ').unwrap();
+            *out.entry(s.to_owned()).or_insert(0) += n.parse::<i64>().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn pyspy_files_round_trip_with_their_totals_and_empty_stack() {
+        for name in ["work.raw.txt", "work.idle-threads.raw.txt"] {
+            let text = std::fs::read_to_string(fixture(name)).unwrap();
+            let mut r = parse(&text, &fixture(name), 0, &FoldedOptions::default()).unwrap();
+            let got = write_back(&mut r);
+            let want = reference(&text);
+            assert_eq!(got, want, "{name}");
+            // File totals: the sum of every line's last field (awk-style).
+            let total: i64 = text
+                .lines()
+                .filter_map(|l| l.split(' ').next_back()?.parse::<i64>().ok())
+                .sum();
+            assert_eq!(got.values().sum::<i64>(), total, "{name}");
+        }
+        // The committed run has the empty-stack line ` 5`.
+        let text = std::fs::read_to_string(fixture("work.raw.txt")).unwrap();
+        assert!(text.lines().any(|l| l == " 5"));
+        let mut r = parse(&text, Path::new("w"), 0, &FoldedOptions::default()).unwrap();
+        assert_eq!(write_back(&mut r).get(""), Some(&5));
+    }
+
+    #[test]
+    fn pyspy_frames_carry_file_and_line_and_options_set_type_and_time() {
+        let text = "<module> (work.py:34);main (work.py:29);thread (31952) 7\n\
+                    <module> (work.py:34);main (work.py:29);thread (31952) 3\n\
+                    a;b_[k] 2\n";
+        let options = FoldedOptions {
+            kind: "wall".into(),
+            sample: "wall".into(),
+            unit: "nanoseconds".into(),
+            time_ns: Some(1_700_000_000_000_000_000),
+            duration_ns: 10_000_000_000,
+            file_lines: true,
+        };
+        let mut r = parse(text, Path::new("f"), 0, &options).unwrap();
+        assert_eq!(r.value_types()[0].to_string(), "wall:wall:nanoseconds");
+        let events = r.events();
+        let Event::Batch(b) = &events[1] else {
+            panic!()
+        };
+        assert_eq!(
+            (b.time_ns, b.duration_ns, b.values.as_slice()),
+            (1_700_000_000_000_000_000, 10_000_000_000, &[10, 2][..])
+        );
+        let mut frames = Vec::new();
+        r.stack(b.stacks[0], &mut frames);
+        assert_eq!(
+            frames,
+            [
+                Frame::Symbol(Symbol {
+                    function: "thread (31952)".into(),
+                    ..Default::default()
+                }),
+                Frame::Symbol(Symbol {
+                    function: "main".into(),
+                    file: Some("work.py".into()),
+                    line: Some(29),
+                    module: None
+                }),
+                Frame::Symbol(Symbol {
+                    function: "<module>".into(),
+                    file: Some("work.py".into()),
+                    line: Some(34),
+                    module: None
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_lines_name_the_file_and_line() {
+        for (input, line, what) in [
+            ("a;b 1\nab\n", 2, "no count"),
+            ("a;b 1\n\na;b x\n", 3, "no non-negative integer"),
+            ("a;b -3\n", 1, "no non-negative integer"),
+            ("a;;b 3\n", 1, "empty frame"),
+        ] {
+            let e = parse(
+                input,
+                Path::new("/p/f.folded"),
+                0,
+                &FoldedOptions::default(),
+            )
+            .unwrap_err();
+            let msg = e.to_string();
+            assert_eq!(e.line(), Some(line), "{msg}");
+            assert!(
+                msg.starts_with(&format!("/p/f.folded:{line}: not folded stacks: ")),
+                "{msg}"
+            );
+            assert!(msg.contains(what), "{msg}");
+        }
+        assert!(parse("\n\n", Path::new("e"), 0, &FoldedOptions::default()).is_err());
+    }
+
+    #[test]
+    fn sniff_takes_folded_lines() {
+        assert_eq!(Folded.sniff(b"main;foo;bar 12\n"), Sniff::Yes);
+        assert_eq!(Folded.sniff(b" 5\nmain 1\n"), Sniff::Yes);
+        let py = std::fs::read(fixture("work.raw.txt")).unwrap();
+        let first = &py[..crate::formats::SNIFF_LEN];
+        assert_eq!(crate::formats::detect(first), Some(Format::Folded));
+        assert_eq!(Folded.sniff(b"@[\n    leaf+58\n"), Sniff::No);
+        assert_eq!(
+            Folded.sniff(b"burn 410 1.5: 2004008 cpu-clock:pppH: \n"),
+            Sniff::No
+        );
+        assert_eq!(Folded.sniff(&[0x1f, 0x8b, 8, 0]), Sniff::No);
+    }
+}

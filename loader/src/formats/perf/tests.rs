@@ -1,0 +1,345 @@
+//! `perf script` reader vs perf's own readings of the same recordings
+//! (fixtures/continuous/perf: `perf report -g folded` and
+//! `perf script report stackcollapse`).
+
+use super::*;
+use crate::model::Event;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/continuous/perf")
+        .join(name)
+}
+
+fn read(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap()
+}
+
+fn frame_name(f: &Frame) -> String {
+    match f {
+        Frame::Symbol(s) => s.function.clone(),
+        Frame::Address(a) => format!("{a:#x}"),
+    }
+}
+
+/// The reader's folded stacks (root first) with the sum of value `ty`,
+/// and the labels seen.
+fn folded(r: &mut text::TextReader, ty: usize) -> (BTreeMap<String, i64>, Vec<Vec<Label>>) {
+    let n = r.value_types().len();
+    let mut out = BTreeMap::new();
+    let mut labels = Vec::new();
+    let mut frames = Vec::new();
+    for e in r.events() {
+        let Event::Batch(b) = e else { continue };
+        for (i, &k) in b.stacks.iter().enumerate() {
+            r.stack(k, &mut frames);
+            let mut l = Vec::new();
+            r.labels(k, &mut l);
+            labels.push(l);
+            let s: Vec<String> = frames.iter().rev().map(frame_name).collect();
+            *out.entry(s.join(";")).or_insert(0) += b.values[i * n + ty];
+        }
+    }
+    out.retain(|_, v| *v != 0);
+    (out, labels)
+}
+
+/// perf report's folded lines `COUNT a;b;c` (root first), summed by stack.
+/// The one normalization: perf marks inlined frames `name (inlined)`, the
+/// reader keeps the function name alone (it is a Symbol without module).
+fn report_folded(text: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((n, stack)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(n) = n.parse::<i64>() else { continue };
+        *out.entry(stack.replace(" (inlined)", "")).or_insert(0) += n;
+    }
+    out
+}
+
+/// stackcollapse.py's `comm;a;b N`, summed by stack.
+fn stackcollapse(text: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        *out.entry(stack.to_owned()).or_insert(0) += n.parse::<i64>().unwrap();
+    }
+    out
+}
+
+/// A header value of perf report (`# Samples: 99  of event ...`).
+fn header_number(text: &str, prefix: &str) -> i64 {
+    let line = text.lines().find(|l| l.starts_with(prefix)).unwrap();
+    line[prefix.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn fp_and_dwarf_stacks_equal_perf_reports_folded_and_stackcollapse() {
+    for k in ["fp", "dwarf"] {
+        let script = read(&format!("burn.{k}.perf-script.txt"));
+        let path = fixture(&format!("burn.{k}.perf-script.txt"));
+        let mut r = parse(&script, &path, 0, &PerfOptions::default()).unwrap();
+        assert_eq!(
+            r.value_types()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["cpu-clock:samples:count", "cpu-clock:cpu:nanoseconds"]
+        );
+        let (stacks, labels) = folded(&mut r, 0);
+        let report = read(&format!("burn.{k}.report-folded.txt"));
+        assert_eq!(
+            stacks,
+            report_folded(&report),
+            "{k}: vs perf report -g folded"
+        );
+        // comm is a label by default, on every sample.
+        assert!(labels.iter().all(|l| l
+            == &[Label {
+                key: "comm".into(),
+                value: "burn".into()
+            }]));
+
+        // Totals: perf's own sample count and event count (sum of periods).
+        let (ns, _) = folded(
+            &mut parse(&script, &path, 0, &PerfOptions::default()).unwrap(),
+            1,
+        );
+        assert_eq!(
+            stacks.values().sum::<i64>(),
+            header_number(&report, "# Samples: ")
+        );
+        assert_eq!(
+            ns.values().sum::<i64>(),
+            header_number(&report, "# Event count (approx.): ")
+        );
+
+        // With comm as the root frame: stackcollapse.py's output exactly.
+        let options = PerfOptions {
+            comm: Placement::Frame,
+            ..Default::default()
+        };
+        let (stacks, labels) = folded(&mut parse(&script, &path, 0, &options).unwrap(), 0);
+        assert_eq!(
+            stacks,
+            stackcollapse(&read(&format!("burn.{k}.stackcollapse.txt"))),
+            "{k}: vs perf script report stackcollapse"
+        );
+        assert!(labels.iter().all(Vec::is_empty));
+    }
+}
+
+#[test]
+fn frames_keep_their_module_and_unknown_code_its_address() {
+    let script = "\
+my prog  12/13 [001] 100.000000000:     1000 cycles:u: 
+\t    1000 leaf+0x10 (/bin/prog)
+\t    2000 [unknown] (/usr/lib/libx.so)
+\t    3000 copy_user+0x5 ([kernel.kallsyms])
+\t    4000 [unknown] ([unknown])
+\t    5000 jitted (/tmp/perf-12.map)
+\t    6000 inl+0x4 (inlined)
+
+my prog  12/14 [001] 100.500000000:     3000 page-faults: 
+\t    1000 leaf+0x10 (/bin/prog)
+
+my prog  12/13 [001] 101.000000000:     2000 cycles:u: 
+\t    1000 leaf+0x10 (/bin/prog)
+\t    2000 [unknown] (/usr/lib/libx.so)
+\t    3000 copy_user+0x5 ([kernel.kallsyms])
+\t    4000 [unknown] ([unknown])
+\t    5000 jitted (/tmp/perf-12.map)
+\t    6000 inl+0x4 (inlined)
+";
+    let options = PerfOptions {
+        comm: Placement::Frame,
+        pid: Placement::Label,
+        tid: Placement::Frame,
+        annotate_kernel: true,
+        annotate_jit: true,
+        time_ns: Some(1_000_000_000_000),
+        window_ns: None,
+    };
+    let mut r = parse(script, Path::new("x.txt"), 0, &options).unwrap();
+    assert_eq!(
+        r.value_types()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "cycles:samples:count",
+            "cycles:events:count",
+            "page-faults:samples:count",
+            "page-faults:events:count"
+        ]
+    );
+    let events = r.events();
+    let Event::Source(src) = &events[0] else {
+        panic!()
+    };
+    assert_eq!((src.name.as_str(), src.pid, src.period), ("my prog", 12, 0));
+    let Event::Batch(b) = &events[1] else {
+        panic!()
+    };
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        (b.time_ns, b.duration_ns),
+        (1_000_000_000_000, 1_000_000_000)
+    );
+    // Two distinct (stack, labels): the cycles samples summed into one.
+    assert_eq!(b.stacks.len(), 2);
+    assert_eq!(&b.values[..4], &[2, 3000, 0, 0]);
+    assert_eq!(&b.values[4..], &[0, 0, 1, 3000]);
+    let mut frames = Vec::new();
+    r.stack(b.stacks[0], &mut frames);
+    let sym = |f: &str, m: Option<&str>| {
+        Frame::Symbol(Symbol {
+            function: f.into(),
+            module: m.map(Into::into),
+            ..Default::default()
+        })
+    };
+    assert_eq!(
+        frames,
+        [
+            sym("leaf", Some("/bin/prog")),
+            sym("libx.so+0x2000", Some("/usr/lib/libx.so")),
+            sym("copy_user_[k]", Some("[kernel.kallsyms]")),
+            Frame::Address(0x4000),
+            sym("jitted_[j]", Some("/tmp/perf-12.map")),
+            sym("inl", None),
+            sym("13", None),
+            sym("my prog", None),
+        ]
+    );
+    let mut labels = Vec::new();
+    r.labels(b.stacks[1], &mut labels);
+    assert_eq!(
+        labels,
+        [Label {
+            key: "pid".into(),
+            value: "12".into()
+        }]
+    );
+}
+
+#[test]
+fn windows_split_the_file_into_batches_in_perf_time() {
+    let script = read("burn.fp.perf-script.txt");
+    let options = PerfOptions {
+        window_ns: Some(100_000_000),
+        time_ns: Some(5_000_000_000),
+        ..Default::default()
+    };
+    let mut r = parse(&script, Path::new("fp"), 0, &options).unwrap();
+    let batches: Vec<_> = r
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Batch(b) => Some(b),
+            Event::Source(_) => None,
+        })
+        .collect();
+    assert!(batches.len() >= 4, "{} batches", batches.len());
+    for w in batches.windows(2) {
+        assert_eq!(w[1].time_ns - w[0].time_ns, 100_000_000);
+    }
+    assert_eq!(batches[0].time_ns, 5_000_000_000);
+    // A reference count of headers: every sample lands in one window.
+    let headers = script.lines().filter(|l| l.contains("cpu-clock")).count() as i64;
+    let total: i64 = batches
+        .iter()
+        .flat_map(|b| b.values.iter().step_by(2))
+        .sum();
+    assert_eq!(total, headers);
+}
+
+#[test]
+fn bad_lines_name_the_file_and_line() {
+    let cases = [
+        ("\tdeadbeef f (m)\n", 1, "outside a sample"),
+        (
+            "p 1 1.0: 5 cpu-clock:\n\tzz f (m)\n",
+            2,
+            "bad frame address",
+        ),
+        (
+            "p 1 1.0: 5 cpu-clock:\n\t1 f (m)\n\nnot a header\n",
+            4,
+            "time",
+        ),
+        ("p x 1.0: 5 cpu-clock:\n", 1, "bad tid"),
+        ("p 1 1.0: 5\n", 1, "event"),
+    ];
+    for (input, line, what) in cases {
+        let e = parse(input, Path::new("/d/p.txt"), 0, &PerfOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.line(), Some(line), "{msg}");
+        assert!(
+            msg.starts_with(&format!("/d/p.txt:{line}: not perf script: ")),
+            "{msg}"
+        );
+        assert!(msg.contains(what), "{msg}");
+        assert!(!msg.contains('\n'));
+    }
+    let e = parse(
+        "# only a comment\n",
+        Path::new("e"),
+        0,
+        &PerfOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no sample"), "{e}");
+}
+
+#[test]
+fn sniff_takes_perf_script_and_leaves_other_text() {
+    let script = read("burn.fp.perf-script.txt");
+    let first = &script.as_bytes()[..super::super::SNIFF_LEN];
+    assert_eq!(Perf.sniff(first), Sniff::Yes);
+    assert_eq!(super::super::detect(first), Some(Format::Perf));
+    assert_eq!(Perf.sniff(b"main;foo 12\n"), Sniff::No);
+    assert_eq!(Perf.sniff(b"@[\n    leaf+58\n"), Sniff::No);
+    assert_eq!(Perf.sniff(&[0, 0, 0, 0, 0, 0, 0, 12]), Sniff::No);
+}
+
+#[test]
+fn tracepoint_arguments_and_call_graph_less_samples() {
+    // A tracepoint's arguments follow the event: not a frame. Without -g
+    // the sampled ip sits on the header line.
+    let script = "\
+app 7 [000] 5.000000: 1 sched:sched_switch: prev_comm=app prev_pid=7 ==> next_comm=swapper/0
+\t    1000 schedule+0x10 ([kernel.kallsyms])
+
+app 7 [000] 5.100000: 250000 task-clock:  401000 work+0x2 (/bin/app)
+";
+    let mut r = parse(script, Path::new("t"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        r.value_types()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        [
+            "sched.sched_switch:samples:count",
+            "sched.sched_switch:events:count",
+            "task-clock:samples:count",
+            "task-clock:cpu:nanoseconds"
+        ]
+    );
+    let (stacks, _) = folded(&mut r, 3);
+    assert_eq!(stacks, BTreeMap::from([("work".to_owned(), 250_000)]));
+    let mut r = parse(script, Path::new("t"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        folded(&mut r, 0).0,
+        BTreeMap::from([("schedule".to_owned(), 1)])
+    );
+}

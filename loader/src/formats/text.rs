@@ -1,0 +1,424 @@
+//! What the line-oriented text formats (`perf script`, bpftrace maps,
+//! folded stacks) share: their error type (file and line), the reader that
+//! hands a parsed file out as model events, the table of distinct stacks,
+//! and value types named at run time.
+//!
+//! A text profile is parsed whole when it is opened: a bad line fails the
+//! open, before any event, so a profile is loaded whole or not at all.
+//! Identical (stack, labels) pairs of one batch are summed into one sample.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use crate::formats::{Format, ProfileReader};
+use crate::model::{Batch, Event, Frame, Label, Mapping, Source, ValueSemantics, ValueType};
+
+/// An error of a text format reader: one line naming the file and, for
+/// bad content, the 1-based line.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file cannot be read.
+    #[error("{}: cannot read: {cause}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// A line is not what the format allows there.
+    #[error("{}:{line}: not {format}: {message}", path.display())]
+    Line {
+        /// The format's name.
+        format: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// The file as a whole is not a profile of the format (no sample).
+    #[error("{}: not {format}: {message}", path.display())]
+    File {
+        /// The format's name.
+        format: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The file the error is about.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Read { path, .. } | Error::Line { path, .. } | Error::File { path, .. } => path,
+        }
+    }
+
+    /// The 1-based line at fault, if any.
+    #[must_use]
+    pub fn line(&self) -> Option<u64> {
+        match self {
+            Error::Line { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+}
+
+/// Largest text profile read (1 GiB): far above real ones, a bound on
+/// memory for a wrong file.
+pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+/// The whole file as text, and its modification time (ns since the epoch,
+/// 0 when unknown): the default time of formats that carry none.
+///
+/// # Errors
+/// When the file cannot be read, is too large or is not UTF-8 (naming the
+/// first bad line).
+pub fn read_text(
+    mut file: File,
+    path: &Path,
+    format: &'static str,
+) -> Result<(String, u64), Error> {
+    let read_err = |cause| Error::Read {
+        path: path.to_owned(),
+        cause,
+    };
+    let meta = file.metadata().map_err(read_err)?;
+    if meta.is_dir() {
+        return Err(Error::File {
+            format,
+            path: path.to_owned(),
+            message: "a directory".into(),
+        });
+    }
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(MAX_TEXT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_TEXT_BYTES {
+        return Err(Error::File {
+            format,
+            path: path.to_owned(),
+            message: format!("larger than {MAX_TEXT_BYTES} bytes"),
+        });
+    }
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok((s, mtime)),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() as u64;
+            Err(Error::Line {
+                format,
+                path: path.to_owned(),
+                line,
+                message: "not UTF-8 text".into(),
+            })
+        }
+    }
+}
+
+/// The value types `(kind, sample, unit)` as the model's `'static` slice.
+/// Names come from the file or the options at run time; each distinct list
+/// is leaked once and reused, so memory stays bounded by the distinct
+/// names seen (a handful per process).
+#[must_use]
+pub fn value_types(types: &[(String, String, String)]) -> &'static [ValueType] {
+    type Cache = HashMap<Vec<(String, String, String)>, &'static [ValueType]>;
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(v) = cache.get(types) {
+        return v;
+    }
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+    let v: &'static [ValueType] = Box::leak(
+        types
+            .iter()
+            .map(|(k, s, u)| ValueType {
+                kind: leak(k),
+                sample: leak(s),
+                unit: leak(u),
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    cache.insert(types.to_vec(), v);
+    v
+}
+
+/// A parsed text profile being built: the distinct frames, the distinct
+/// (stack, labels) pairs, and the batches of samples over them.
+#[derive(Debug, Default)]
+pub struct Builder {
+    frames: Vec<Frame>,
+    frame_ix: HashMap<Frame, u32>,
+    /// Hash of (frame ids, labels) -> keys with that hash.
+    keys: HashMap<u64, Vec<u64>>,
+    stacks: Vec<(Vec<u32>, Vec<Label>)>,
+    batches: Vec<Batch>,
+    /// Per open batch: key -> row in the batch.
+    rows: HashMap<u64, usize>,
+    n_types: usize,
+}
+
+impl Builder {
+    /// A builder of samples with `n_types` values each.
+    #[must_use]
+    pub fn new(n_types: usize) -> Self {
+        Builder {
+            n_types,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the number of values of a sample, once the types are known
+    /// (frames may be interned before); before the first batch.
+    pub fn set_types(&mut self, n_types: usize) {
+        debug_assert!(self.batches.is_empty());
+        self.n_types = n_types;
+    }
+
+    /// The id of a frame, the same for equal frames.
+    pub fn frame(&mut self, f: Frame) -> u32 {
+        if let Some(&id) = self.frame_ix.get(&f) {
+            return id;
+        }
+        let id = u32::try_from(self.frames.len()).expect("fewer than 2^32 frames");
+        self.frames.push(f.clone());
+        self.frame_ix.insert(f, id);
+        id
+    }
+
+    /// Starts a batch at `time_ns` covering `duration_ns`.
+    pub fn batch(&mut self, time_ns: u64, duration_ns: u64) {
+        self.rows.clear();
+        self.batches.push(Batch {
+            time_ns,
+            duration_ns,
+            mappings: None,
+            stacks: Vec::new(),
+            values: Vec::new(),
+            total: None,
+        });
+    }
+
+    /// Sets the mappings of the current batch.
+    pub fn mappings(&mut self, mappings: Vec<Mapping>) {
+        if let Some(b) = self.batches.last_mut() {
+            b.mappings = Some(mappings);
+        }
+    }
+
+    fn key(&mut self, frames: &[u32], labels: &[Label]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        frames.hash(&mut h);
+        labels.hash(&mut h);
+        let bucket = self.keys.entry(h.finish()).or_default();
+        for &k in bucket.iter() {
+            let (f, l) = &self.stacks[k as usize];
+            if f == frames && l == labels {
+                return k;
+            }
+        }
+        let k = self.stacks.len() as u64;
+        bucket.push(k);
+        self.stacks.push((frames.to_vec(), labels.to_vec()));
+        k
+    }
+
+    /// Adds `values` (value type, value) to the sample of the stack
+    /// `frames` (frame ids, leaf first) with `labels` (sorted) in the
+    /// current batch (a first batch at 0 if none).
+    pub fn add(&mut self, frames: &[u32], labels: &[Label], values: &[(usize, i64)]) {
+        if self.batches.is_empty() {
+            self.batch(0, 0);
+        }
+        let key = self.key(frames, labels);
+        let n = self.n_types;
+        let batch = self.batches.last_mut().expect("a batch");
+        let row = *self.rows.entry(key).or_insert_with(|| {
+            batch.stacks.push(key);
+            batch.values.extend(std::iter::repeat_n(0, n));
+            batch.stacks.len() - 1
+        });
+        for &(ty, value) in values {
+            let v = &mut batch.values[row * n + ty];
+            *v = v.saturating_add(value);
+        }
+    }
+
+    /// Number of samples over all batches.
+    #[must_use]
+    pub fn samples(&self) -> usize {
+        self.batches.iter().map(Batch::len).sum()
+    }
+
+    /// The reader of the finished profile.
+    #[must_use]
+    pub fn finish(
+        self,
+        format: Format,
+        types: &'static [ValueType],
+        source: Source,
+        len: u64,
+    ) -> TextReader {
+        let mut events = Vec::with_capacity(self.batches.len() + 1);
+        events.push(Event::Source(source));
+        events.extend(
+            self.batches
+                .into_iter()
+                .filter(|b| !b.is_empty())
+                .map(Event::Batch),
+        );
+        events.reverse();
+        TextReader {
+            format,
+            types,
+            frames: self.frames,
+            stacks: self.stacks,
+            events,
+            len,
+        }
+    }
+}
+
+/// A text profile parsed whole, handed out as events.
+#[derive(Debug)]
+pub struct TextReader {
+    format: Format,
+    types: &'static [ValueType],
+    frames: Vec<Frame>,
+    stacks: Vec<(Vec<u32>, Vec<Label>)>,
+    /// Events still to give, last first.
+    events: Vec<Event>,
+    len: u64,
+}
+
+impl TextReader {
+    /// The labels of a stack key (the sample's own labels: perf's comm,
+    /// bpftrace key parts named as labels), sorted by key.
+    #[must_use]
+    pub fn stack_labels(&self, key: u64) -> &[Label] {
+        self.stacks
+            .get(key as usize)
+            .map_or(&[][..], |(_, l)| l.as_slice())
+    }
+
+    /// Every event left, in order (for tests and small tools).
+    pub fn events(&mut self) -> Vec<Event> {
+        let mut v = std::mem::take(&mut self.events);
+        v.reverse();
+        v
+    }
+}
+
+impl ProfileReader for TextReader {
+    fn format(&self) -> Format {
+        self.format
+    }
+
+    fn value_types(&self) -> &'static [ValueType] {
+        self.types
+    }
+
+    fn semantics(&self) -> ValueSemantics {
+        ValueSemantics::Additive
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, super::Error> {
+        Ok(self.events.pop())
+    }
+
+    fn stack(&self, key: u64, out: &mut Vec<Frame>) {
+        out.clear();
+        if let Some((frames, _)) = self.stacks.get(key as usize) {
+            out.extend(frames.iter().map(|&f| self.frames[f as usize].clone()));
+        }
+    }
+
+    fn labels(&self, key: u64, out: &mut Vec<Label>) {
+        out.clear();
+        out.extend_from_slice(self.stack_labels(key));
+    }
+
+    fn committed_offset(&self) -> u64 {
+        if self.events.is_empty() {
+            self.len
+        } else {
+            0
+        }
+    }
+
+    fn torn(&self) -> bool {
+        false
+    }
+
+    fn rewind_to_committed(&mut self) -> Result<(), super::Error> {
+        Ok(())
+    }
+}
+
+/// A stable identity of a text profile: its format and a hash of its
+/// bytes, the same from any copy of the file.
+#[must_use]
+pub fn identity(format: &str, text: &str) -> Vec<Vec<u8>> {
+    // FNV-1a 64: stable across builds and machines (std's hasher is not).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    vec![
+        format.as_bytes().to_vec(),
+        h.to_le_bytes().to_vec(),
+        (text.len() as u64).to_le_bytes().to_vec(),
+    ]
+}
+
+/// The function of a `sym+off` frame (`leaf+0x33`, `leaf+51`): the name
+/// without its offset; the name itself when there is no offset.
+#[must_use]
+pub fn strip_offset(sym: &str) -> &str {
+    if let Some((name, off)) = sym.rsplit_once('+') {
+        let hex = off.strip_prefix("0x").unwrap_or(off);
+        if !name.is_empty() && !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return name;
+        }
+    }
+    sym
+}
+
+/// The basename of a module path (`/usr/lib/libc.so.6` -> `libc.so.6`).
+#[must_use]
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether `first` (a file's first bytes) is text: UTF-8 (allowing a
+/// character cut at the end) without control bytes but tab and newlines.
+#[must_use]
+pub fn looks_like_text(first: &[u8]) -> bool {
+    let ok = match std::str::from_utf8(first) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    ok && first
+        .iter()
+        .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
+}

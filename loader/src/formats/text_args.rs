@@ -1,0 +1,270 @@
+//! Command-line flags of the text readers (`perf script`, bpftrace, folded
+//! stacks), as one `clap` group a command flattens, mapped onto
+//! [`ReadOptions`]; the defaults are the options structs' own, which a test
+//! checks.
+
+use super::perf::Placement;
+use super::ReadOptions;
+
+/// Flags of the text formats.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct TextArgs {
+    /// perf script: where each sample's command name goes (a `comm` label,
+    /// a root frame, or nowhere).
+    #[arg(long, value_enum, default_value_t = Placement::Label)]
+    pub perf_comm: Placement,
+    /// perf script: where each sample's process id goes (label `pid`).
+    #[arg(long, value_enum, default_value_t = Placement::Omit)]
+    pub perf_pid: Placement,
+    /// perf script: where each sample's thread id goes (label `tid`).
+    #[arg(long, value_enum, default_value_t = Placement::Omit)]
+    pub perf_tid: Placement,
+    /// perf script: suffix kernel frames with `_[k]`.
+    #[arg(long)]
+    pub annotate_kernel: bool,
+    /// perf script: suffix JIT frames (`/tmp/perf-PID.map`) with `_[j]`.
+    #[arg(long)]
+    pub annotate_jit: bool,
+    /// perf script: one profile per window of this many seconds of the
+    /// recording (default: one for the file).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub window: Option<u64>,
+    /// bpftrace: label keys of the map key's non-stack parts, in order
+    /// (`comm,tid`); parts without a name become root frames.
+    #[arg(long, value_delimiter = ',', value_parser = parse_label_key)]
+    pub bpftrace_labels: Vec<String>,
+    /// Folded stacks: the profile type `kind:sample:unit`.
+    #[arg(long, default_value = "cpu:samples:count", value_parser = parse_type)]
+    pub folded_type: ProfileType,
+    /// Text formats: when the profile was taken (RFC 3339 UTC,
+    /// `2026-12-01T14:00:00Z`, or seconds since the epoch); for perf the
+    /// first sample's time. Default: from the file's modification time.
+    #[arg(long, value_parser = parse_time)]
+    pub time: Option<u64>,
+    /// bpftrace and folded stacks: the seconds the profile covers
+    /// (default: unknown, 0).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub duration: Option<u64>,
+}
+
+/// A profile type `kind:sample:unit` typed on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileType {
+    /// What was profiled (`cpu`, `wall`).
+    pub kind: String,
+    /// Which value (`samples`).
+    pub sample: String,
+    /// Its unit (`count`, `nanoseconds`).
+    pub unit: String,
+}
+
+impl std::fmt::Display for ProfileType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.kind, self.sample, self.unit)
+    }
+}
+
+fn name_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"_.-".contains(&c))
+}
+
+fn parse_type(s: &str) -> Result<ProfileType, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    match parts[..] {
+        [kind, sample, unit] if parts.iter().all(|p| name_ok(p)) => Ok(ProfileType {
+            kind: kind.into(),
+            sample: sample.into(),
+            unit: unit.into(),
+        }),
+        _ => Err(format!(
+            "`{s}` is no `kind:sample:unit` (each part letters, digits, `_`, `.`, `-`)"
+        )),
+    }
+}
+
+fn parse_label_key(s: &str) -> Result<String, String> {
+    let ok = s.len() <= 64
+        && s.bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("`{s}` is no label key (`[A-Za-z_][A-Za-z0-9_.]*`)"))
+    }
+}
+
+/// Seconds (a decimal fraction allowed) as ns.
+fn parse_seconds(s: &str) -> Result<u64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is no number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v < 1e10 {
+        Ok((v * 1e9).round() as u64)
+    } else {
+        Err(format!("`{s}`: seconds must be above 0"))
+    }
+}
+
+/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// RFC 3339 UTC (`2026-12-01T14:00:00Z`, fraction allowed) or epoch
+/// seconds, as ns since the epoch.
+fn parse_time(s: &str) -> Result<u64, String> {
+    let bad = || format!("`{s}` is no time (`2026-12-01T14:00:00Z` or seconds since the epoch)");
+    if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
+        return parse_seconds(s).map_err(|_| bad());
+    }
+    let t = s.strip_suffix('Z').ok_or_else(bad)?;
+    let (date, time) = t.split_once(['T', ' ']).ok_or_else(bad)?;
+    let num = |p: &str| p.parse::<i64>().map_err(|_| bad());
+    let d: Vec<&str> = date.split('-').collect();
+    let (sec_part, frac) = time.split_once('.').unwrap_or((time, ""));
+    let hms: Vec<&str> = sec_part.split(':').collect();
+    if d.len() != 3 || hms.len() != 3 || !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let (y, mo, da) = (num(d[0])?, num(d[1])?, num(d[2])?);
+    let (h, mi, se) = (num(hms[0])?, num(hms[1])?, num(hms[2])?);
+    if !(1970..=9999).contains(&y)
+        || !(1..=12).contains(&mo)
+        || !(1..=31).contains(&da)
+        || h > 23
+        || mi > 59
+        || se > 60
+    {
+        return Err(bad());
+    }
+    let secs = days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se;
+    let mut ns = 0u64;
+    for (i, c) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(c - b'0') * 10u64.pow(8 - i as u32);
+    }
+    Ok(u64::try_from(secs).map_err(|_| bad())? * 1_000_000_000 + ns)
+}
+
+impl TextArgs {
+    /// `read` with these flags applied to the text readers' options.
+    #[must_use]
+    pub fn apply(&self, mut read: ReadOptions) -> ReadOptions {
+        read.perf.comm = self.perf_comm;
+        read.perf.pid = self.perf_pid;
+        read.perf.tid = self.perf_tid;
+        read.perf.annotate_kernel = self.annotate_kernel;
+        read.perf.annotate_jit = self.annotate_jit;
+        read.perf.window_ns = self.window;
+        read.perf.time_ns = self.time;
+        read.bpftrace.labels.clone_from(&self.bpftrace_labels);
+        read.bpftrace.time_ns = self.time;
+        read.bpftrace.duration_ns = self.duration.unwrap_or(0);
+        read.folded.kind.clone_from(&self.folded_type.kind);
+        read.folded.sample.clone_from(&self.folded_type.sample);
+        read.folded.unit.clone_from(&self.folded_type.unit);
+        read.folded.time_ns = self.time;
+        read.folded.duration_ns = self.duration.unwrap_or(0);
+        read
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        text: TextArgs,
+    }
+
+    fn cli(args: &[&str]) -> Result<TextArgs, String> {
+        Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+            .map(|c| c.text)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let read = cli(&[]).unwrap().apply(ReadOptions::default());
+        assert_eq!(read, ReadOptions::default());
+    }
+
+    #[test]
+    fn flags_reach_the_reader_options() {
+        let a = cli(&[
+            "--perf-comm=frame",
+            "--perf-tid=label",
+            "--annotate-kernel",
+            "--window=0.5",
+            "--bpftrace-labels=comm,tid",
+            "--folded-type=wall:wall:nanoseconds",
+            "--time=2026-12-01T14:00:00Z",
+            "--duration=10",
+        ])
+        .unwrap();
+        let r = a.apply(ReadOptions::default());
+        assert_eq!(r.perf.comm, Placement::Frame);
+        assert_eq!(r.perf.tid, Placement::Label);
+        assert!(r.perf.annotate_kernel && !r.perf.annotate_jit);
+        assert_eq!(r.perf.window_ns, Some(500_000_000));
+        assert_eq!(r.bpftrace.labels, ["comm", "tid"]);
+        // `date -u -d 2026-12-01T14:00:00Z +%s` = 1796133600.
+        assert_eq!(r.folded.time_ns, Some(1_796_133_600_000_000_000));
+        assert_eq!(r.perf.time_ns, r.folded.time_ns);
+        assert_eq!(r.folded.duration_ns, 10_000_000_000);
+        assert_eq!(
+            (
+                r.folded.kind.as_str(),
+                r.folded.sample.as_str(),
+                r.folded.unit.as_str()
+            ),
+            ("wall", "wall", "nanoseconds")
+        );
+    }
+
+    #[test]
+    fn times_parse_as_date_does_them() {
+        // References: `date -u -d ... +%s`.
+        assert_eq!(
+            parse_time("2000-02-29T23:59:59Z"),
+            Ok(951_868_799_000_000_000)
+        );
+        assert_eq!(parse_time("1970-01-01T00:00:00.25Z"), Ok(250_000_000));
+        assert_eq!(parse_time("1796133600"), Ok(1_796_133_600_000_000_000));
+        for bad in [
+            "2026-13-01T00:00:00Z",
+            "2026-12-01T14:00:00",
+            "yesterday",
+            "1e9",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hostile_names_are_refused() {
+        for bad in [
+            &["--folded-type=cpu:samples"][..],
+            &["--folded-type=cpu:sam'ples:count"],
+            &["--bpftrace-labels=comm,1tid"],
+            &["--bpftrace-labels=a b"],
+            &["--window=0"],
+            &["--window=-1"],
+        ] {
+            assert!(cli(bad).is_err(), "{bad:?}");
+        }
+    }
+}
