@@ -19,7 +19,8 @@
 //! files are real gzipped pprof protobufs (`flamehouse_fixtures::pprof_writer`),
 //! one per service and tick (`--service` = the service; `version` and
 //! `host` are pprof sample labels, as `pprof.Do` writes them), loaded one by
-//! one with `load_pprof` as `flamehouse load` would.
+//! one with `load_pprof` as `flamehouse load` would (the first
+//! `BENCH_LOAD_MINUTES`; see below).
 //!
 //! Run (the UDF executable must be built first; the engine runs it from
 //! `target/release/`):
@@ -33,8 +34,11 @@
 //! Env: BENCH_HOURS (default 24), BENCH_STACKS (distinct stacks per series
 //! and profile, default 6: 100 series x 8,640 profiles x 6 stacks x 2 types
 //! = 10.4 M sample rows), BENCH_POOL (call paths per service, default 800),
-//! BENCH_RUNS (query runs after a warm-up, default 3), BENCH_KEEP=1 keeps the
-//! generated files.
+//! BENCH_RUNS (query runs after a warm-up, default 3), BENCH_LOAD_MINUTES
+//! (minutes generated as files and loaded with `load_pprof`, default 60; the
+//! other hours are copies of them shifted in time by an `INSERT ... SELECT`
+//! in the engine, since loading 43,200 files one by one takes hours at the
+//! per-file cost measured), BENCH_KEEP=1 keeps the generated files.
 
 use flamehouse::continuous_query::{
     diff_sql, flame_sql, top_functions_sql, QueryOptions, Selection, Selector,
@@ -293,7 +297,7 @@ fn tree_rows(tree: &str, from: &str, diff: bool) -> String {
     )
 }
 
-/// Reads the total(s) out of a query's output.
+/// Reads the total(s) of a query's output.
 type Totals = fn(&str) -> Vec<i64>;
 
 struct Case {
@@ -301,7 +305,7 @@ struct Case {
     ours: String,
     /// (name, sql, how to read its total(s)).
     inline: Vec<(String, String, Totals)>,
-    ours_total: Totals,
+    ours_total: fn(&str) -> Vec<i64>,
     /// Compare whole outputs (top functions) instead of totals.
     exact: bool,
 }
