@@ -26,17 +26,20 @@ use std::path::Path;
 pub enum Format {
     /// MemHawk `.binpb` snapshot streams (length-prefixed zstd protobuf).
     Binpb,
+    /// pprof `profile.proto`, gzipped or raw (Go, async-profiler, pprof-rs).
+    Pprof,
 }
 
 impl Format {
     /// Every format, in the order [`detect`] asks them.
-    pub const ALL: &'static [Format] = &[Format::Binpb];
+    pub const ALL: &'static [Format] = &[Format::Binpb, Format::Pprof];
 
     /// The format's implementation.
     #[must_use]
     pub fn spec(self) -> &'static dyn ProfileFormat {
         match self {
             Format::Binpb => &binpb::Binpb,
+            Format::Pprof => &pprof::Pprof,
         }
     }
 
@@ -69,6 +72,9 @@ pub enum Sniff {
 pub struct ReadOptions {
     /// MemHawk `.binpb` record limits. Default: [`binpb::ReaderOptions::default`].
     pub binpb: binpb::ReaderOptions,
+    /// pprof decoding (size cap, `drop_frames`). Default:
+    /// [`pprof::DecodeOptions::default`].
+    pub pprof: pprof::DecodeOptions,
 }
 
 /// A profile format.
@@ -102,7 +108,7 @@ pub trait ProfileReader {
     fn format(&self) -> Format;
 
     /// The value types of every sample, in value order.
-    fn value_types(&self) -> &'static [ValueType];
+    fn value_types(&self) -> &[ValueType];
 
     /// How the values combine over time.
     fn semantics(&self) -> ValueSemantics;
@@ -191,7 +197,7 @@ pub enum Error {
     /// MemHawk `.binpb`.
     #[error(transparent)]
     Binpb(#[from] binpb::Error),
-    /// pprof `profile.proto` (decoded, not yet loaded: issue 10).
+    /// pprof `profile.proto`.
     #[error(transparent)]
     Pprof(#[from] pprof::Error),
 }
@@ -231,8 +237,8 @@ mod tests {
         // Too short to tell: a live file just created.
         assert_eq!(detect(&[]), Some(Format::Binpb));
         assert_eq!(detect(&[0, 0, 0]), Some(Format::Binpb));
-        // gzip (pprof), text, a bare zstd frame: no format claims them yet.
-        assert_eq!(detect(&[0x1f, 0x8b, 8, 0]), None);
+        // gzip is pprof's; text, a bare zstd frame: no format claims them yet.
+        assert_eq!(detect(&[0x1f, 0x8b, 8, 0]), Some(Format::Pprof));
         assert_eq!(detect(b"main;foo;bar 12\n"), None);
         assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), None);
     }

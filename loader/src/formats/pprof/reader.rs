@@ -1,0 +1,354 @@
+//! pprof behind the format traits: [`Pprof`] (detection and opening) and
+//! [`PprofReader`], which gives a decoded profile as model events: one
+//! [`Source`] (identity: the file's bytes; period and period type), then
+//! one [`Batch`] at the profile's `time_nanos` over its `duration_nanos`,
+//! with the mappings, one stack key per distinct location list and each
+//! sample's string and numeric labels.
+//!
+//! Frames: every line of a location is a [`Frame::Symbol`] (inlined lines
+//! expanded, innermost first, as `go tool pprof` names them); a location
+//! without a named function is a [`Frame::Address`] that the loader's
+//! symbolizer resolves through the mappings (or labels `module+0xOFFSET`).
+//!
+//! Value types: each sample type is one, `kind` the period type's type when
+//! the profile has one (`cpu`, `space`, `contentions`), else the sample
+//! type's; the stored profile type is `sample:unit`.
+
+use super::{decode, PprofProfile};
+use crate::formats::{Error, Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
+use crate::model::{
+    Batch, Event, Frame, Label, Mapping, NumLabel, SampleLabels, Source, Symbol, ValueSemantics,
+    ValueType,
+};
+use crate::storage::rows::stable_hash;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// The pprof format (`profile.proto`, gzipped or raw).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pprof;
+
+impl ProfileFormat for Pprof {
+    fn name(&self) -> &'static str {
+        "pprof"
+    }
+
+    fn sniff(&self, first: &[u8]) -> Sniff {
+        sniff(first)
+    }
+
+    fn open(
+        &self,
+        file: File,
+        path: &Path,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ProfileReader>, Error> {
+        let limit = options.pprof.max_decompressed_bytes;
+        let io = |cause| super::Error::Io {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let mut bytes = Vec::new();
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() as u64 > limit {
+            return Err(super::Error::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+                after: "",
+            }
+            .into());
+        }
+        let profile = decode(path, &bytes, &options.pprof)?;
+        Ok(Box::new(PprofReader::new(
+            &profile,
+            stable_hash(&[&bytes]),
+            bytes.len() as u64,
+        )))
+    }
+}
+
+/// Whether `first` starts a pprof profile: gzip's magic (every writer
+/// gzips: Go, pprof-rs, async-profiler), or a raw `Profile` message whose
+/// first field is `sample_type` (field 1, as every writer puts it first)
+/// holding a complete `ValueType` of varints, and whose following fields
+/// within the bytes given are fields of a `Profile` with their wire types.
+/// MemHawk's big-endian length prefix starts with a zero byte (field 0) and
+/// text formats with bytes that are no such field.
+#[must_use]
+pub fn sniff(first: &[u8]) -> Sniff {
+    if first.starts_with(&[0x1f, 0x8b]) {
+        return Sniff::Yes;
+    }
+    if first.len() < 2 {
+        return if first.is_empty() || first[0] == 0x0a {
+            Sniff::Unsure
+        } else {
+            Sniff::No
+        };
+    }
+    if first[0] != 0x0a {
+        return Sniff::No;
+    }
+    fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let x = *b.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(x & 0x7f) << shift;
+            if x < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut pos = 0;
+    let mut fields = 0;
+    while pos < first.len() {
+        let start = pos;
+        let Some(key) = varint(first, &mut pos) else {
+            break; // cut by the window
+        };
+        let (field, wire) = (key >> 3, key & 7);
+        let ok = match field {
+            1..=6 | 11 => wire == 2,
+            7..=10 | 12 | 14 => wire == 0,
+            13 => wire == 0 || wire == 2,
+            _ => false,
+        };
+        if !ok {
+            return Sniff::No;
+        }
+        if wire == 0 {
+            if varint(first, &mut pos).is_none() && first.len() - start > 10 {
+                return Sniff::No;
+            }
+        } else {
+            let Some(len) = varint(first, &mut pos) else {
+                break;
+            };
+            let end = pos.saturating_add(len as usize);
+            if fields == 0 {
+                // sample_type: a ValueType, fields 1 and 2 as varints (at
+                // most 22 bytes).
+                if len > 22 {
+                    return Sniff::No;
+                }
+                if end > first.len() {
+                    return Sniff::Unsure;
+                }
+                let body = &first[pos..end];
+                let mut p = 0;
+                while p < body.len() {
+                    match varint(body, &mut p) {
+                        Some(8 | 16) => {
+                            if varint(body, &mut p).is_none() {
+                                return Sniff::No;
+                            }
+                        }
+                        _ => return Sniff::No,
+                    }
+                }
+            }
+            pos = end;
+        }
+        fields += 1;
+    }
+    Sniff::Yes
+}
+
+/// An open pprof profile, as events.
+#[derive(Debug)]
+pub struct PprofReader {
+    types: Vec<ValueType>,
+    events: std::vec::IntoIter<Event>,
+    stacks: Vec<Vec<Frame>>,
+    end: u64,
+}
+
+fn basename(path: &str) -> Option<String> {
+    (!path.is_empty()).then(|| {
+        Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
+    })
+}
+
+impl PprofReader {
+    /// The events of a decoded profile; `content_id` identifies the file's
+    /// bytes (the source identity), `len` is its length.
+    #[must_use]
+    pub fn new(p: &PprofProfile, content_id: u64, len: u64) -> Self {
+        let kind = p.period_type.as_ref().map(|t| t.kind.clone());
+        let types = p
+            .sample_types
+            .iter()
+            .map(|t| ValueType::named(kind.as_deref().unwrap_or(&t.kind), &t.kind, &t.unit))
+            .collect();
+        let source = Source {
+            identity: vec![b"pprof".to_vec(), content_id.to_le_bytes().to_vec()],
+            main_path: p
+                .mappings
+                .first()
+                .map(|m| m.filename.clone())
+                .unwrap_or_default(),
+            period: p.period,
+            period_type: p
+                .period_type
+                .as_ref()
+                .map(|t| format!("{}:{}", t.kind, t.unit))
+                .unwrap_or_default(),
+            ..Source::default()
+        };
+        let mappings = p
+            .mappings
+            .iter()
+            .map(|m| Mapping {
+                path: m.filename.clone(),
+                build_id: (!m.build_id.is_empty()).then(|| m.build_id.clone()),
+                bias: m.memory_start.wrapping_sub(m.file_offset),
+                ranges: if m.memory_limit > m.memory_start {
+                    vec![m.memory_start..m.memory_limit]
+                } else {
+                    Vec::new()
+                },
+                file_offset: m.file_offset,
+            })
+            .collect();
+        let mut stacks: Vec<Vec<Frame>> = Vec::new();
+        let mut stack_index: HashMap<&[usize], u64> = HashMap::new();
+        let mut set_index: HashMap<SampleLabels, u32> = HashMap::new();
+        let mut batch = Batch {
+            time_ns: u64::try_from(p.time_nanos).unwrap_or(0),
+            duration_ns: u64::try_from(p.duration_nanos).unwrap_or(0),
+            mappings: Some(mappings),
+            ..Batch::default()
+        };
+        let any_labels = p
+            .samples
+            .iter()
+            .any(|s| !s.labels.is_empty() || !s.num_labels.is_empty());
+        for s in &p.samples {
+            let key = *stack_index
+                .entry(s.locations.as_slice())
+                .or_insert_with(|| {
+                    let frames = p
+                        .frames(s)
+                        .iter()
+                        .map(|f| match f.function {
+                            Some(func) if !func.name.is_empty() => Frame::Symbol(Symbol {
+                                function: func.name.clone(),
+                                file: (!func.filename.is_empty()).then(|| func.filename.clone()),
+                                line: u32::try_from(f.line).ok().filter(|&l| l > 0),
+                                module: p
+                                    .mapping(f.location)
+                                    .and_then(|m| basename(&m.filename)),
+                            }),
+                            _ => Frame::Address(f.location.address),
+                        })
+                        .collect();
+                    stacks.push(frames);
+                    stacks.len() as u64 - 1
+                });
+            batch.stacks.push(key);
+            batch.values.extend_from_slice(&s.values);
+            if any_labels {
+                let set = SampleLabels {
+                    labels: s
+                        .labels
+                        .iter()
+                        .map(|(k, v)| Label {
+                            key: k.clone(),
+                            value: v.clone(),
+                        })
+                        .collect(),
+                    num_labels: s
+                        .num_labels
+                        .iter()
+                        .map(|n| NumLabel {
+                            key: n.key.clone(),
+                            value: n.value,
+                            unit: n.unit.clone(),
+                        })
+                        .collect(),
+                };
+                let next = set_index.len() as u32;
+                let i = *set_index.entry(set.clone()).or_insert_with(|| {
+                    batch.label_sets.push(set);
+                    next
+                });
+                batch.sample_labels.push(i);
+            }
+        }
+        PprofReader {
+            types,
+            events: vec![Event::Source(source), Event::Batch(batch)].into_iter(),
+            stacks,
+            end: len,
+        }
+    }
+}
+
+impl ProfileReader for PprofReader {
+    fn format(&self) -> Format {
+        Format::Pprof
+    }
+
+    fn value_types(&self) -> &[ValueType] {
+        &self.types
+    }
+
+    fn semantics(&self) -> ValueSemantics {
+        ValueSemantics::Additive
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, Error> {
+        Ok(self.events.next())
+    }
+
+    fn stack(&self, key: u64, out: &mut Vec<Frame>) {
+        out.clear();
+        if let Some(frames) = self.stacks.get(key as usize) {
+            out.extend_from_slice(frames);
+        }
+    }
+
+    fn committed_offset(&self) -> u64 {
+        self.end
+    }
+
+    fn torn(&self) -> bool {
+        false
+    }
+
+    fn rewind_to_committed(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff_takes_gzip_and_raw_profiles_and_refuses_other_bytes() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof");
+        let raw = std::fs::read(dir.join("cpu.pb")).unwrap();
+        assert_eq!(sniff(&raw[..64]), Sniff::Yes);
+        let gz = std::fs::read(dir.join("cpu.pb.gz")).unwrap();
+        assert_eq!(sniff(&gz[..64]), Sniff::Yes);
+        // MemHawk's length prefix, text formats, zstd, JSON.
+        for other in [
+            &[0u8, 0, 0, 0, 0, 0, 0, 12, 0x28][..],
+            b"main;foo;bar 12\n",
+            b"burn 1234 [000] 1.0: cpu-clock:\n",
+            b"Attaching 1 probe...\n@[\n",
+            b"{\"type\": \"map\"}",
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            b"\n  main+12\n",
+        ] {
+            assert_eq!(sniff(other), Sniff::No, "{other:?}");
+        }
+    }
+}
