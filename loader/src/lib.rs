@@ -6,7 +6,8 @@
 //! per-source row logic, batches, the writer) -> [`storage`] (the embedded
 //! engine, the server client, schema, row encoding, identifiers). Reading
 //! back: [`flame`] (queries and outputs), [`render`] (SVG), [`grafana`]
-//! (the dashboards pack). [`error`] is the crate's error type.
+//! (the dashboards pack), [`profiles`] (the continuous-profile commands:
+//! folded, tables, pprof export). [`error`] is the crate's error type.
 
 pub mod continuous_query;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod formats;
 pub mod grafana;
 pub mod ingest;
 pub mod model;
+pub mod profiles;
 pub mod render;
 pub mod storage;
 pub mod symbolize;

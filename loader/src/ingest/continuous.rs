@@ -53,11 +53,11 @@ use crate::error::{Error, Result};
 use crate::formats::pprof::{self, DecodeOptions, PprofProfile, PprofReader};
 use crate::formats::{Format, ProfileReader, ReadOptions};
 use crate::model::{Event, Frame, Source, ValueType};
-use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use crate::storage::ident::Ident;
 use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
 use crate::storage::schema::SchemaOptions;
 use crate::storage::{insert, sql_string, Backend};
+use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -409,7 +409,14 @@ pub fn reader_rows(
             resolved.clear();
         }
         let mut rows = batch_rows(
-            reader, sym, &batch, &types, &base, &mut resolved, &mut frames, opts,
+            reader,
+            sym,
+            &batch,
+            &types,
+            &base,
+            &mut resolved,
+            &mut frames,
+            opts,
         );
         let mut id_parts: Vec<&[u8]> = src.identity.iter().map(Vec::as_slice).collect();
         let idx = index.to_le_bytes();
@@ -796,7 +803,11 @@ pub fn load_reader(
             stacks: rows.stacks.len(),
             frames: rows.frames.len(),
             symbolized_percent: sym.stats().symbolized_percent(),
-            missing_modules: sym.missing_modules().iter().map(ToString::to_string).collect(),
+            missing_modules: sym
+                .missing_modules()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         });
     }
     Ok(out)

@@ -54,6 +54,7 @@
 
 pub mod proto;
 pub mod reader;
+pub mod write;
 
 pub use reader::{Pprof, PprofReader};
 

@@ -241,9 +241,7 @@ impl PprofReader {
                                 function: func.name.clone(),
                                 file: (!func.filename.is_empty()).then(|| func.filename.clone()),
                                 line: u32::try_from(f.line).ok().filter(|&l| l > 0),
-                                module: p
-                                    .mapping(f.location)
-                                    .and_then(|m| basename(&m.filename)),
+                                module: p.mapping(f.location).and_then(|m| basename(&m.filename)),
                             }),
                             _ => Frame::Address(f.location.address),
                         })
