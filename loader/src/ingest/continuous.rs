@@ -475,6 +475,7 @@ fn batch_rows(
     // labels of the sample's own).
     let mut label_sets: Vec<BTreeMap<String, String>> = Vec::new();
     let mut label_index: HashMap<Option<u32>, usize> = HashMap::new();
+    let mut series_index: HashMap<BTreeMap<String, String>, usize> = HashMap::new();
     let mut num_units: BTreeMap<String, String> = BTreeMap::new();
     // (label set, stack, numeric labels) -> one sum per type.
     type Key = (usize, u64, Vec<(String, i64)>);
@@ -507,6 +508,8 @@ fn batch_rows(
                 labels: stack_labels.clone(),
             });
         }
+        // Label sets of the batch differing only in numeric labels are one
+        // series: look the series up by its string labels.
         let own = batch.sample_labels.get(i).copied();
         let set = match label_index.get(&own) {
             Some(&s) => s,
@@ -523,9 +526,16 @@ fn batch_rows(
                         m.insert(k.to_string(), vs.join(","));
                     }
                 }
-                label_sets.push(m);
-                label_index.insert(own, label_sets.len() - 1);
-                label_sets.len() - 1
+                let s = match series_index.get(&m) {
+                    Some(&s) => s,
+                    None => {
+                        label_sets.push(m.clone());
+                        series_index.insert(m, label_sets.len() - 1);
+                        label_sets.len() - 1
+                    }
+                };
+                label_index.insert(own, s);
+                s
             }
         };
         let mut nums: Vec<(String, i64)> = batch

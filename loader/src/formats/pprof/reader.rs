@@ -69,27 +69,21 @@ impl ProfileFormat for Pprof {
     }
 }
 
-/// Whether `first` starts a pprof profile: gzip's magic (every writer
-/// gzips: Go, pprof-rs, async-profiler), or a raw `Profile` message whose
-/// first field is `sample_type` (field 1, as every writer puts it first)
-/// holding a complete `ValueType` of varints, and whose following fields
-/// within the bytes given are fields of a `Profile` with their wire types.
-/// MemHawk's big-endian length prefix starts with a zero byte (field 0) and
-/// text formats with bytes that are no such field.
+/// Whether `first` starts a pprof profile: gzip's magic (what Go,
+/// pprof-rs and async-profiler write), or a raw `Profile` message: every
+/// field within the bytes given is a field of `Profile` with its wire type,
+/// a complete `sample_type` / `period_type` decodes as a `ValueType` of
+/// varints and a complete string is UTF-8, and at least two fields are
+/// complete (one when the bytes are the whole file). MemHawk's big-endian
+/// length prefix starts with a zero byte (field 0); text formats start with
+/// bytes that are no such field or soon break one.
 #[must_use]
 pub fn sniff(first: &[u8]) -> Sniff {
     if first.starts_with(&[0x1f, 0x8b]) {
         return Sniff::Yes;
     }
-    if first.len() < 2 {
-        return if first.is_empty() || first[0] == 0x0a {
-            Sniff::Unsure
-        } else {
-            Sniff::No
-        };
-    }
-    if first[0] != 0x0a {
-        return Sniff::No;
+    if first.is_empty() || first == [0x1f] {
+        return Sniff::Unsure;
     }
     fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
         let mut v = 0u64;
@@ -103,10 +97,19 @@ pub fn sniff(first: &[u8]) -> Sniff {
         }
         None
     }
+    fn value_type(body: &[u8]) -> bool {
+        let mut p = 0;
+        while p < body.len() {
+            match varint(body, &mut p) {
+                Some(8 | 16) if varint(body, &mut p).is_some() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
     let mut pos = 0;
-    let mut fields = 0;
+    let mut complete = 0;
     while pos < first.len() {
-        let start = pos;
         let Some(key) = varint(first, &mut pos) else {
             break; // cut by the window
         };
@@ -121,41 +124,36 @@ pub fn sniff(first: &[u8]) -> Sniff {
             return Sniff::No;
         }
         if wire == 0 {
-            if varint(first, &mut pos).is_none() && first.len() - start > 10 {
-                return Sniff::No;
+            if varint(first, &mut pos).is_none() {
+                break;
             }
         } else {
             let Some(len) = varint(first, &mut pos) else {
                 break;
             };
-            let end = pos.saturating_add(len as usize);
-            if fields == 0 {
-                // sample_type: a ValueType, fields 1 and 2 as varints (at
-                // most 22 bytes).
-                if len > 22 {
-                    return Sniff::No;
-                }
-                if end > first.len() {
-                    return Sniff::Unsure;
-                }
-                let body = &first[pos..end];
-                let mut p = 0;
-                while p < body.len() {
-                    match varint(body, &mut p) {
-                        Some(8 | 16) => {
-                            if varint(body, &mut p).is_none() {
-                                return Sniff::No;
-                            }
-                        }
-                        _ => return Sniff::No,
-                    }
-                }
+            let end = pos.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+            if end > first.len() {
+                break;
+            }
+            let body = &first[pos..end];
+            let good = match field {
+                1 | 11 => len <= 22 && value_type(body),
+                6 => std::str::from_utf8(body).is_ok(),
+                _ => true,
+            };
+            if !good {
+                return Sniff::No;
             }
             pos = end;
         }
-        fields += 1;
+        complete += 1;
     }
-    Sniff::Yes
+    let whole = first.len() < crate::formats::SNIFF_LEN && pos >= first.len();
+    if complete >= 2 || (whole && complete >= 1) {
+        Sniff::Yes
+    } else {
+        Sniff::No
+    }
 }
 
 /// An open pprof profile, as events.
@@ -345,6 +343,7 @@ mod tests {
             b"{\"type\": \"map\"}",
             &[0x28, 0xb5, 0x2f, 0xfd],
             b"\n  main+12\n",
+            b"\n",
         ] {
             assert_eq!(sniff(other), Sniff::No, "{other:?}");
         }
