@@ -184,7 +184,7 @@ enum Command {
         schema: SchemaArgs,
         /// Keep continuous profiles this many days (TTL on the cp_* tables,
         /// whole day partitions dropped). When not given, the retention in
-        /// place is kept (the schema's default: 30 days).
+        /// place is kept (a new schema's is 30 days).
         #[arg(long)]
         retention: Option<u32>,
         #[command(flatten)]
@@ -208,8 +208,8 @@ enum Command {
         /// Files to load.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Continuous profiles: the `service` label of every series
-        /// (default: unknown_service; a pprof sample label `service` wins).
+        /// Continuous profiles: the `service` label of every series (when
+        /// not given: unknown_service; a pprof sample label `service` wins).
         #[arg(long)]
         service: Option<String>,
         /// Continuous profiles: a label `key=value` on every series

@@ -1,13 +1,16 @@
 //! Continuous profiles into the tables of migration 6
-//! (`sql/schema/006_continuous.sql`): one decoded profile becomes rows for
-//! the shared `frames` / `stacks` dictionaries and for `cp_series`,
-//! `cp_samples` and `cp_profiles`, inserted so that a profile is stored
-//! whole or not at all.
+//! (`sql/schema/006_continuous.sql`): each batch of an additive profile
+//! (model events of any reader: pprof today, perf script, bpftrace and
+//! folded stacks through the same code) becomes rows for the shared
+//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_samples` and
+//! `cp_profiles`, inserted so that a profile is stored whole or not at all.
 //!
-//! This module owns the row building from a decoded pprof
-//! ([`pprof_rows`]), storing those rows ([`store`]), the pprof load of one
-//! file ([`load_pprof`]), user labels ([`parse_label`]) and the retention
-//! ([`set_retention`]). Queries are in [`crate::continuous_query`].
+//! This module owns the row building from model events ([`reader_rows`];
+//! [`pprof_rows`] for a decoded pprof), address frames through the
+//! symbolizer with the batch's mappings, storing the rows ([`store`]), the
+//! load of one file ([`load_file`], [`load_reader`], [`load_pprof`]), user
+//! labels ([`parse_label`]) and the retention ([`set_retention`]). Queries
+//! are in [`crate::continuous_query`].
 //!
 //! # Decisions
 //!
@@ -28,19 +31,24 @@
 //!   per profile as pprof keeps them (the first unit given), to
 //!   `cp_profiles.num_units`.
 //! - **Frames**: the function name of each line, inlined lines expanded
-//!   (pprof's `-top` and `-traces` name frames so); a location with no
-//!   function keeps an address label `module+0xOFFSET` (module-relative:
+//!   (pprof's `-top` and `-traces` name frames so), labelled at the
+//!   symbolizer's granularity; a location with no function is an address
+//!   the symbolizer resolves through the mappings (callers at `addr - 1`),
+//!   else labels `module+0xOFFSET` (module-relative:
 //!   `address - memory_start + file_offset`), or `0xADDRESS` without a
 //!   mapping, as the memory loader labels what it cannot symbolize.
+//! - **Profiles**: one per batch of the reader (pprof: one); the id hashes
+//!   the source identity (pprof: the file's bytes), the batch's index after
+//!   the first, the service and the user labels.
 //!   `frame_id` and `stack_id` are the memory loader's hashes, so one stack
 //!   is one row whatever profile uses it.
 //! - **Rows**: samples with the same series, stack and numeric labels are
 //!   summed (pprof's merge), so a profile stores one row per distinct stack
 //!   and series per type; an empty stack is kept (its value counts in the
 //!   totals, on the flame graph's root).
-//! - **Time**: [`ContinuousOptions::time_ns`], else the profile's
-//!   `time_nanos`, else the time of the load; stored with millisecond
-//!   precision.
+//! - **Time**: [`ContinuousOptions::time_ns`], else the batch's time
+//!   (pprof's `time_nanos`), else the time of the load; stored with
+//!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
 //!   bytes, the service and the user labels; every table gets one insert per
 //!   profile with the token `cp:<profile_id>:<table>`, the profile row last.

@@ -77,14 +77,67 @@ impl ProfileFormat for Pprof {
 /// complete (one when the bytes are the whole file). MemHawk's big-endian
 /// length prefix starts with a zero byte (field 0); text formats start with
 /// bytes that are no such field or soon break one.
+///
+/// A gzip stream is pprof when what its first bytes decompress to is (so a
+/// gzipped MemHawk stream is left to MemHawk's reader, which says it is
+/// gzip-compressed); too little to tell is [`Sniff::Unsure`].
 #[must_use]
 pub fn sniff(first: &[u8]) -> Sniff {
     if first.starts_with(&[0x1f, 0x8b]) {
-        return Sniff::Yes;
+        // The deflate data of a cut gzip stream: a streaming decoder gives
+        // what the bytes hold (the `Read` decoders fail on the cut instead).
+        let out = gunzip_prefix(first);
+        return match sniff_raw(&out, false) {
+            Sniff::No if out.len() < 2 => Sniff::Unsure,
+            s => s,
+        };
     }
     if first.is_empty() || first == [0x1f] {
         return Sniff::Unsure;
     }
+    sniff_raw(first, first.len() < crate::formats::SNIFF_LEN)
+}
+
+/// What the first bytes of a gzip stream decompress to (empty when its
+/// header is cut or bad).
+fn gunzip_prefix(b: &[u8]) -> Vec<u8> {
+    const FHCRC: u8 = 2;
+    const FEXTRA: u8 = 4;
+    const FNAME: u8 = 8;
+    const FCOMMENT: u8 = 16;
+    if b.len() < 10 || b[2] != 8 {
+        return Vec::new();
+    }
+    let flags = b[3];
+    let mut pos = 10;
+    if flags & FEXTRA != 0 {
+        let Some(x) = b.get(pos..pos + 2) else {
+            return Vec::new();
+        };
+        pos += 2 + usize::from(u16::from_le_bytes([x[0], x[1]]));
+    }
+    for flag in [FNAME, FCOMMENT] {
+        if flags & flag != 0 {
+            match b.get(pos..).and_then(|r| r.iter().position(|&c| c == 0)) {
+                Some(z) => pos += z + 1,
+                None => return Vec::new(),
+            }
+        }
+    }
+    if flags & FHCRC != 0 {
+        pos += 2;
+    }
+    let Some(body) = b.get(pos..) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(256);
+    let mut d = flate2::Decompress::new(false);
+    let _ = d.decompress_vec(body, &mut out, flate2::FlushDecompress::None);
+    out
+}
+
+/// [`sniff`] of protobuf bytes; `whole`: they are the whole file.
+fn sniff_raw(first: &[u8], whole: bool) -> Sniff {
     fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -148,8 +201,7 @@ pub fn sniff(first: &[u8]) -> Sniff {
         }
         complete += 1;
     }
-    let whole = first.len() < crate::formats::SNIFF_LEN && pos >= first.len();
-    if complete >= 2 || (whole && complete >= 1) {
+    if complete >= 2 || (whole && pos >= first.len() && complete >= 1) {
         Sniff::Yes
     } else {
         Sniff::No
@@ -332,8 +384,11 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof");
         let raw = std::fs::read(dir.join("cpu.pb")).unwrap();
         assert_eq!(sniff(&raw[..64]), Sniff::Yes);
+        // 64 bytes of Go's gzip hold only deflate's Huffman tables: too
+        // little to tell, and no other format claims gzip, so pprof it is.
         let gz = std::fs::read(dir.join("cpu.pb.gz")).unwrap();
-        assert_eq!(sniff(&gz[..64]), Sniff::Yes);
+        assert_ne!(sniff(&gz[..64]), Sniff::No);
+        assert_eq!(crate::formats::detect(&gz[..64]), Some(Format::Pprof));
         // MemHawk's length prefix, text formats, zstd, JSON.
         for other in [
             &[0u8, 0, 0, 0, 0, 0, 0, 12, 0x28][..],
@@ -347,5 +402,21 @@ mod tests {
         ] {
             assert_eq!(sniff(other), Sniff::No, "{other:?}");
         }
+        // A gzipped MemHawk stream is not pprof (its reader says "gzip").
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, &[0, 0, 0, 0, 0, 0, 0, 12, 0x28, 0xb5, 0x2f, 0xfd])
+            .unwrap();
+        let memhawk = gz.finish().unwrap();
+        assert_eq!(sniff(&memhawk), Sniff::No);
+        // Cut to the sniffed length, with a file name in the header (as
+        // `gzip -c FILE` writes it): still told apart.
+        let mut gz = flate2::GzBuilder::new()
+            .filename("profile.binpb")
+            .write(Vec::new(), flate2::Compression::default());
+        let noise: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+        std::io::Write::write_all(&mut gz, &[0, 0, 0, 0, 0, 0, 0x10, 0]).unwrap();
+        std::io::Write::write_all(&mut gz, &noise).unwrap();
+        let memhawk = gz.finish().unwrap();
+        assert_eq!(sniff(&memhawk[..64]), Sniff::No);
     }
 }
