@@ -568,11 +568,12 @@ fn parse_peek(text: &str, function: &str) -> (BTreeMap<String, i64>, BTreeMap<St
             continue;
         };
         let name = fname(name);
-        if name == function && !left.trim().is_empty() && !left.trim_start().starts_with("flat") {
-            if left.split_whitespace().count() > 2 {
-                after = true;
-                continue;
-            }
+        if name == function
+            && !left.trim_start().starts_with("flat")
+            && left.split_whitespace().count() > 2
+        {
+            after = true;
+            continue;
         }
         let f: Vec<&str> = left.split_whitespace().collect();
         if f.len() != 2 || name.is_empty() {

@@ -259,7 +259,10 @@ impl PprofReader {
                 build_id: (!m.build_id.is_empty()).then(|| m.build_id.clone()),
                 bias: m.memory_start.wrapping_sub(m.file_offset),
                 ranges: if m.memory_limit > m.memory_start {
-                    vec![m.memory_start..m.memory_limit]
+                    // One range: the mapping's.
+                    #[allow(clippy::single_range_in_vec_init)]
+                    let r = vec![m.memory_start..m.memory_limit];
+                    r
                 } else {
                     Vec::new()
                 },
