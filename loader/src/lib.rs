@@ -6,9 +6,10 @@
 //! per-source row logic, batches, the writer) -> [`storage`] (the embedded
 //! engine, the server client, schema, row encoding, identifiers). Reading
 //! back: [`flame`] (queries and outputs), [`render`] (SVG), [`grafana`]
-//! (the dashboards pack). Serving: [`serve`] (`flamehouse serve`, the
-//! engine behind ClickHouse's HTTP interface). [`error`] is the crate's
-//! error type.
+//! (the dashboards pack), [`profiles`] (the continuous-profile commands:
+//! folded, tables, pprof export). Serving: [`serve`] (`flamehouse serve`,
+//! the engine behind ClickHouse's HTTP interface). [`error`] is the
+//! crate's error type.
 
 pub mod continuous_query;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod formats;
 pub mod grafana;
 pub mod ingest;
 pub mod model;
+pub mod profiles;
 pub mod render;
 pub mod serve;
 pub mod storage;

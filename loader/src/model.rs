@@ -12,25 +12,59 @@
 //! How the values add up is the [`ValueSemantics`] of the source:
 //! MemHawk's snapshots give each stack's *absolute current* values as of the
 //! snapshot (gauges, turned into deltas by the loader), while pprof, perf,
-//! bpftrace and folded stacks give *additive* samples over a period. Only
-//! the first is implemented (`formats::binpb`); the model carries what the
-//! others need (labels, period, duration) so that adding one is a reader
-//! plus its row logic, not a new model.
+//! bpftrace and folded stacks give *additive* samples over a period
+//! (`formats::pprof`; stored by `ingest::continuous`, whose rows any
+//! additive reader shares). Value types are owned where a format names its
+//! own, samples may carry labels ([`SampleLabels`], numeric ones with
+//! units), and batches carry their time and duration.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
 /// One kind of value of a profile, as `type:sample:unit`
 /// (`memory:inuse_space:bytes`, `cpu:cpu:nanoseconds`): the profile
-/// type a query selects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// type a query selects. Borrowed for formats with fixed types (MemHawk's
+/// constants cost nothing per read), owned for formats that name their own
+/// (pprof's sample types, perf's events).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ValueType {
     /// What was profiled: `memory`, `cpu`, `wall`, `mutex`...
-    pub kind: &'static str,
+    pub kind: Cow<'static, str>,
     /// Which value of it: `inuse_space`, `alloc_objects`, `samples`...
-    pub sample: &'static str,
+    pub sample: Cow<'static, str>,
     /// Its unit: `bytes`, `count`, `nanoseconds`.
-    pub unit: &'static str,
+    pub unit: Cow<'static, str>,
+}
+
+impl ValueType {
+    /// A value type of fixed names.
+    #[must_use]
+    pub const fn fixed(kind: &'static str, sample: &'static str, unit: &'static str) -> Self {
+        ValueType {
+            kind: Cow::Borrowed(kind),
+            sample: Cow::Borrowed(sample),
+            unit: Cow::Borrowed(unit),
+        }
+    }
+
+    /// A value type of names read from a profile.
+    #[must_use]
+    pub fn named(kind: &str, sample: &str, unit: &str) -> Self {
+        ValueType {
+            kind: Cow::Owned(kind.to_string()),
+            sample: Cow::Owned(sample.to_string()),
+            unit: Cow::Owned(unit.to_string()),
+        }
+    }
+
+    /// The continuous-profile type name of the value: `sample:unit`
+    /// (`cpu:nanoseconds`, `alloc_space:bytes`), as `go tool pprof` names
+    /// sample types and the `cp_*` tables store them.
+    #[must_use]
+    pub fn profile_type(&self) -> String {
+        format!("{}:{}", self.sample, self.unit)
+    }
 }
 
 impl fmt::Display for ValueType {
@@ -87,6 +121,28 @@ pub struct Mapping {
     pub file_offset: u64,
 }
 
+/// A numeric label of a sample (pprof's `num_label`: Go heap profiles'
+/// `bytes` = object size), with its unit when the profile gives one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NumLabel {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: i64,
+    /// The unit (`bytes`, `nanoseconds`), when given.
+    pub unit: Option<String>,
+}
+
+/// The labels of some samples of a batch, on top of the source's
+/// (pprof sample labels, a perf sample's process or thread).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SampleLabels {
+    /// String labels in profile order; a key may repeat.
+    pub labels: Vec<Label>,
+    /// Numeric labels in profile order.
+    pub num_labels: Vec<NumLabel>,
+}
+
 /// An already-symbolized frame, as text profiles give them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Symbol {
@@ -131,6 +187,9 @@ pub struct Source {
     /// Sampling period, in the unit of the first value type (pprof's
     /// `period`, perf's sample period); 0 when not sampled (MemHawk).
     pub period: i64,
+    /// What the period counts (`cpu:nanoseconds`, pprof's `period_type`
+    /// as `type:unit`); empty when unknown.
+    pub period_type: String,
 }
 
 /// Samples at one time, in a compact layout: sample `i` is the stack
@@ -152,6 +211,11 @@ pub struct Batch {
     /// The whole process's values at this time when the source reports
     /// them (MemHawk's snapshot total), else `None` (the sum of its stacks).
     pub total: Option<Vec<i64>>,
+    /// Each sample's labels as an index into [`Batch::label_sets`]; empty
+    /// when no sample has labels of its own (MemHawk).
+    pub sample_labels: Vec<u32>,
+    /// The distinct label sets of the samples.
+    pub label_sets: Vec<SampleLabels>,
 }
 
 impl Batch {
@@ -165,6 +229,14 @@ impl Batch {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.stacks.is_empty()
+    }
+
+    /// The labels of sample `i`, if it has any of its own.
+    #[must_use]
+    pub fn labels_of(&self, i: usize) -> Option<&SampleLabels> {
+        self.sample_labels
+            .get(i)
+            .and_then(|&s| self.label_sets.get(s as usize))
     }
 }
 

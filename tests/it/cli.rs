@@ -934,8 +934,11 @@ fn non_memhawk_inputs_say_what_they_look_like() {
     std::fs::write(&empty, b"").unwrap();
     let sub = dir.join("a-directory");
     std::fs::create_dir_all(&sub).unwrap();
+    // A gzip stream is taken as pprof (issue 10) unless its first bytes
+    // decompress to something else; forced as binpb it is MemHawk's
+    // "gzip-compressed".
     let cases = [
-        (&gz, "gzip-compressed"),
+        (&gz, "not a pprof profile"),
         (&text, "looks like text"),
         (&zst, "bare zstd frame"),
         (&bare, "bare zstd frame"),
@@ -968,21 +971,29 @@ fn non_memhawk_inputs_say_what_they_look_like() {
             file.to_str().unwrap(),
         ]);
         assert_eq!(forced.code, Some(1));
-        assert_eq!(forced.stderr, f.stderr);
+        if file == &gz {
+            assert!(
+                forced.stderr.contains("gzip-compressed"),
+                "{}",
+                forced.stderr
+            );
+        } else {
+            assert_eq!(forced.stderr, f.stderr);
+        }
     }
     // An unknown format is refused before anything is read, with the
     // formats there are.
     let f = run_fail(&[
         "load",
         "--format",
-        "pprof",
+        "nosuch",
         "--data",
         data.to_str().unwrap(),
         real.as_str(),
     ]);
     assert_eq!(f.code, Some(2), "{}", f.stderr);
     assert!(
-        f.stderr.contains("invalid value 'pprof'") && f.stderr.contains("binpb"),
+        f.stderr.contains("invalid value 'nosuch'") && f.stderr.contains("binpb"),
         "{}",
         f.stderr
     );

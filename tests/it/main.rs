@@ -4,6 +4,7 @@
 
 mod cli;
 mod continuous;
+mod continuous_cli;
 mod errors;
 mod freshness;
 mod functions;

@@ -2,8 +2,11 @@
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use flamehouse::continuous_query::{QueryOptions, Selection, Selector};
 use flamehouse::flame;
-use flamehouse::ingest::{self, LoadOptions, LoadSummary};
+use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
+use flamehouse::ingest::{self, LoadOptions, LoadSummary, Loaded};
+use flamehouse::profiles;
 use flamehouse::render;
 use flamehouse::storage::engine::{Engine, EngineOptions};
 use flamehouse::storage::schema::{self, SchemaOptions};
@@ -141,6 +144,10 @@ struct SchemaArgs {
     cluster: Option<Ident>,
 }
 
+fn parse_label(s: &str) -> Result<(String, String), flamehouse::Error> {
+    continuous::parse_label(s)
+}
+
 fn parse_database(s: &str) -> Result<Ident, flamehouse::Error> {
     Ident::parse_as("database", s)
 }
@@ -175,6 +182,11 @@ enum Command {
     Init {
         #[command(flatten)]
         schema: SchemaArgs,
+        /// Keep continuous profiles this many days (TTL on the cp_* tables,
+        /// whole day partitions dropped). When not given, the retention in
+        /// place is kept (a new schema's is 30 days).
+        #[arg(long)]
+        retention: Option<u32>,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -186,13 +198,24 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
-    /// Load MemHawk .binpb files (the schema is created if missing). Every
-    /// file is tried: a bad one is reported (file and byte offset) and the
-    /// others are still loaded; the exit status is non-zero if any failed.
+    /// Load profiles (the schema is created if missing): MemHawk .binpb
+    /// snapshot streams into the memory tables, pprof files (gzipped or
+    /// raw) as continuous profiles; the format is detected from each file's
+    /// content. Every file is tried: a bad one is reported (file and byte
+    /// offset) and the others are still loaded; the exit status is non-zero
+    /// if any failed. A continuous profile is stored whole or not at all.
     Load {
         /// Files to load.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Continuous profiles: the `service` label of every series (when
+        /// not given: unknown_service; a pprof sample label `service` wins).
+        #[arg(long)]
+        service: Option<String>,
+        /// Continuous profiles: a label `key=value` on every series
+        /// (repeatable); pprof sample labels are added on top.
+        #[arg(long = "label", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
         #[command(flatten)]
         schema: SchemaArgs,
         /// The files' format; when not given, each file's is detected from
@@ -259,6 +282,12 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
+    /// Continuous profiles (loaded from pprof): flame graphs, diffs, top
+    /// functions, sandwich, the list of profiles, export to pprof.
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
+    },
     /// Write the Grafana pack (provisioning and dashboards) into a directory.
     Grafana {
         /// Output directory (the repository keeps it in `grafana/`).
@@ -275,6 +304,456 @@ enum Command {
     Serve(flamehouse::serve::ServeArgs),
 }
 
+/// What a continuous-profile command reads: a profile type, a time range
+/// and a label selector.
+#[derive(clap::Args, Debug)]
+struct SelectionArgs {
+    /// Profile type, `sample:unit` as loaded (cpu:nanoseconds,
+    /// alloc_space:bytes, contentions:count; `profile labels` lists them).
+    #[arg(long = "type")]
+    profile_type: String,
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC), `now`,
+    /// `now-15m`, `now-1h`, `now-7d`.
+    #[arg(long, default_value = profiles::DEFAULT_FROM)]
+    from: String,
+    /// End of the range (exclusive), same forms.
+    #[arg(long, default_value = profiles::DEFAULT_TO)]
+    to: String,
+    /// Label selector, Prometheus style: `{service="api", version=~"1\\.4.*",
+    /// host!="a", region!~"eu.*"}`; empty: every series.
+    #[arg(long, default_value = "")]
+    selector: String,
+}
+
+impl SelectionArgs {
+    fn selection(&self, now: i64) -> anyhow::Result<Selection> {
+        let from_ms = profiles::parse_time(&self.from, now)?;
+        let to_ms = profiles::parse_time(&self.to, now)?;
+        if to_ms <= from_ms {
+            anyhow::bail!("--to ({}) must be after --from ({})", self.to, self.from);
+        }
+        Ok(Selection {
+            profile_type: self.profile_type.clone(),
+            from_ms,
+            to_ms,
+            selector: Selector::parse(&self.selector)?,
+        })
+    }
+}
+
+/// Where a continuous-profile command runs.
+#[derive(clap::Args, Debug)]
+struct ProfileTarget {
+    /// Database holding the flamehouse schema (letters, digits and `_`).
+    #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
+    database: Ident,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+impl ProfileTarget {
+    fn query_options(&self) -> QueryOptions {
+        QueryOptions {
+            database: self.database.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum ProfileCommand {
+    /// Flame graph of a selection (`--out x.svg`, or folded text).
+    Flame {
+        #[command(flatten)]
+        sel: SelectionArgs,
+        /// Keep at most this many nodes (0: all).
+        #[arg(long, default_value_t = 0)]
+        max_nodes: u32,
+        /// Output file: `.svg` renders with inferno, anything else is folded text.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Diff of two selections of one type: the baseline (--selector, --from,
+    /// --to) against the comparison (--selector-b, --from-b, --to-b, each
+    /// defaulting to the baseline's), computed in one scan. Folded output is
+    /// `stack baseline comparison` (inferno's differential form).
+    Diff {
+        #[command(flatten)]
+        sel: SelectionArgs,
+        /// The comparison's selector.
+        #[arg(long)]
+        selector_b: Option<String>,
+        /// The comparison's start.
+        #[arg(long)]
+        from_b: Option<String>,
+        /// The comparison's end.
+        #[arg(long)]
+        to_b: Option<String>,
+        /// Scale the baseline to the comparison's total (compare shapes,
+        /// not volumes).
+        #[arg(long)]
+        normalize: bool,
+        /// Keep at most this many nodes (0: all).
+        #[arg(long, default_value_t = 0)]
+        max_nodes: u32,
+        /// Output file: `.svg` renders with inferno, anything else is folded text.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Top functions of a selection: self and total (recursion counted
+    /// once), as shares of the whole selection, largest total first.
+    Top {
+        #[command(flatten)]
+        sel: SelectionArgs,
+        /// Only functions matching this regex (shares stay of the whole
+        /// selection).
+        #[arg(long)]
+        function_regex: Option<String>,
+        /// At most this many rows (0: all).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Callers and callees of one function (a sandwich view).
+    Sandwich {
+        #[command(flatten)]
+        sel: SelectionArgs,
+        /// The function.
+        #[arg(long)]
+        function: String,
+        /// Output of the callers tree (`.svg` or folded); rooted at the
+        /// function, each level one caller further up.
+        #[arg(long, required_unless_present = "callees")]
+        callers: Option<PathBuf>,
+        /// Output of the callees tree.
+        #[arg(long)]
+        callees: Option<PathBuf>,
+        /// Keep at most this many nodes per tree (0: all).
+        #[arg(long, default_value_t = 0)]
+        max_nodes: u32,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// List the stored profiles of a type in a range, newest first.
+    List {
+        /// Profile type.
+        #[arg(long = "type")]
+        profile_type: String,
+        /// Only this service.
+        #[arg(long)]
+        service: Option<String>,
+        /// Start of the range.
+        #[arg(long, default_value = profiles::DEFAULT_FROM)]
+        from: String,
+        /// End of the range.
+        #[arg(long, default_value = profiles::DEFAULT_TO)]
+        to: String,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Flame graph of one stored profile (its id from `profile list`).
+    Open {
+        /// The profile id (hex, as `load` and `profile list` print it).
+        #[arg(long, value_parser = parse_profile_id)]
+        id: u64,
+        /// Profile type.
+        #[arg(long = "type")]
+        profile_type: String,
+        /// Keep at most this many nodes (0: all).
+        #[arg(long, default_value_t = 0)]
+        max_nodes: u32,
+        /// Output file: `.svg`, or folded text.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Export a selection, its stacks merged, as a gzipped pprof profile
+    /// (`go tool pprof` reads it).
+    Export {
+        #[command(flatten)]
+        sel: SelectionArgs,
+        /// Output file (`x.pb.gz`).
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+    /// Label keys and values of a type in a range, with their series count
+    /// (cardinality).
+    Labels {
+        /// Profile type.
+        #[arg(long = "type")]
+        profile_type: String,
+        /// Start of the range.
+        #[arg(long, default_value = profiles::DEFAULT_FROM)]
+        from: String,
+        /// End of the range.
+        #[arg(long, default_value = profiles::DEFAULT_TO)]
+        to: String,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
+}
+
+impl ProfileCommand {
+    fn target(&self) -> &TargetArgs {
+        match self {
+            ProfileCommand::Flame { at, .. }
+            | ProfileCommand::Diff { at, .. }
+            | ProfileCommand::Top { at, .. }
+            | ProfileCommand::Sandwich { at, .. }
+            | ProfileCommand::List { at, .. }
+            | ProfileCommand::Open { at, .. }
+            | ProfileCommand::Export { at, .. }
+            | ProfileCommand::Labels { at, .. } => &at.target,
+        }
+    }
+}
+
+fn parse_profile_id(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
+}
+
+/// Writes a tree: `.svg` through inferno, else folded lines.
+fn write_tree(
+    nodes: &[profiles::Node],
+    out: &std::path::Path,
+    title: &str,
+    profile_type: &str,
+    with_root: bool,
+    diff: bool,
+) -> anyhow::Result<()> {
+    let lines = profiles::folded(nodes, with_root, diff);
+    if out.extension().is_some_and(|e| e == "svg") {
+        let labels = render::SvgOptions {
+            title: title.to_string(),
+            count_name: profile_type
+                .split_once(':')
+                .map_or(profile_type, |(_, u)| u)
+                .to_string(),
+            root: nodes
+                .first()
+                .map_or_else(|| "total".into(), |n| n.label.clone()),
+        };
+        render::render_svg(&lines, &labels, out)?;
+    } else {
+        std::fs::write(
+            out,
+            lines.join("\n") + if lines.is_empty() { "" } else { "\n" },
+        )
+        .with_context(|| format!("writing {}", out.display()))?;
+    }
+    println!("wrote {} ({} stacks)", out.display(), lines.len());
+    Ok(())
+}
+
+fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
+    let now = profiles::now_ms();
+    match command {
+        ProfileCommand::Flame {
+            sel,
+            max_nodes,
+            out,
+            at,
+        } => {
+            let s = sel.selection(now)?;
+            let engine = at.target.backend()?;
+            let nodes = profiles::flame(&*engine, &at.query_options(), &s, max_nodes)?;
+            write_tree(&nodes, &out, &s.profile_type, &s.profile_type, false, false)
+        }
+        ProfileCommand::Diff {
+            sel,
+            selector_b,
+            from_b,
+            to_b,
+            normalize,
+            max_nodes,
+            out,
+            at,
+        } => {
+            let a = sel.selection(now)?;
+            let b = SelectionArgs {
+                profile_type: sel.profile_type.clone(),
+                from: from_b.unwrap_or(sel.from.clone()),
+                to: to_b.unwrap_or(sel.to.clone()),
+                selector: selector_b.unwrap_or(sel.selector.clone()),
+            }
+            .selection(now)?;
+            let engine = at.target.backend()?;
+            let sql = flamehouse::continuous_query::diff_sql(
+                &at.query_options(),
+                &a,
+                &b,
+                max_nodes,
+                normalize,
+            )?;
+            let nodes = profiles::nodes(&*engine, &sql)?;
+            write_tree(&nodes, &out, &a.profile_type, &a.profile_type, false, true)
+        }
+        ProfileCommand::Top {
+            sel,
+            function_regex,
+            limit,
+            at,
+        } => {
+            let s = sel.selection(now)?;
+            let engine = at.target.backend()?;
+            let rows = profiles::top(
+                &*engine,
+                &at.query_options(),
+                &s,
+                function_regex.as_deref(),
+                limit,
+            )?;
+            let mut o = std::io::stdout().lock();
+            writeln!(o, "self\tself%\ttotal\ttotal%\tfunction")?;
+            for r in rows {
+                writeln!(
+                    o,
+                    "{}\t{:.2}%\t{}\t{:.2}%\t{}",
+                    r.self_value,
+                    r.self_share * 100.0,
+                    r.total,
+                    r.total_share * 100.0,
+                    r.function
+                )?;
+            }
+            Ok(())
+        }
+        ProfileCommand::Sandwich {
+            sel,
+            function,
+            callers,
+            callees,
+            max_nodes,
+            at,
+        } => {
+            let s = sel.selection(now)?;
+            let engine = at.target.backend()?;
+            let (up, down) =
+                profiles::sandwich(&*engine, &at.query_options(), &s, &function, max_nodes)?;
+            if let Some(p) = callers {
+                write_tree(
+                    &up,
+                    &p,
+                    &format!("callers of {function}"),
+                    &s.profile_type,
+                    true,
+                    false,
+                )?;
+            }
+            if let Some(p) = callees {
+                write_tree(
+                    &down,
+                    &p,
+                    &format!("callees of {function}"),
+                    &s.profile_type,
+                    true,
+                    false,
+                )?;
+            }
+            Ok(())
+        }
+        ProfileCommand::List {
+            profile_type,
+            service,
+            from,
+            to,
+            at,
+        } => {
+            let (f, t) = (
+                profiles::parse_time(&from, now)?,
+                profiles::parse_time(&to, now)?,
+            );
+            let engine = at.target.backend()?;
+            let sql = flamehouse::continuous_query::profile_list_sql(
+                &at.query_options(),
+                &profile_type,
+                service.as_deref(),
+                f,
+                t,
+            );
+            let tsv = engine.query_tsv(&format!(
+                "SELECT lower(hex(profile_id)), service, ts, duration_ns, total, sample_count, \
+                 series_count, labels, source FROM ({sql})"
+            ))?;
+            let mut o = std::io::stdout().lock();
+            writeln!(
+                o,
+                "profile\tservice\ttime\tduration_ns\ttotal\tsamples\tseries\tlabels\tsource"
+            )?;
+            o.write_all(tsv.as_bytes())?;
+            Ok(())
+        }
+        ProfileCommand::Open {
+            id,
+            profile_type,
+            max_nodes,
+            out,
+            at,
+        } => {
+            let engine = at.target.backend()?;
+            let sql = flamehouse::continuous_query::profile_flame_sql(
+                &at.query_options(),
+                id,
+                &profile_type,
+                max_nodes,
+            );
+            let nodes = profiles::nodes(&*engine, &sql)?;
+            if nodes.is_empty() {
+                anyhow::bail!(
+                    "no profile {id:016x} of type {profile_type} (see `flamehouse profile list`)"
+                );
+            }
+            write_tree(
+                &nodes,
+                &out,
+                &format!("profile {id:016x}"),
+                &profile_type,
+                false,
+                false,
+            )
+        }
+        ProfileCommand::Export { sel, out, at } => {
+            let s = sel.selection(now)?;
+            let engine = at.target.backend()?;
+            let bytes = profiles::export_pprof(&*engine, &at.query_options(), &s)?;
+            std::fs::write(&out, bytes).with_context(|| format!("writing {}", out.display()))?;
+            println!("wrote {}", out.display());
+            Ok(())
+        }
+        ProfileCommand::Labels {
+            profile_type,
+            from,
+            to,
+            at,
+        } => {
+            let (f, t) = (
+                profiles::parse_time(&from, now)?,
+                profiles::parse_time(&to, now)?,
+            );
+            let engine = at.target.backend()?;
+            let sql = flamehouse::continuous_query::label_values_sql(
+                &at.query_options(),
+                &profile_type,
+                f,
+                t,
+            );
+            let mut o = std::io::stdout().lock();
+            writeln!(o, "key\tvalue\tseries")?;
+            o.write_all(engine.query_tsv(&sql)?.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
 /// Options that would do nothing are errors: server options without a
 /// server, --data with one, --cluster on the embedded engine. Only values
 /// typed on the command line count: CLICKHOUSE_* and FLAMEHOUSE_DATA may be
@@ -283,20 +762,29 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
     let Some((_, m)) = matches.subcommand() else {
         return Ok(());
     };
+    let (m, target) = match &cli.command {
+        Command::Profile { command } => match m.subcommand() {
+            Some((_, sub)) => (sub, command.target()),
+            None => return Ok(()),
+        },
+        c => (
+            m,
+            match c {
+                Command::Sql { target, .. }
+                | Command::Init { target, .. }
+                | Command::Compact { target, .. }
+                | Command::Load { target, .. }
+                | Command::Delete { target, .. }
+                | Command::Flame { target, .. } => target,
+                _ => return Ok(()),
+            },
+        ),
+    };
     let typed = |id: &str| {
         m.try_get_raw(id).ok().flatten().is_some()
             && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
     };
     let flag = |id: &str| format!("--{}", id.replace('_', "-"));
-    let target = match &cli.command {
-        Command::Sql { target, .. }
-        | Command::Init { target, .. }
-        | Command::Compact { target, .. }
-        | Command::Load { target, .. }
-        | Command::Delete { target, .. }
-        | Command::Flame { target, .. } => target,
-        _ => return Ok(()),
-    };
     if target.server.url.is_none() {
         if let Some(id) = SERVER_ONLY.iter().find(|id| typed(id)) {
             anyhow::bail!("{} needs --url (it only applies to a server)", flag(id));
@@ -308,6 +796,23 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
         anyhow::bail!("--data is the embedded engine's directory: it does nothing with --url");
     }
     Ok(())
+}
+
+fn print_continuous(s: &ContinuousSummary) {
+    println!(
+        "{}: profile {:016x} | types {} | {} sample rows | {} series | {} stacks | {} frames | symbolized {:.1}%",
+        s.source,
+        s.profile_id,
+        s.types.join(", "),
+        s.sample_rows,
+        s.series,
+        s.stacks,
+        s.frames,
+        s.symbolized_percent,
+    );
+    for m in &s.missing_modules {
+        println!("  no symbols: {m}");
+    }
 }
 
 fn print_summary(s: &LoadSummary) {
@@ -378,13 +883,24 @@ fn run() -> anyhow::Result<()> {
                 r => r.context("writing stdout"),
             }
         }
-        Command::Init { schema, target } => {
+        Command::Init {
+            schema,
+            retention,
+            target,
+        } => {
             let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;
             if applied.is_empty() {
                 println!("schema {} is up to date", schema.database);
             } else {
                 println!("schema {}: applied migrations {applied:?}", schema.database);
+            }
+            if let Some(days) = retention {
+                continuous::set_retention(&*engine, &schema.options(), days)?;
+            }
+            match continuous::retention_days(&*engine, &schema.database)? {
+                Some(d) => println!("continuous profiles kept {d} days"),
+                None => println!("continuous profiles kept forever (no TTL)"),
             }
             Ok(())
         }
@@ -397,6 +913,8 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Load {
             files,
+            service,
+            labels,
             schema,
             format,
             watch,
@@ -428,12 +946,21 @@ fn run() -> anyhow::Result<()> {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
                     },
+                    pprof: flamehouse::formats::pprof::DecodeOptions {
+                        max_decompressed_bytes: max_decompressed_mib.saturating_mul(1 << 20),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 format,
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
                 replace,
+                ..Default::default()
+            };
+            let copts = ContinuousOptions {
+                service,
+                labels,
                 ..Default::default()
             };
             let mut failed = 0usize;
@@ -453,7 +980,7 @@ fn run() -> anyhow::Result<()> {
                     None
                 };
                 let started = std::time::Instant::now();
-                let r = ingest::load_file(&*engine, f, &lo, &mut |p| {
+                let r = ingest::load_any(&*engine, f, &lo, &copts, &mut |p| {
                     if let Some(b) = &bar {
                         b.set_length(p.total_bytes.max(p.bytes));
                         b.set_position(p.bytes);
@@ -469,11 +996,16 @@ fn run() -> anyhow::Result<()> {
                     b.finish_and_clear();
                 }
                 match r {
-                    Ok(r) => {
+                    Ok(Loaded::Memory(r)) => {
                         for s in &r.followed {
                             print_summary(s);
                         }
                         print_summary(&r);
+                    }
+                    Ok(Loaded::Continuous(profiles)) => {
+                        for p in &profiles {
+                            print_continuous(p);
+                        }
                     }
                     // One line per bad file, naming it (unless the error
                     // already does); the other files are still loaded.
@@ -535,6 +1067,7 @@ fn run() -> anyhow::Result<()> {
             println!("wrote {} ({} stacks)", out.display(), f.lines.len());
             Ok(())
         }
+        Command::Profile { command } => run_profile(command),
         Command::Grafana { out, database } => {
             for (rel, text) in flamehouse::grafana::files(&database) {
                 let p = out.join(rel);

@@ -31,6 +31,8 @@ use std::path::Path;
 pub enum Format {
     /// MemHawk `.binpb` snapshot streams (length-prefixed zstd protobuf).
     Binpb,
+    /// pprof `profile.proto`, gzipped or raw (Go, async-profiler, pprof-rs).
+    Pprof,
     /// `perf script` text (one sample a paragraph: header line, frames).
     Perf,
     /// bpftrace map output, text or `-f json` (`@[ustack, comm] = count()`).
@@ -43,6 +45,7 @@ impl Format {
     /// Every format, in the order [`detect`] asks them.
     pub const ALL: &'static [Format] = &[
         Format::Binpb,
+        Format::Pprof,
         Format::Perf,
         Format::Bpftrace,
         Format::Folded,
@@ -53,6 +56,7 @@ impl Format {
     pub fn spec(self) -> &'static dyn ProfileFormat {
         match self {
             Format::Binpb => &binpb::Binpb,
+            Format::Pprof => &pprof::Pprof,
             Format::Perf => &perf::Perf,
             Format::Bpftrace => &bpftrace::Bpftrace,
             Format::Folded => &folded::Folded,
@@ -88,6 +92,9 @@ pub enum Sniff {
 pub struct ReadOptions {
     /// MemHawk `.binpb` record limits. Default: [`binpb::ReaderOptions::default`].
     pub binpb: binpb::ReaderOptions,
+    /// pprof decoding (size cap, `drop_frames`). Default:
+    /// [`pprof::DecodeOptions::default`].
+    pub pprof: pprof::DecodeOptions,
     /// `perf script`. Default: [`perf::PerfOptions::default`].
     pub perf: perf::PerfOptions,
     /// bpftrace maps. Default: [`bpftrace::BpftraceOptions::default`].
@@ -127,7 +134,7 @@ pub trait ProfileReader {
     fn format(&self) -> Format;
 
     /// The value types of every sample, in value order.
-    fn value_types(&self) -> &'static [ValueType];
+    fn value_types(&self) -> &[ValueType];
 
     /// How the values combine over time.
     fn semantics(&self) -> ValueSemantics;
@@ -225,7 +232,7 @@ pub enum Error {
     /// MemHawk `.binpb`.
     #[error(transparent)]
     Binpb(#[from] binpb::Error),
-    /// pprof `profile.proto` (decoded, not yet loaded: issue 10).
+    /// pprof `profile.proto`.
     #[error(transparent)]
     Pprof(#[from] pprof::Error),
     /// The text formats: `perf script`, bpftrace, folded stacks.
@@ -278,8 +285,8 @@ mod tests {
         // Too short to tell: a live file just created.
         assert_eq!(detect(&[]), Some(Format::Binpb));
         assert_eq!(detect(&[0, 0, 0]), Some(Format::Binpb));
-        // gzip (pprof), a bare zstd frame: no format claims them yet.
-        assert_eq!(detect(&[0x1f, 0x8b, 8, 0]), None);
+        // gzip is pprof's; a bare zstd frame: no format claims it.
+        assert_eq!(detect(&[0x1f, 0x8b, 8, 0]), Some(Format::Pprof));
         // Text formats by their first line.
         assert_eq!(detect(b"main;foo;bar 12\n"), Some(Format::Folded));
         assert_eq!(detect(b"@[\n    leaf+58\n"), Some(Format::Bpftrace));

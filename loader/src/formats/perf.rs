@@ -469,6 +469,8 @@ pub fn parse(
         period: single_period
             .flatten()
             .map_or(0, |p| i64::try_from(p).unwrap_or(0)),
+        // perf script does not say what its period counts.
+        period_type: String::new(),
     };
     let types = text::value_types(&types);
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))

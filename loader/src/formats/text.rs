@@ -150,9 +150,9 @@ pub fn value_types(types: &[(String, String, String)]) -> &'static [ValueType] {
         types
             .iter()
             .map(|(k, s, u)| ValueType {
-                kind: leak(k),
-                sample: leak(s),
-                unit: leak(u),
+                kind: std::borrow::Cow::Borrowed(leak(k)),
+                sample: std::borrow::Cow::Borrowed(leak(s)),
+                unit: std::borrow::Cow::Borrowed(leak(u)),
             })
             .collect::<Vec<_>>()
             .into_boxed_slice(),
@@ -173,6 +173,8 @@ pub struct Builder {
     batches: Vec<Batch>,
     /// Per open batch: key -> row in the batch.
     rows: HashMap<u64, usize>,
+    /// Per open batch: a sample's labels -> index in its `label_sets`.
+    label_ix: HashMap<Vec<Label>, u32>,
     n_types: usize,
 }
 
@@ -207,6 +209,7 @@ impl Builder {
     /// Starts a batch at `time_ns` covering `duration_ns`.
     pub fn batch(&mut self, time_ns: u64, duration_ns: u64) {
         self.rows.clear();
+        self.label_ix.clear();
         self.batches.push(Batch {
             time_ns,
             duration_ns,
@@ -214,6 +217,7 @@ impl Builder {
             stacks: Vec::new(),
             values: Vec::new(),
             total: None,
+            ..Default::default()
         });
     }
 
@@ -252,9 +256,20 @@ impl Builder {
         let key = self.key(frames, labels);
         let n = self.n_types;
         let batch = self.batches.last_mut().expect("a batch");
+        let label_ix = &mut self.label_ix;
         let row = *self.rows.entry(key).or_insert_with(|| {
             batch.stacks.push(key);
             batch.values.extend(std::iter::repeat_n(0, n));
+            // The sample's own labels (perf's comm, bpftrace key parts),
+            // as the model carries them to the row builder.
+            let set = *label_ix.entry(labels.to_vec()).or_insert_with(|| {
+                batch.label_sets.push(crate::model::SampleLabels {
+                    labels: labels.to_vec(),
+                    num_labels: Vec::new(),
+                });
+                (batch.label_sets.len() - 1) as u32
+            });
+            batch.sample_labels.push(set);
             batch.stacks.len() - 1
         });
         for &(ty, value) in values {

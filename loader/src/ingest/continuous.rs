@@ -1,13 +1,16 @@
 //! Continuous profiles into the tables of migration 6
-//! (`sql/schema/006_continuous.sql`): one decoded profile becomes rows for
-//! the shared `frames` / `stacks` dictionaries and for `cp_series`,
-//! `cp_samples` and `cp_profiles`, inserted so that a profile is stored
-//! whole or not at all.
+//! (`sql/schema/006_continuous.sql`): each batch of an additive profile
+//! (model events of any reader: pprof today, perf script, bpftrace and
+//! folded stacks through the same code) becomes rows for the shared
+//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_samples` and
+//! `cp_profiles`, inserted so that a profile is stored whole or not at all.
 //!
-//! This module owns the row building from a decoded pprof
-//! ([`pprof_rows`]), storing those rows ([`store`]), the pprof load of one
-//! file ([`load_pprof`]), user labels ([`parse_label`]) and the retention
-//! ([`set_retention`]). Queries are in [`crate::continuous_query`].
+//! This module owns the row building from model events ([`reader_rows`];
+//! [`pprof_rows`] for a decoded pprof), address frames through the
+//! symbolizer with the batch's mappings, storing the rows ([`store`]), the
+//! load of one file ([`load_file`], [`load_reader`], [`load_pprof`]), user
+//! labels ([`parse_label`]) and the retention ([`set_retention`]). Queries
+//! are in [`crate::continuous_query`].
 //!
 //! # Decisions
 //!
@@ -28,19 +31,24 @@
 //!   per profile as pprof keeps them (the first unit given), to
 //!   `cp_profiles.num_units`.
 //! - **Frames**: the function name of each line, inlined lines expanded
-//!   (pprof's `-top` and `-traces` name frames so); a location with no
-//!   function keeps an address label `module+0xOFFSET` (module-relative:
+//!   (pprof's `-top` and `-traces` name frames so), labelled at the
+//!   symbolizer's granularity; a location with no function is an address
+//!   the symbolizer resolves through the mappings (callers at `addr - 1`),
+//!   else labels `module+0xOFFSET` (module-relative:
 //!   `address - memory_start + file_offset`), or `0xADDRESS` without a
 //!   mapping, as the memory loader labels what it cannot symbolize.
+//! - **Profiles**: one per batch of the reader (pprof: one); the id hashes
+//!   the source identity (pprof: the file's bytes), the batch's index after
+//!   the first, the service and the user labels.
 //!   `frame_id` and `stack_id` are the memory loader's hashes, so one stack
 //!   is one row whatever profile uses it.
 //! - **Rows**: samples with the same series, stack and numeric labels are
 //!   summed (pprof's merge), so a profile stores one row per distinct stack
 //!   and series per type; an empty stack is kept (its value counts in the
 //!   totals, on the flame graph's root).
-//! - **Time**: [`ContinuousOptions::time_ns`], else the profile's
-//!   `time_nanos`, else the time of the load; stored with millisecond
-//!   precision.
+//! - **Time**: [`ContinuousOptions::time_ns`], else the batch's time
+//!   (pprof's `time_nanos`), else the time of the load; stored with
+//!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
 //!   bytes, the service and the user labels; every table gets one insert per
 //!   profile with the token `cp:<profile_id>:<table>`, the profile row last.
@@ -48,14 +56,18 @@
 //!   drop the re-sent insert as a copy, the others get it; a listed profile
 //!   is complete. Loading the same file twice stores it once.
 
+use super::symbols::symbolize_stack;
 use crate::error::{Error, Result};
-use crate::formats::pprof::{self, DecodeOptions, PprofProfile};
+use crate::formats::pprof::{self, DecodeOptions, PprofProfile, PprofReader};
+use crate::formats::{Format, ProfileReader, ReadOptions};
+use crate::model::{Event, Frame, Source, ValueType};
 use crate::storage::ident::Ident;
 use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
 use crate::storage::schema::SchemaOptions;
 use crate::storage::{insert, sql_string, Backend};
+use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The service of profiles loaded without one (OpenTelemetry's name for it).
 pub const DEFAULT_SERVICE: &str = "unknown_service";
@@ -82,6 +94,15 @@ pub struct ContinuousOptions {
     pub time_ns: Option<i64>,
     /// pprof decoding (size cap, `drop_frames`). Default: [`DecodeOptions::default`].
     pub decode: DecodeOptions,
+    /// The file's format. Default: detected from its first bytes
+    /// ([`crate::formats::detect`]).
+    pub format: Option<Format>,
+    /// Symbolization of address frames (pprof locations without a function,
+    /// raw addresses). Default: [`SymbolizerOptions::default`].
+    pub symbolizer: SymbolizerOptions,
+    /// The main program's binary on this machine. Default: the profile's
+    /// own path (pprof's first mapping), under the sysroot.
+    pub main_binary: Option<PathBuf>,
 }
 
 impl Default for ContinuousOptions {
@@ -92,6 +113,9 @@ impl Default for ContinuousOptions {
             labels: Vec::new(),
             time_ns: None,
             decode: DecodeOptions::default(),
+            format: None,
+            symbolizer: SymbolizerOptions::default(),
+            main_binary: None,
         }
     }
 }
@@ -280,7 +304,7 @@ pub struct ProfileRows {
     pub profiles: Vec<CpProfileRow>,
 }
 
-/// The profile type name of a pprof value type: `kind:unit`.
+/// The profile type name of a pprof sample type: `type:unit`.
 #[must_use]
 pub fn profile_type(t: &pprof::ValueType) -> String {
     format!("{}:{}", t.kind, t.unit)
@@ -313,28 +337,10 @@ fn base_labels(opts: &ContinuousOptions) -> Result<BTreeMap<String, String>> {
     Ok(m)
 }
 
-/// The label of an unsymbolized location: `module+0xOFFSET`, or
-/// `0xADDRESS` without a mapping.
-fn address_label(p: &PprofProfile, loc: &pprof::Location) -> (String, String) {
-    match p.mapping(loc) {
-        Some(m) if !m.filename.is_empty() => {
-            let module = Path::new(&m.filename)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_else(|| m.filename.clone());
-            let off = loc
-                .address
-                .wrapping_sub(m.memory_start)
-                .wrapping_add(m.file_offset);
-            (format!("{module}+{off:#x}"), module)
-        }
-        _ => (format!("{:#x}", loc.address), String::new()),
-    }
-}
-
-/// Builds the rows of one decoded pprof profile. `content_id` identifies
-/// the file's bytes (a [`stable_hash`] of them: see [`load_pprof`]);
-/// `source` is stored with the profile.
+/// Builds the rows of one decoded pprof profile, through its model events
+/// ([`PprofReader`]) and [`reader_rows`] with a default symbolizer.
+/// `content_id` identifies the file's bytes (a [`stable_hash`] of them: see
+/// [`load_pprof`]); `source` is stored with the profile.
 ///
 /// # Errors
 /// [`Error::Usage`] for a user label whose key is refused.
@@ -344,18 +350,125 @@ pub fn pprof_rows(
     content_id: u64,
     opts: &ContinuousOptions,
 ) -> Result<ProfileRows> {
+    let mut reader = PprofReader::new(p, content_id, 0);
+    let mut sym = Symbolizer::new(opts.symbolizer.clone());
+    Ok(reader_rows(&mut reader, &mut sym, source, opts)?
+        .into_iter()
+        .next()
+        .unwrap_or_default())
+}
+
+/// A stack already symbolized: its id, frame rows and labels (root first).
+type Resolved = (u64, Vec<FrameRow>, Vec<String>);
+
+/// Builds the rows of every profile an additive reader gives (one per
+/// [`crate::model::Batch`]: pprof has one, a perf script cut in time
+/// windows several), symbolizing address frames through `sym` with the
+/// batch's mappings (main program: [`ContinuousOptions::main_binary`], else
+/// the source's own path). Reads the whole stream first, so a corrupt file
+/// fails before anything is built. `source` is stored with each profile.
+///
+/// # Errors
+/// The reader's error (naming the file and the offset or line), or
+/// [`Error::Usage`] for a refused user label.
+pub fn reader_rows(
+    reader: &mut dyn ProfileReader,
+    sym: &mut Symbolizer,
+    source: &str,
+    opts: &ContinuousOptions,
+) -> Result<Vec<ProfileRows>> {
     let base = base_labels(opts)?;
-    let mut id_parts: Vec<&[u8]> = Vec::new();
-    let content = content_id.to_le_bytes();
-    id_parts.push(b"pprof");
-    id_parts.push(&content);
-    for (k, v) in &base {
-        id_parts.push(k.as_bytes());
-        id_parts.push(v.as_bytes());
+    let types: Vec<String> = reader
+        .value_types()
+        .iter()
+        .map(ValueType::profile_type)
+        .collect();
+    let format = reader.format().name().to_string();
+    let mut events = Vec::new();
+    while let Some(e) = reader.next_event()? {
+        events.push(e);
     }
-    let profile_id = stable_hash(&id_parts);
-    let ts_ns = opts.time_ns.unwrap_or(if p.time_nanos != 0 {
-        p.time_nanos
+    let mut src = Source::default();
+    let mut resolved: HashMap<u64, Resolved> = HashMap::new();
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut out = Vec::new();
+    let mut index = 0u64;
+    for event in events {
+        let batch = match event {
+            Event::Source(s) => {
+                src = s;
+                continue;
+            }
+            Event::Batch(b) => b,
+        };
+        if let Some(mappings) = &batch.mappings {
+            let main = opts
+                .main_binary
+                .clone()
+                .or_else(|| (!src.main_path.is_empty()).then(|| PathBuf::from(&src.main_path)));
+            let map = ModuleMap::new(mappings, main.as_deref())
+                .main_named(&src.main_path, main.as_deref());
+            sym.set_modules(if opts.main_binary.is_some() {
+                map.main_on_host()
+            } else {
+                map
+            });
+            // Addresses symbolized under other mappings do not carry over.
+            resolved.clear();
+        }
+        let mut rows = batch_rows(
+            reader,
+            sym,
+            &batch,
+            &types,
+            &base,
+            &mut resolved,
+            &mut frames,
+            opts,
+        );
+        let mut id_parts: Vec<&[u8]> = src.identity.iter().map(Vec::as_slice).collect();
+        let idx = index.to_le_bytes();
+        if index > 0 {
+            id_parts.push(&idx);
+        }
+        for (k, v) in &base {
+            id_parts.push(k.as_bytes());
+            id_parts.push(v.as_bytes());
+        }
+        let profile_id = stable_hash(&id_parts);
+        rows.profile_id = profile_id;
+        for r in &mut rows.samples {
+            r.profile_id = profile_id;
+        }
+        for r in &mut rows.profiles {
+            r.profile_id = profile_id;
+            r.period = src.period;
+            r.period_type.clone_from(&src.period_type);
+            r.format.clone_from(&format);
+            r.source = source.to_string();
+        }
+        out.push(rows);
+        index += 1;
+    }
+    Ok(out)
+}
+
+/// The rows of one batch (profile id, period and source filled in by the
+/// caller).
+#[allow(clippy::too_many_arguments)]
+fn batch_rows(
+    reader: &dyn ProfileReader,
+    sym: &mut Symbolizer,
+    batch: &crate::model::Batch,
+    types: &[String],
+    base: &BTreeMap<String, String>,
+    resolved: &mut HashMap<u64, Resolved>,
+    frames: &mut Vec<Frame>,
+    opts: &ContinuousOptions,
+) -> ProfileRows {
+    let n = types.len();
+    let ts_ns = opts.time_ns.unwrap_or(if batch.time_ns != 0 {
+        batch.time_ns as i64
     } else {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -363,118 +476,99 @@ pub fn pprof_rows(
             .unwrap_or(0)
     });
     let ts = ts_ns.div_euclid(1_000_000);
-    let types: Vec<String> = p.sample_types.iter().map(profile_type).collect();
-
-    let mut out = ProfileRows {
-        profile_id,
-        ..Default::default()
-    };
-    // Stacks by the location list they come from (many samples share one).
-    let mut stack_of: HashMap<&[usize], u64> = HashMap::new();
+    let mut out = ProfileRows::default();
     let mut frames_seen: HashSet<u64> = HashSet::new();
     let mut stacks_seen: HashSet<u64> = HashSet::new();
-    // Distinct label sets of samples, by their pprof labels.
+    // Distinct series label sets, by the batch's label-set index (None: no
+    // labels of the sample's own).
     let mut label_sets: Vec<BTreeMap<String, String>> = Vec::new();
-    let mut label_index: HashMap<Vec<(String, String)>, usize> = HashMap::new();
+    let mut label_index: HashMap<Option<u32>, usize> = HashMap::new();
+    let mut series_index: HashMap<BTreeMap<String, String>, usize> = HashMap::new();
     let mut num_units: BTreeMap<String, String> = BTreeMap::new();
     // (label set, stack, numeric labels) -> one sum per type.
     type Key = (usize, u64, Vec<(String, i64)>);
     let mut sums: BTreeMap<Key, Vec<i64>> = BTreeMap::new();
-    let mut counts = vec![0u64; types.len()];
-    let mut totals = vec![0i64; types.len()];
+    let mut counts = vec![0u64; n];
+    let mut totals = vec![0i64; n];
+    let (mut labels, mut rows) = (Vec::new(), Vec::new());
 
-    for sample in &p.samples {
-        if sample.values.iter().all(|&v| v == 0) {
+    for (i, &key) in batch.stacks.iter().enumerate() {
+        let values = &batch.values[i * n..(i + 1) * n];
+        if values.iter().all(|&v| v == 0) {
             continue;
         }
-        let stack_id = match stack_of.get(sample.locations.as_slice()) {
-            Some(&id) => id,
-            None => {
-                let mut labels = Vec::new();
-                let mut frame_ids = Vec::new();
-                for f in p.frames(sample).iter().rev() {
-                    let row = match f.function {
-                        Some(func) if !func.name.is_empty() => FrameRow {
-                            frame_id: stable_hash(&[func.name.as_bytes()]),
-                            label: func.name.clone(),
-                            function: func.name.clone(),
-                            file: func.filename.clone(),
-                            line: u32::try_from(f.line).unwrap_or(0),
-                            module: p
-                                .mapping(f.location)
-                                .and_then(|m| Path::new(&m.filename).file_name())
-                                .map(|n| n.to_string_lossy().into_owned())
-                                .unwrap_or_default(),
-                        },
-                        _ => {
-                            let (label, module) = address_label(p, f.location);
-                            FrameRow {
-                                frame_id: stable_hash(&[label.as_bytes()]),
-                                function: label.clone(),
-                                label,
-                                file: String::new(),
-                                line: 0,
-                                module,
-                            }
-                        }
-                    };
-                    labels.push(row.label.clone());
-                    frame_ids.push(row.frame_id);
-                    if frames_seen.insert(row.frame_id) {
-                        out.frames.push(row);
-                    }
+        let (stack_id, frame_rows, stack_labels) = resolved.entry(key).or_insert_with(|| {
+            reader.stack(key, frames);
+            symbolize_stack(sym, frames, &mut labels, &mut rows);
+            let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
+            (stable_hash(&parts), rows.clone(), labels.clone())
+        });
+        let stack_id = *stack_id;
+        if stacks_seen.insert(stack_id) {
+            for row in frame_rows.iter() {
+                if frames_seen.insert(row.frame_id) {
+                    out.frames.push(row.clone());
                 }
-                let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
-                let id = stable_hash(&parts);
-                if stacks_seen.insert(id) {
-                    out.stacks.push(StackRow {
-                        stack_id: id,
-                        frame_ids,
-                        labels,
-                    });
-                }
-                stack_of.insert(sample.locations.as_slice(), id);
-                id
             }
-        };
-        let mut key_labels = sample.labels.clone();
-        key_labels.sort();
-        let set = match label_index.get(&key_labels) {
-            Some(&i) => i,
+            out.stacks.push(StackRow {
+                stack_id,
+                frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
+                labels: stack_labels.clone(),
+            });
+        }
+        // Label sets of the batch differing only in numeric labels are one
+        // series: look the series up by its string labels.
+        let own = batch.sample_labels.get(i).copied();
+        let set = match label_index.get(&own) {
+            Some(&s) => s,
             None => {
                 let mut m = base.clone();
-                let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-                for (k, v) in &key_labels {
-                    by_key.entry(k).or_default().push(v);
-                }
-                for (k, mut vs) in by_key {
-                    vs.dedup();
-                    m.insert(k.to_string(), vs.join(","));
-                }
-                label_sets.push(m);
-                label_index.insert(key_labels, label_sets.len() - 1);
-                label_sets.len() - 1
-            }
-        };
-        let mut nums: Vec<(String, i64)> = sample
-            .num_labels
-            .iter()
-            .map(|n| {
-                let unit = num_units.entry(n.key.clone()).or_default();
-                if unit.is_empty() {
-                    if let Some(u) = &n.unit {
-                        unit.clone_from(u);
+                if let Some(sl) = batch.labels_of(i) {
+                    let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+                    for l in &sl.labels {
+                        by_key.entry(&l.key).or_default().push(&l.value);
+                    }
+                    for (k, mut vs) in by_key {
+                        vs.sort_unstable();
+                        vs.dedup();
+                        m.insert(k.to_string(), vs.join(","));
                     }
                 }
-                (n.key.clone(), n.value)
+                let s = match series_index.get(&m) {
+                    Some(&s) => s,
+                    None => {
+                        label_sets.push(m.clone());
+                        series_index.insert(m, label_sets.len() - 1);
+                        label_sets.len() - 1
+                    }
+                };
+                label_index.insert(own, s);
+                s
+            }
+        };
+        let mut nums: Vec<(String, i64)> = batch
+            .labels_of(i)
+            .map(|sl| {
+                sl.num_labels
+                    .iter()
+                    .map(|n| {
+                        let unit = num_units.entry(n.key.clone()).or_default();
+                        if unit.is_empty() {
+                            if let Some(u) = &n.unit {
+                                unit.clone_from(u);
+                            }
+                        }
+                        (n.key.clone(), n.value)
+                    })
+                    .collect()
             })
-            .collect();
+            .unwrap_or_default();
         nums.sort();
         nums.dedup_by(|a, b| a.0 == b.0);
         let e = sums
             .entry((set, stack_id, nums))
-            .or_insert_with(|| vec![0; types.len()]);
-        for (t, &v) in sample.values.iter().enumerate() {
+            .or_insert_with(|| vec![0; n]);
+        for (t, &v) in values.iter().enumerate() {
             e[t] = e[t].wrapping_add(v);
             totals[t] = totals[t].wrapping_add(v);
             if v != 0 {
@@ -497,7 +591,7 @@ pub fn pprof_rows(
         .iter()
         .map(|t| label_sets.iter().map(|l| series_id(t, l)).collect())
         .collect();
-    let mut series_used: Vec<Vec<bool>> = vec![vec![false; label_sets.len()]; types.len()];
+    let mut series_used: Vec<Vec<bool>> = vec![vec![false; label_sets.len()]; n];
     for ((set, stack_id, nums), values) in &sums {
         for (t, &v) in values.iter().enumerate() {
             if v == 0 {
@@ -511,7 +605,7 @@ pub fn pprof_rows(
                 ts,
                 stack_id: *stack_id,
                 value: v,
-                profile_id,
+                profile_id: 0,
                 num_labels: nums.clone(),
             });
         }
@@ -537,23 +631,23 @@ pub fn pprof_rows(
             }
         }
         out.profiles.push(CpProfileRow {
-            profile_id,
+            profile_id: 0,
             profile_type: ty.clone(),
             service: base[SERVICE_LABEL].clone(),
             ts,
-            duration_ns: p.duration_nanos,
-            period: p.period,
-            period_type: p.period_type.as_ref().map(profile_type).unwrap_or_default(),
+            duration_ns: batch.duration_ns as i64,
+            period: 0,
+            period_type: String::new(),
             total: totals[t],
             sample_count: counts[t],
             series_count: series_used[t].iter().filter(|&&u| u).count() as u64,
             labels: base.clone(),
             num_units: num_units.clone(),
-            format: "pprof".into(),
-            source: source.to_string(),
+            format: String::new(),
+            source: String::new(),
         });
     }
-    Ok(out)
+    out
 }
 
 /// The ids among `ids` already in `db.table` (column `col`).
@@ -637,51 +731,104 @@ pub struct ContinuousSummary {
     pub stacks: usize,
     /// ...
     pub frames: usize,
+    /// Share of distinct addresses symbolized (0-100; 100 when the profile
+    /// names every frame).
+    pub symbolized_percent: f64,
+    /// Modules whose addresses got no symbols, once each.
+    pub missing_modules: Vec<String>,
 }
 
 /// Loads one pprof file (gzipped or raw) into `opts.database` (the schema
-/// must exist: [`crate::storage::schema::migrate`]).
+/// must exist: [`crate::storage::schema::migrate`]): [`load_file`] with the
+/// format forced to pprof, its one profile's summary.
 ///
 /// # Errors
-/// A one-line error naming the file (unreadable, not a valid pprof
-/// profile), a refused label, or the engine's error; nothing of the profile
-/// is listed unless every table has its rows.
+/// As [`load_file`].
 pub fn load_pprof(
     backend: &dyn Backend,
     path: &Path,
     opts: &ContinuousOptions,
 ) -> Result<ContinuousSummary> {
-    let bytes = read_capped(path, opts.decode.max_decompressed_bytes)?;
-    let profile = pprof::decode(path, &bytes, &opts.decode)?;
-    let source = std::fs::canonicalize(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string();
-    let rows = pprof_rows(&profile, &source, stable_hash(&[&bytes]), opts)?;
-    store(backend, &opts.database, &rows)?;
-    Ok(ContinuousSummary {
-        source,
-        profile_id: rows.profile_id,
-        types: rows
-            .profiles
-            .iter()
-            .map(|p| p.profile_type.clone())
-            .collect(),
-        sample_rows: rows.samples.len(),
-        series: rows.series.len(),
-        stacks: rows.stacks.len(),
-        frames: rows.frames.len(),
-    })
+    let opts = ContinuousOptions {
+        format: Some(Format::Pprof),
+        ..opts.clone()
+    };
+    Ok(load_file(backend, path, &opts)?
+        .into_iter()
+        .next()
+        .unwrap_or_default())
 }
 
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(crate::error::file_err(path))?;
-    let mut bytes = Vec::new();
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(crate::error::file_err(path))?;
-    Ok(bytes)
+/// Opens `path` with its format (`opts.format`, else detected) and reader.
+fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn ProfileReader>, String)> {
+    let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
+    let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
+    let format = match opts.format {
+        Some(f) => f,
+        None => crate::formats::detect_open(&file, &abs)?,
+    };
+    let read = ReadOptions {
+        pprof: opts.decode,
+        ..ReadOptions::default()
+    };
+    let reader = format.spec().open(file, &abs, &read)?;
+    Ok((reader, abs.display().to_string()))
+}
+
+/// Loads one file of an additive format (pprof; any reader of
+/// [`crate::model::ValueSemantics::Additive`]) into `opts.database` (the
+/// schema must exist): every profile it holds, each stored whole or not at
+/// all ([`store`]). The whole file is read and its rows built before the
+/// first insert, so a corrupt file stores nothing.
+///
+/// # Errors
+/// A one-line error naming the file (unreadable, not a valid profile: with
+/// the offset or line), a refused label, or the engine's error.
+pub fn load_file(
+    backend: &dyn Backend,
+    path: &Path,
+    opts: &ContinuousOptions,
+) -> Result<Vec<ContinuousSummary>> {
+    let (mut reader, source) = open_reader(path, opts)?;
+    load_reader(backend, &mut *reader, &source, opts)
+}
+
+/// [`load_file`] on a reader already open (`source`: the file's path).
+///
+/// # Errors
+/// As [`load_file`].
+pub fn load_reader(
+    backend: &dyn Backend,
+    reader: &mut dyn ProfileReader,
+    source: &str,
+    opts: &ContinuousOptions,
+) -> Result<Vec<ContinuousSummary>> {
+    let mut sym = Symbolizer::new(opts.symbolizer.clone());
+    let all = reader_rows(reader, &mut sym, source, opts)?;
+    let mut out = Vec::with_capacity(all.len());
+    for rows in &all {
+        store(backend, &opts.database, rows)?;
+        out.push(ContinuousSummary {
+            source: source.to_string(),
+            profile_id: rows.profile_id,
+            types: rows
+                .profiles
+                .iter()
+                .map(|p| p.profile_type.clone())
+                .collect(),
+            sample_rows: rows.samples.len(),
+            series: rows.series.len(),
+            stacks: rows.stacks.len(),
+            frames: rows.frames.len(),
+            symbolized_percent: sym.stats().symbolized_percent(),
+            missing_modules: sym
+                .missing_modules()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        });
+    }
+    Ok(out)
 }
 
 /// The tables of migration 6 with a TTL, and their day expression.

@@ -220,3 +220,62 @@ pub fn load_file(
         read
     })
 }
+
+/// What [`load_any`] stored.
+#[derive(Debug, Clone)]
+pub enum Loaded {
+    /// A MemHawk snapshot stream, into the memory tables.
+    Memory(LoadSummary),
+    /// An additive profile (pprof, ...), into the continuous-profile tables:
+    /// one summary per profile of the file.
+    Continuous(Vec<continuous::ContinuousSummary>),
+}
+
+/// Loads one file of any format (`opts.format`, else detected from its
+/// content): snapshot streams through [`load_file`], additive profiles
+/// (pprof) through [`continuous::load_reader`] with `copts` (service,
+/// labels, time), which take the database, format, reader limits,
+/// symbolizer and main binary of `opts`.
+///
+/// # Errors
+/// As [`load_file`] and [`continuous::load_file`]; [`Error::Usage`] when a
+/// service or label is given for a MemHawk file (its process names it).
+pub fn load_any(
+    backend: &dyn Backend,
+    path: &Path,
+    opts: &LoadOptions,
+    copts: &continuous::ContinuousOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Loaded> {
+    let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
+    let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
+    let format = match opts.format {
+        Some(f) => f,
+        None => crate::formats::detect_open(&file, &abs)?,
+    };
+    let copts = continuous::ContinuousOptions {
+        database: opts.database.clone(),
+        decode: opts.read.pprof,
+        format: Some(format),
+        symbolizer: opts.symbolizer.clone(),
+        main_binary: opts.main_binary.clone(),
+        ..copts.clone()
+    };
+    if format == Format::Binpb {
+        if copts.service.is_some() || !copts.labels.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: --service and --label apply to continuous profiles (pprof); a MemHawk \
+                 file is labelled by its process",
+                abs.display()
+            )));
+        }
+        return Ok(Loaded::Memory(load_file(backend, path, opts, progress)?));
+    }
+    let mut reader = format.spec().open(file, &abs, &opts.read)?;
+    Ok(Loaded::Continuous(continuous::load_reader(
+        backend,
+        &mut *reader,
+        &abs.display().to_string(),
+        &copts,
+    )?))
+}

@@ -20,31 +20,11 @@ pub const PROFILER_LABEL: &str = "[memhawk]";
 /// fields and of every [`Batch`] this reader gives. The first three are
 /// live (gauges), the last two cumulative since the process started.
 pub const VALUE_TYPES: &[ValueType; 5] = &[
-    ValueType {
-        kind: "memory",
-        sample: "inuse_space",
-        unit: "bytes",
-    },
-    ValueType {
-        kind: "memory",
-        sample: "inuse_objects",
-        unit: "count",
-    },
-    ValueType {
-        kind: "memory",
-        sample: "overhead",
-        unit: "bytes",
-    },
-    ValueType {
-        kind: "memory",
-        sample: "alloc_objects",
-        unit: "count",
-    },
-    ValueType {
-        kind: "memory",
-        sample: "alloc_space",
-        unit: "bytes",
-    },
+    ValueType::fixed("memory", "inuse_space", "bytes"),
+    ValueType::fixed("memory", "inuse_objects", "count"),
+    ValueType::fixed("memory", "overhead", "bytes"),
+    ValueType::fixed("memory", "alloc_objects", "count"),
+    ValueType::fixed("memory", "alloc_space", "bytes"),
 ];
 
 /// The MemHawk `.binpb` format.
@@ -115,6 +95,7 @@ pub fn source(info: &ProcessInfo) -> Source {
         start_ns: info.start_timestamp,
         labels: Vec::new(),
         period: 0,
+        period_type: String::new(),
     }
 }
 
@@ -140,6 +121,8 @@ pub fn batch(snap: &Snapshot) -> Batch {
         stacks: Vec::with_capacity(snap.changed.len()),
         values: Vec::with_capacity(snap.changed.len() * 5),
         total: snap.total.as_ref().map(|t| values(t).to_vec()),
+        sample_labels: Vec::new(),
+        label_sets: Vec::new(),
     };
     for t in &snap.changed {
         b.stacks.push(u64::from(t.trace_id));
@@ -154,7 +137,7 @@ impl<R: Read + Seek> ProfileReader for BinpbReader<R> {
         Format::Binpb
     }
 
-    fn value_types(&self) -> &'static [ValueType] {
+    fn value_types(&self) -> &[ValueType] {
         VALUE_TYPES
     }
 

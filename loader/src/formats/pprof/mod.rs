@@ -53,6 +53,10 @@
 //! field that fails to decode.
 
 pub mod proto;
+pub mod reader;
+pub mod write;
+
+pub use reader::{Pprof, PprofReader};
 
 #[cfg(test)]
 mod tests;
@@ -70,7 +74,7 @@ use prost::Message;
 pub const DEFAULT_MAX_DECOMPRESSED_BYTES: u64 = 256 << 20;
 
 /// How to decode.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodeOptions {
     /// Refuse a profile whose protobuf (after gunzip, or the raw file) is
     /// larger than this many bytes. Default [`DEFAULT_MAX_DECOMPRESSED_BYTES`].

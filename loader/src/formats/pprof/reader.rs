@@ -1,0 +1,425 @@
+//! pprof behind the format traits: [`Pprof`] (detection and opening) and
+//! [`PprofReader`], which gives a decoded profile as model events: one
+//! [`Source`] (identity: the file's bytes; period and period type), then
+//! one [`Batch`] at the profile's `time_nanos` over its `duration_nanos`,
+//! with the mappings, one stack key per distinct location list and each
+//! sample's string and numeric labels.
+//!
+//! Frames: every line of a location is a [`Frame::Symbol`] (inlined lines
+//! expanded, innermost first, as `go tool pprof` names them); a location
+//! without a named function is a [`Frame::Address`] that the loader's
+//! symbolizer resolves through the mappings (or labels `module+0xOFFSET`).
+//!
+//! Value types: each sample type is one, `kind` the period type's type when
+//! the profile has one (`cpu`, `space`, `contentions`), else the sample
+//! type's; the stored profile type is `sample:unit`.
+
+use super::{decode, PprofProfile};
+use crate::formats::{Error, Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
+use crate::model::{
+    Batch, Event, Frame, Label, Mapping, NumLabel, SampleLabels, Source, Symbol, ValueSemantics,
+    ValueType,
+};
+use crate::storage::rows::stable_hash;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+/// The pprof format (`profile.proto`, gzipped or raw).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Pprof;
+
+impl ProfileFormat for Pprof {
+    fn name(&self) -> &'static str {
+        "pprof"
+    }
+
+    fn sniff(&self, first: &[u8]) -> Sniff {
+        sniff(first)
+    }
+
+    fn open(
+        &self,
+        file: File,
+        path: &Path,
+        options: &ReadOptions,
+    ) -> Result<Box<dyn ProfileReader>, Error> {
+        let limit = options.pprof.max_decompressed_bytes;
+        let io = |cause| super::Error::Io {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let mut bytes = Vec::new();
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() as u64 > limit {
+            return Err(super::Error::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+                after: "",
+            }
+            .into());
+        }
+        let profile = decode(path, &bytes, &options.pprof)?;
+        Ok(Box::new(PprofReader::new(
+            &profile,
+            stable_hash(&[&bytes]),
+            bytes.len() as u64,
+        )))
+    }
+}
+
+/// Whether `first` starts a pprof profile: gzip's magic (what Go,
+/// pprof-rs and async-profiler write), or a raw `Profile` message: every
+/// field within the bytes given is a field of `Profile` with its wire type,
+/// a complete `sample_type` / `period_type` decodes as a `ValueType` of
+/// varints and a complete string is UTF-8, and at least two fields are
+/// complete (one when the bytes are the whole file). MemHawk's big-endian
+/// length prefix starts with a zero byte (field 0); text formats start with
+/// bytes that are no such field or soon break one.
+///
+/// A gzip stream is pprof when what its first bytes decompress to is (so a
+/// gzipped MemHawk stream is left to MemHawk's reader, which says it is
+/// gzip-compressed); too little to tell is [`Sniff::Unsure`].
+#[must_use]
+pub fn sniff(first: &[u8]) -> Sniff {
+    if first.starts_with(&[0x1f, 0x8b]) {
+        // The deflate data of a cut gzip stream: a streaming decoder gives
+        // what the bytes hold (the `Read` decoders fail on the cut instead).
+        let out = gunzip_prefix(first);
+        return match sniff_raw(&out, false) {
+            Sniff::No if out.len() < 2 => Sniff::Unsure,
+            s => s,
+        };
+    }
+    if first.is_empty() || first == [0x1f] {
+        return Sniff::Unsure;
+    }
+    sniff_raw(first, first.len() < crate::formats::SNIFF_LEN)
+}
+
+/// What the first bytes of a gzip stream decompress to (empty when its
+/// header is cut or bad).
+fn gunzip_prefix(b: &[u8]) -> Vec<u8> {
+    const FHCRC: u8 = 2;
+    const FEXTRA: u8 = 4;
+    const FNAME: u8 = 8;
+    const FCOMMENT: u8 = 16;
+    if b.len() < 10 || b[2] != 8 {
+        return Vec::new();
+    }
+    let flags = b[3];
+    let mut pos = 10;
+    if flags & FEXTRA != 0 {
+        let Some(x) = b.get(pos..pos + 2) else {
+            return Vec::new();
+        };
+        pos += 2 + usize::from(u16::from_le_bytes([x[0], x[1]]));
+    }
+    for flag in [FNAME, FCOMMENT] {
+        if flags & flag != 0 {
+            match b.get(pos..).and_then(|r| r.iter().position(|&c| c == 0)) {
+                Some(z) => pos += z + 1,
+                None => return Vec::new(),
+            }
+        }
+    }
+    if flags & FHCRC != 0 {
+        pos += 2;
+    }
+    let Some(body) = b.get(pos..) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(256);
+    let mut d = flate2::Decompress::new(false);
+    let _ = d.decompress_vec(body, &mut out, flate2::FlushDecompress::None);
+    out
+}
+
+/// [`sniff`] of protobuf bytes; `whole`: they are the whole file.
+fn sniff_raw(first: &[u8], whole: bool) -> Sniff {
+    fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let x = *b.get(*pos)?;
+            *pos += 1;
+            v |= u64::from(x & 0x7f) << shift;
+            if x < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    fn value_type(body: &[u8]) -> bool {
+        let mut p = 0;
+        while p < body.len() {
+            match varint(body, &mut p) {
+                Some(8 | 16) if varint(body, &mut p).is_some() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+    let mut pos = 0;
+    let mut complete = 0;
+    while pos < first.len() {
+        let Some(key) = varint(first, &mut pos) else {
+            break; // cut by the window
+        };
+        let (field, wire) = (key >> 3, key & 7);
+        let ok = match field {
+            1..=6 | 11 => wire == 2,
+            7..=10 | 12 | 14 => wire == 0,
+            13 => wire == 0 || wire == 2,
+            _ => false,
+        };
+        if !ok {
+            return Sniff::No;
+        }
+        if wire == 0 {
+            if varint(first, &mut pos).is_none() {
+                break;
+            }
+        } else {
+            let Some(len) = varint(first, &mut pos) else {
+                break;
+            };
+            let end = pos.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+            if end > first.len() {
+                break;
+            }
+            let body = &first[pos..end];
+            let good = match field {
+                1 | 11 => len <= 22 && value_type(body),
+                6 => std::str::from_utf8(body).is_ok(),
+                _ => true,
+            };
+            if !good {
+                return Sniff::No;
+            }
+            pos = end;
+        }
+        complete += 1;
+    }
+    if complete >= 2 || (whole && pos >= first.len() && complete >= 1) {
+        Sniff::Yes
+    } else {
+        Sniff::No
+    }
+}
+
+/// An open pprof profile, as events.
+#[derive(Debug)]
+pub struct PprofReader {
+    types: Vec<ValueType>,
+    events: std::vec::IntoIter<Event>,
+    stacks: Vec<Vec<Frame>>,
+    end: u64,
+}
+
+fn basename(path: &str) -> Option<String> {
+    (!path.is_empty()).then(|| {
+        Path::new(path)
+            .file_name()
+            .map_or_else(|| path.to_string(), |f| f.to_string_lossy().into_owned())
+    })
+}
+
+impl PprofReader {
+    /// The events of a decoded profile; `content_id` identifies the file's
+    /// bytes (the source identity), `len` is its length.
+    #[must_use]
+    pub fn new(p: &PprofProfile, content_id: u64, len: u64) -> Self {
+        let kind = p.period_type.as_ref().map(|t| t.kind.clone());
+        let types = p
+            .sample_types
+            .iter()
+            .map(|t| ValueType::named(kind.as_deref().unwrap_or(&t.kind), &t.kind, &t.unit))
+            .collect();
+        let source = Source {
+            identity: vec![b"pprof".to_vec(), content_id.to_le_bytes().to_vec()],
+            main_path: p
+                .mappings
+                .first()
+                .map(|m| m.filename.clone())
+                .unwrap_or_default(),
+            period: p.period,
+            period_type: p
+                .period_type
+                .as_ref()
+                .map(|t| format!("{}:{}", t.kind, t.unit))
+                .unwrap_or_default(),
+            ..Source::default()
+        };
+        let mappings = p
+            .mappings
+            .iter()
+            .map(|m| Mapping {
+                path: m.filename.clone(),
+                build_id: (!m.build_id.is_empty()).then(|| m.build_id.clone()),
+                bias: m.memory_start.wrapping_sub(m.file_offset),
+                ranges: if m.memory_limit > m.memory_start {
+                    // One range: the mapping's.
+                    #[allow(clippy::single_range_in_vec_init)]
+                    let r = vec![m.memory_start..m.memory_limit];
+                    r
+                } else {
+                    Vec::new()
+                },
+                file_offset: m.file_offset,
+            })
+            .collect();
+        let mut stacks: Vec<Vec<Frame>> = Vec::new();
+        let mut stack_index: HashMap<&[usize], u64> = HashMap::new();
+        let mut set_index: HashMap<SampleLabels, u32> = HashMap::new();
+        let mut batch = Batch {
+            time_ns: u64::try_from(p.time_nanos).unwrap_or(0),
+            duration_ns: u64::try_from(p.duration_nanos).unwrap_or(0),
+            mappings: Some(mappings),
+            ..Batch::default()
+        };
+        let any_labels = p
+            .samples
+            .iter()
+            .any(|s| !s.labels.is_empty() || !s.num_labels.is_empty());
+        for s in &p.samples {
+            let key = *stack_index
+                .entry(s.locations.as_slice())
+                .or_insert_with(|| {
+                    let frames = p
+                        .frames(s)
+                        .iter()
+                        .map(|f| match f.function {
+                            Some(func) if !func.name.is_empty() => Frame::Symbol(Symbol {
+                                function: func.name.clone(),
+                                file: (!func.filename.is_empty()).then(|| func.filename.clone()),
+                                line: u32::try_from(f.line).ok().filter(|&l| l > 0),
+                                module: p.mapping(f.location).and_then(|m| basename(&m.filename)),
+                            }),
+                            _ => Frame::Address(f.location.address),
+                        })
+                        .collect();
+                    stacks.push(frames);
+                    stacks.len() as u64 - 1
+                });
+            batch.stacks.push(key);
+            batch.values.extend_from_slice(&s.values);
+            if any_labels {
+                let set = SampleLabels {
+                    labels: s
+                        .labels
+                        .iter()
+                        .map(|(k, v)| Label {
+                            key: k.clone(),
+                            value: v.clone(),
+                        })
+                        .collect(),
+                    num_labels: s
+                        .num_labels
+                        .iter()
+                        .map(|n| NumLabel {
+                            key: n.key.clone(),
+                            value: n.value,
+                            unit: n.unit.clone(),
+                        })
+                        .collect(),
+                };
+                let next = set_index.len() as u32;
+                let i = *set_index.entry(set.clone()).or_insert_with(|| {
+                    batch.label_sets.push(set);
+                    next
+                });
+                batch.sample_labels.push(i);
+            }
+        }
+        PprofReader {
+            types,
+            events: vec![Event::Source(source), Event::Batch(batch)].into_iter(),
+            stacks,
+            end: len,
+        }
+    }
+}
+
+impl ProfileReader for PprofReader {
+    fn format(&self) -> Format {
+        Format::Pprof
+    }
+
+    fn value_types(&self) -> &[ValueType] {
+        &self.types
+    }
+
+    fn semantics(&self) -> ValueSemantics {
+        ValueSemantics::Additive
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, Error> {
+        Ok(self.events.next())
+    }
+
+    fn stack(&self, key: u64, out: &mut Vec<Frame>) {
+        out.clear();
+        if let Some(frames) = self.stacks.get(key as usize) {
+            out.extend_from_slice(frames);
+        }
+    }
+
+    fn committed_offset(&self) -> u64 {
+        self.end
+    }
+
+    fn torn(&self) -> bool {
+        false
+    }
+
+    fn rewind_to_committed(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff_takes_gzip_and_raw_profiles_and_refuses_other_bytes() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof");
+        let raw = std::fs::read(dir.join("cpu.pb")).unwrap();
+        assert_eq!(sniff(&raw[..64]), Sniff::Yes);
+        // 64 bytes of Go's gzip hold only deflate's Huffman tables: too
+        // little to tell, and no other format claims gzip, so pprof it is.
+        let gz = std::fs::read(dir.join("cpu.pb.gz")).unwrap();
+        assert_ne!(sniff(&gz[..64]), Sniff::No);
+        assert_eq!(crate::formats::detect(&gz[..64]), Some(Format::Pprof));
+        // MemHawk's length prefix, text formats, zstd, JSON.
+        for other in [
+            &[0u8, 0, 0, 0, 0, 0, 0, 12, 0x28][..],
+            b"main;foo;bar 12\n",
+            b"burn 1234 [000] 1.0: cpu-clock:\n",
+            b"Attaching 1 probe...\n@[\n",
+            b"{\"type\": \"map\"}",
+            &[0x28, 0xb5, 0x2f, 0xfd],
+            b"\n  main+12\n",
+            b"\n",
+        ] {
+            assert_eq!(sniff(other), Sniff::No, "{other:?}");
+        }
+        // A gzipped MemHawk stream is not pprof (its reader says "gzip").
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, &[0, 0, 0, 0, 0, 0, 0, 12, 0x28, 0xb5, 0x2f, 0xfd])
+            .unwrap();
+        let memhawk = gz.finish().unwrap();
+        assert_eq!(sniff(&memhawk), Sniff::No);
+        // Cut to the sniffed length, with a file name in the header (as
+        // `gzip -c FILE` writes it): still told apart.
+        let mut gz = flate2::GzBuilder::new()
+            .filename("profile.binpb")
+            .write(Vec::new(), flate2::Compression::default());
+        let noise: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+        std::io::Write::write_all(&mut gz, &[0, 0, 0, 0, 0, 0, 0x10, 0]).unwrap();
+        std::io::Write::write_all(&mut gz, &noise).unwrap();
+        let memhawk = gz.finish().unwrap();
+        assert_eq!(sniff(&memhawk[..64]), Sniff::No);
+    }
+}

@@ -1,0 +1,834 @@
+//! `flamehouse load` of pprof files and the `flamehouse profile` commands,
+//! end to end as a user runs them (each command its own process on its own
+//! data directory), on the committed Go profiles of `fixtures/continuous`
+//! and compared with the `go tool pprof` goldens next to them (parsed here)
+//! or with `go tool pprof` run live (the export).
+
+use flamehouse_fixtures::testing::temp_path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> PathBuf {
+    std::env::var_os("FLAMEHOUSE_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof")
+}
+
+fn golden(name: &str) -> String {
+    std::fs::read_to_string(dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `flamehouse ARGS --data DATA`, whatever its status.
+fn fh_out(data: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("flamehouse runs")
+}
+
+/// `flamehouse ARGS --data DATA`, which must succeed; its stdout.
+fn fh(data: &Path, args: &[&str]) -> String {
+    let out = fh_out(data, args);
+    assert!(
+        out.status.success(),
+        "flamehouse {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sql(data: &Path, query: &str) -> String {
+    fh(data, &["sql", query]).trim().to_string()
+}
+
+/// An exact value of a golden (`590000000ns`, `1234B`, `579`).
+fn value(s: &str) -> i64 {
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("not an exact value: {s:?}"))
+}
+
+/// pprof marks inlined functions in its reports; the name is the rest.
+fn fname(s: &str) -> String {
+    s.trim()
+        .trim_end_matches(" (partial-inline)")
+        .trim_end_matches(" (inline)")
+        .to_string()
+}
+
+type Top = BTreeMap<String, (i64, i64)>;
+
+/// `go tool pprof -top`: function -> (flat, cum), and the total.
+fn parse_top(text: &str) -> (Top, i64) {
+    let mut out = BTreeMap::new();
+    let mut total = None;
+    let mut rows = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Showing nodes accounting for ") {
+            let of = rest.rsplit(" of ").next().unwrap();
+            total = Some(value(of.trim_end_matches(" total").trim()));
+            continue;
+        }
+        if line.trim_start().starts_with("flat ") {
+            rows = true;
+            continue;
+        }
+        if !rows || line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        out.insert(fname(&f[5..].join(" ")), (value(f[0]), value(f[3])));
+    }
+    (out, total.expect("a total line"))
+}
+
+/// `flamehouse profile top`: function -> (self, total), and the sum of
+/// self (the selection's total).
+fn parse_cli_top(text: &str) -> (Top, i64) {
+    let mut out = BTreeMap::new();
+    let mut sum = 0;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "{line:?}");
+        let (s, t): (i64, i64) = (f[0].parse().unwrap(), f[2].parse().unwrap());
+        sum += s;
+        out.insert(f[4].to_string(), (s, t));
+    }
+    (out, sum)
+}
+
+/// Folded lines `a;b;c N [M]` into (frames, values).
+fn parse_folded(text: &str) -> Vec<(Vec<String>, Vec<i64>)> {
+    text.lines()
+        .map(|l| {
+            let mut parts: Vec<&str> = l.rsplitn(3, ' ').collect();
+            parts.reverse();
+            // `stack v` or `stack a b`.
+            let (stack, vals) = if parts.len() == 3 && parts[1].parse::<i64>().is_ok() {
+                (parts[0], vec![parts[1], parts[2]])
+            } else {
+                let (s, v) = l.rsplit_once(' ').unwrap();
+                (s, vec![v])
+            };
+            (
+                stack.split(';').map(str::to_string).collect(),
+                vals.iter().map(|v| v.parse().unwrap()).collect(),
+            )
+        })
+        .collect()
+}
+
+/// pprof's flat/cum of stacks: flat on the leaf, cum once per function
+/// per stack.
+fn top_of(stacks: &[(Vec<String>, i64)]) -> Top {
+    let mut out: Top = BTreeMap::new();
+    for (s, v) in stacks {
+        if let Some(leaf) = s.last() {
+            out.entry(leaf.clone()).or_default().0 += v;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for f in s {
+            if seen.insert(f) {
+                out.entry(f.clone()).or_default().1 += v;
+            }
+        }
+    }
+    out.retain(|_, v| *v != (0, 0));
+    out
+}
+
+/// The profile's stored time, as `YYYY-MM-DD hh:mm:ss.fff`, and the next
+/// millisecond: a range holding just it.
+fn range_of(data: &Path, file: &str) -> (String, String) {
+    let ts = sql(
+        data,
+        &format!(
+            "SELECT toString(min(ts)), toString(min(ts) + toIntervalMillisecond(1)) \
+             FROM flamehouse.cp_profiles WHERE endsWith(source, '/{file}')"
+        ),
+    );
+    let (a, b) = ts.split_once('\t').expect("a stored profile");
+    (a.to_string(), b.to_string())
+}
+
+/// Every sample type of the Go CPU, heap, mutex and block profiles: `profile
+/// top` equals `go tool pprof -top` (flat = self, cum = total, same total),
+/// on the raw samples (the profile's second) and on the per-minute rollup
+/// (a range of days).
+#[test]
+fn load_detects_pprof_and_top_equals_go_tool_pprof() {
+    let data = temp_path("cpcli-top");
+    let files = ["cpu.pb.gz", "heap.pb.gz", "mutex.pb.gz", "block.pb.gz"];
+    let paths: Vec<String> = files
+        .iter()
+        .map(|f| dir().join(f).display().to_string())
+        .collect();
+    let mut args = vec!["load"];
+    args.extend(paths.iter().map(String::as_str));
+    let out = fh(&data, &args);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(
+        out.contains("types samples:count, cpu:nanoseconds"),
+        "{out}"
+    );
+    let cases = [
+        (
+            "cpu.pb.gz",
+            "cpu",
+            &["samples:count", "cpu:nanoseconds"][..],
+        ),
+        (
+            "heap.pb.gz",
+            "heap",
+            &[
+                "alloc_objects:count",
+                "alloc_space:bytes",
+                "inuse_objects:count",
+                "inuse_space:bytes",
+            ][..],
+        ),
+        (
+            "mutex.pb.gz",
+            "mutex",
+            &["contentions:count", "delay:nanoseconds"][..],
+        ),
+        (
+            "block.pb.gz",
+            "block",
+            &["contentions:count", "delay:nanoseconds"][..],
+        ),
+    ];
+    for (file, stem, types) in cases {
+        let (from, to) = range_of(&data, file);
+        for ty in types {
+            let name = ty.split(':').next().unwrap();
+            let (want, want_total) = parse_top(&golden(&format!("{stem}.top.{name}.txt")));
+            // The profile's own second: only this file's samples of the type.
+            let got = fh(
+                &data,
+                &["profile", "top", "--type", ty, "--from", &from, "--to", &to],
+            );
+            let (got, total) = parse_cli_top(&got);
+            assert_eq!(got, want, "{file} {ty}");
+            assert_eq!(total, want_total, "{file} {ty}");
+        }
+    }
+    // A week around the profiles reads the rollup: the same answer.
+    let (from, _) = range_of(&data, "cpu.pb.gz");
+    let day = &from[..10];
+    let got = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &format!("{day} 00:00:00"),
+            "--to",
+            "2100-01-01 00:00:00",
+        ],
+    );
+    let (want, _) = parse_top(&golden("cpu.top.cpu.txt"));
+    assert_eq!(parse_cli_top(&got).0, want);
+}
+
+/// A flame graph's folded stacks, a selector, a function regex, a diff of
+/// two files by range, a sandwich and the profile list, each against its
+/// `go tool pprof` golden; service and user labels land on every series.
+#[test]
+fn profile_queries_equal_go_tool_pprof() {
+    let data = temp_path("cpcli-q");
+    // cpu2 an hour later than cpu: two ranges to diff.
+    fh(
+        &data,
+        &[
+            "load",
+            &dir().join("cpu.pb.gz").display().to_string(),
+            "--service",
+            "api",
+            "--label",
+            "env=prod",
+        ],
+    );
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    fh(
+        &data,
+        &[
+            "load",
+            &dir().join("cpu2.pb.gz").display().to_string(),
+            "--service",
+            "api",
+            "--label",
+            "env=canary",
+        ],
+    );
+    let (from2, to2) = range_of(&data, "cpu2.pb.gz");
+    let ty = "cpu:nanoseconds";
+    let (want_cpu, _) = parse_top(&golden("cpu.top.cpu.txt"));
+
+    // Flame graph (folded): its stacks give pprof's flat and cum.
+    let out = data.join("cpu.folded");
+    let o = out.display().to_string();
+    let sel = r#"{service="api", env="prod"}"#;
+    fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to2,
+            "--selector",
+            sel,
+            "--out",
+            &o,
+        ],
+    );
+    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[0]))
+        .collect();
+    assert_eq!(top_of(&stacks), want_cpu);
+    // SVG of the same.
+    let svg = data.join("cpu.svg");
+    fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            &svg.display().to_string(),
+        ],
+    );
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("main.hashLoop"));
+
+    // A selector on a pprof sample label = -tagfocus.
+    let got = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--selector",
+            r#"{handler="a"}"#,
+        ],
+    );
+    let (want, _) = parse_top(&golden("cpu.tagfocus.handler_a.top.txt"));
+    assert_eq!(parse_cli_top(&got).0, want);
+    // A selector matching nothing (wrong env): no rows.
+    let got = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--selector",
+            r#"{env="canary"}"#,
+        ],
+    );
+    assert_eq!(got.lines().count(), 1, "{got}");
+
+    // A function regex keeps global shares.
+    let got = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--function-regex",
+            "^main\\.fib$",
+        ],
+    );
+    let rows: Vec<&str> = got.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{got}");
+    assert_eq!(rows[0], "40000000\t6.78%\t180000000\t30.51%\tmain.fib");
+
+    // Diff: cpu (baseline, env=prod) against cpu2 (env=canary) over both
+    // ranges = -diff_base cpu cpu2.
+    let out = data.join("diff.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--from-b",
+            &from2,
+            "--to-b",
+            &to2,
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[1] - v[0]))
+        .collect();
+    let (want, _) = parse_top(&golden("cpu2.diff_base_cpu.top.txt"));
+    assert_eq!(top_of(&stacks), want);
+    // The same diff by selectors over one range.
+    fh(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to2,
+            "--selector",
+            r#"{env="prod"}"#,
+            "--selector-b",
+            r#"{env="canary"}"#,
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let by_sel: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[1] - v[0]))
+        .collect();
+    assert_eq!(top_of(&by_sel), want);
+    // Normalized: the baseline scaled to the comparison's total, the
+    // comparison as it is.
+    let norm = data.join("norm.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to2,
+            "--selector",
+            r#"{env="prod"}"#,
+            "--selector-b",
+            r#"{env="canary"}"#,
+            "--normalize",
+            "--out",
+            &norm.display().to_string(),
+        ],
+    );
+    let plain = parse_folded(&std::fs::read_to_string(&out).unwrap());
+    let scaled = parse_folded(&std::fs::read_to_string(&norm).unwrap());
+    let (sa, sb): (i64, i64) = (
+        plain.iter().map(|l| l.1[0]).sum(),
+        plain.iter().map(|l| l.1[1]).sum(),
+    );
+    assert_ne!(sa, sb, "the two profiles' totals differ");
+    assert_eq!(plain.len(), scaled.len());
+    for (p, s) in plain.iter().zip(&scaled) {
+        assert_eq!(p.0, s.0);
+        assert_eq!(p.1[1], s.1[1]);
+        let want = p.1[0] as f64 * sb as f64 / sa as f64;
+        assert!((s.1[0] as f64 - want).abs() <= 1.0, "{p:?} {s:?}");
+    }
+
+    // Sandwich of main.fib = -peek: its callers and callees with values.
+    let (up, down) = (data.join("up.folded"), data.join("down.folded"));
+    fh(
+        &data,
+        &[
+            "profile",
+            "sandwich",
+            "--type",
+            ty,
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--function",
+            "main.fib",
+            "--callers",
+            &up.display().to_string(),
+            "--callees",
+            &down.display().to_string(),
+        ],
+    );
+    let level1 = |p: &Path| -> BTreeMap<String, i64> {
+        let mut m = BTreeMap::new();
+        for (s, v) in parse_folded(&std::fs::read_to_string(p).unwrap()) {
+            assert_eq!(s[0], "main.fib");
+            if let Some(f) = s.get(1) {
+                *m.entry(f.clone()).or_default() += v[0];
+            }
+        }
+        m
+    };
+    let (callers, callees) = parse_peek(&golden("cpu.peek.fib.txt"), "main.fib");
+    assert_eq!(level1(&up), callers);
+    assert_eq!(level1(&down), callees);
+
+    // The list, and opening one profile: its flame graph is the file's.
+    let list = fh(
+        &data,
+        &[
+            "profile", "list", "--type", ty, "--from", &from, "--to", &to2,
+        ],
+    );
+    let rows: Vec<Vec<&str>> = list
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    let first = rows.iter().find(|r| r[8].ends_with("/cpu.pb.gz")).unwrap();
+    assert_eq!(first[1], "api");
+    assert_eq!(first[4], "590000000");
+    assert!(first[7].contains("'env':'prod'"), "{list}");
+    let opened = data.join("open.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "open",
+            "--id",
+            first[0],
+            "--type",
+            ty,
+            "--out",
+            &opened.display().to_string(),
+        ],
+    );
+    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&opened).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[0]))
+        .collect();
+    assert_eq!(top_of(&stacks), want_cpu);
+
+    // Labels with their cardinality.
+    let labels = fh(
+        &data,
+        &[
+            "profile", "labels", "--type", ty, "--from", &from, "--to", &to2,
+        ],
+    );
+    assert!(
+        labels.lines().any(|l| l.starts_with("env\tprod\t")),
+        "{labels}"
+    );
+    assert!(
+        labels.lines().any(|l| l.starts_with("service\tapi\t")),
+        "{labels}"
+    );
+}
+
+/// `-peek RE`: the callers (lines above the function's) and callees
+/// (below) of `function`, each with its value.
+fn parse_peek(text: &str, function: &str) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+    let (mut callers, mut callees) = (BTreeMap::new(), BTreeMap::new());
+    let mut after = false;
+    for line in text.lines() {
+        let Some((left, name)) = line.split_once('|') else {
+            continue;
+        };
+        let name = fname(name);
+        if name == function
+            && !left.trim_start().starts_with("flat")
+            && left.split_whitespace().count() > 2
+        {
+            after = true;
+            continue;
+        }
+        let f: Vec<&str> = left.split_whitespace().collect();
+        if f.len() != 2 || name.is_empty() {
+            continue;
+        }
+        let v = value(f[0]);
+        if after {
+            callees.insert(name, v);
+        } else {
+            callers.insert(name, v);
+        }
+    }
+    (callers, callees)
+}
+
+/// The export of a selection read by `go tool pprof`: its `-top` equals the
+/// `-top` of the file loaded (pprof's "(inline)" marks aside: a stored stack
+/// keeps function names, not which of them were inlined).
+#[test]
+fn export_gives_go_tool_pprof_the_same_top() {
+    let go = Command::new("go").arg("version").output();
+    assert!(
+        go.is_ok_and(|o| o.status.success()),
+        "this test needs Go's `go tool pprof`: run scripts/setup-tools.sh"
+    );
+    let data = temp_path("cpcli-export");
+    let input = dir().join("cpu.pb.gz");
+    fh(&data, &["load", &input.display().to_string()]);
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let out = data.join("x.pb.gz");
+    fh(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let top = |f: &Path| {
+        let o = Command::new("go")
+            .args([
+                "tool",
+                "pprof",
+                "-symbolize=none",
+                "-unit=ns",
+                "-sample_index=cpu",
+                "-top",
+                "-nodefraction=0",
+                "-edgefraction=0",
+                "-nodecount=1000000",
+            ])
+            .arg(f)
+            .output()
+            .expect("go tool pprof runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        parse_top(&String::from_utf8_lossy(&o.stdout))
+    };
+    let (got, got_total) = top(&out);
+    let (want, want_total) = top(&input);
+    assert_eq!(got, want);
+    assert_eq!(got_total, want_total);
+    assert_eq!(want, parse_top(&golden("cpu.top.cpu.txt")).0);
+}
+
+/// Bad files: one line each naming the file, exit 1, nothing of them
+/// stored; the good file among them is loaded, once however often.
+/// `--format pprof` forces the reader; a raw (un-gzipped) profile is
+/// detected; init --retention sets the TTL.
+#[test]
+fn bad_input_reload_raw_and_retention() {
+    let data = temp_path("cpcli-bad");
+    let good = dir().join("cpu.pb.gz");
+    let gz = std::fs::read(&good).unwrap();
+    let cut = data.join("cut.pb.gz");
+    std::fs::write(&cut, &gz[..gz.len() / 2]).unwrap();
+    let raw = std::fs::read(dir().join("cpu.pb")).unwrap();
+    let broken = data.join("broken.pb");
+    let mut b = raw.clone();
+    b.truncate(raw.len() - 7);
+    std::fs::write(&broken, &b).unwrap();
+    let text = data.join("stacks.txt");
+    std::fs::write(&text, "main;foo 12\n").unwrap();
+
+    let args: Vec<String> = [&cut, &good, &broken]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let out = fh_out(
+        &data,
+        &["load", &args[0], &args[1], &args[2], "--service", "api"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(
+        lines[0].contains("cut.pb.gz") && lines[0].contains("gzip"),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("broken.pb") && lines[1].contains("not a pprof profile"),
+        "{err}"
+    );
+    assert!(lines[1].contains("byte "), "{err}");
+    assert_eq!(lines[2], "flamehouse: 2 of 3 files failed to load");
+    let count = |data: &Path| {
+        sql(
+            data,
+            "SELECT (SELECT count() FROM flamehouse.cp_profiles), \
+             (SELECT sum(value) FROM flamehouse.cp_samples WHERE profile_type = 'cpu:nanoseconds'), \
+             (SELECT groupUniqArray(source) FROM flamehouse.cp_profiles)",
+        )
+    };
+    let want = format!(
+        "2\t590000000\t['{}']",
+        good.canonicalize().unwrap().display()
+    );
+    assert_eq!(count(&data), want);
+    // Loading the good file again stores nothing new.
+    fh(&data, &["load", &args[1], "--service", "api"]);
+    assert_eq!(count(&data), want);
+
+    // A text file no format claims: MemHawk's message, naming the file.
+    let out = fh_out(&data, &["load", &text.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("stacks.txt"), "{err}");
+    // Forced as pprof: pprof's message.
+    let out = fh_out(
+        &data,
+        &["load", &text.display().to_string(), "--format", "pprof"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stacks.txt") && err.contains("not a pprof profile"),
+        "{err}"
+    );
+    assert_eq!(count(&data), want);
+    // A bad label key is refused by the argument parser.
+    let out = fh_out(&data, &["load", &args[1], "--label", "a b=c"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
+    // The raw protobuf is detected and is the same profile's samples.
+    let raw_data = temp_path("cpcli-raw");
+    let out = fh(
+        &raw_data,
+        &["load", &dir().join("cpu.pb").display().to_string()],
+    );
+    assert!(out.contains("cpu:nanoseconds"), "{out}");
+    assert_eq!(
+        sql(
+            &raw_data,
+            "SELECT sum(value) FROM flamehouse.cp_samples WHERE profile_type = 'cpu:nanoseconds'"
+        ),
+        "590000000"
+    );
+
+    // Retention: the default, then set.
+    let out = fh(&data, &["init"]);
+    assert!(out.contains("continuous profiles kept 30 days"), "{out}");
+    let out = fh(&data, &["init", "--retention", "7"]);
+    assert!(out.contains("continuous profiles kept 7 days"), "{out}");
+    assert!(sql(
+        &data,
+        "SELECT create_table_query FROM system.tables WHERE database = 'flamehouse' AND name = 'cp_profiles'"
+    )
+    .contains("toIntervalDay(7)"));
+    let out = fh_out(&data, &["init", "--retention", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// A pprof location without a function goes through the symbolizer: with
+/// its binary missing here it is labelled `module+0xOFFSET` (module-relative:
+/// address - memory_start + file_offset; callers looked up at address - 1
+/// but labelled by their recorded address).
+#[test]
+fn unsymbolized_locations_get_module_offsets() {
+    use flamehouse::formats::pprof::proto;
+    use prost::Message;
+    let data = temp_path("cpcli-addr");
+    let s = |v: &mut Vec<String>, x: &str| {
+        v.push(x.to_string());
+        v.len() as i64 - 1
+    };
+    let mut strings = vec![String::new()];
+    let p = proto::Profile {
+        sample_type: vec![proto::ValueType {
+            r#type: s(&mut strings, "samples"),
+            unit: s(&mut strings, "count"),
+        }],
+        mapping: vec![proto::Mapping {
+            id: 1,
+            memory_start: 0x40_0000,
+            memory_limit: 0x50_0000,
+            file_offset: 0x1000,
+            filename: s(&mut strings, "/nonexistent/libgone.so"),
+            ..Default::default()
+        }],
+        location: vec![
+            proto::Location {
+                id: 1,
+                mapping_id: 1,
+                address: 0x40_1234,
+                ..Default::default()
+            },
+            proto::Location {
+                id: 2,
+                mapping_id: 1,
+                address: 0x40_2000,
+                ..Default::default()
+            },
+        ],
+        sample: vec![proto::Sample {
+            location_id: vec![1, 2],
+            value: vec![3],
+            ..Default::default()
+        }],
+        // Recent: older than the retention (30 days) is dropped at once.
+        time_nanos: (flamehouse::profiles::now_ms() - 60_000) * 1_000_000,
+        ..Default::default()
+    };
+    let p = proto::Profile {
+        string_table: strings,
+        ..p
+    };
+    let f = data.join("addr.pb");
+    std::fs::write(&f, p.encode_to_vec()).unwrap();
+    let out = fh(&data, &["load", &f.display().to_string()]);
+    assert!(out.contains("symbolized 0.0%"), "{out}");
+    assert!(out.contains("no symbols"), "{out}");
+    let folded = data.join("addr.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            "samples:count",
+            "--from",
+            "now-1h",
+            "--out",
+            &folded.display().to_string(),
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&folded).unwrap(),
+        "libgone.so+0x3000;libgone.so+0x2234 3\n"
+    );
+}
