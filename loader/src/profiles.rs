@@ -273,6 +273,37 @@ pub fn export_pprof(
     ))
 }
 
+/// Why a query of `profile_type` came back empty, when the type itself is
+/// the reason: no profile of it is stored. Names the stored types, so a
+/// typo (`cpu:ns`) or a memory-style name does not look like an idle
+/// service. `None` when the type is stored (the range or selector left
+/// nothing).
+///
+/// # Errors
+/// A failed query.
+pub fn unknown_type_hint(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    profile_type: &str,
+) -> Result<Option<String>> {
+    let db = &opts.database;
+    let types = backend.query_tsv(&format!(
+        "SELECT DISTINCT profile_type FROM {db}.cp_profiles ORDER BY profile_type"
+    ))?;
+    let types: Vec<String> = types.lines().map(unescape_tsv).collect();
+    if types.iter().any(|t| t == profile_type) {
+        return Ok(None);
+    }
+    Ok(Some(if types.is_empty() {
+        format!("no profile of type {profile_type:?} is stored (no continuous profile at all)")
+    } else {
+        format!(
+            "no profile of type {profile_type:?} is stored; stored types: {}",
+            types.join(", ")
+        )
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -833,3 +833,45 @@ fn unsymbolized_locations_get_module_offsets() {
         "libgone.so+0x3000;libgone.so+0x2234 3\n"
     );
 }
+
+/// An empty answer because the type is not stored (a typo) says so and
+/// names the stored types; an empty answer for a stored type (the selector
+/// left nothing) stays silent. Both exit 0 with an empty result.
+#[test]
+fn an_unknown_type_names_the_stored_ones() {
+    let data = temp_path("cpcli-types");
+    fh(
+        &data,
+        &["load", &dir().join("cpu.pb.gz").display().to_string()],
+    );
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let top = |ty: &str, selector: &str| {
+        let out = fh_out(
+            &data,
+            &[
+                "profile",
+                "top",
+                "--type",
+                ty,
+                "--from",
+                &from,
+                "--to",
+                &to,
+                "--selector",
+                selector,
+            ],
+        );
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(stdout.lines().count(), 1, "header only: {stdout}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = top("cpu:ns", "{}");
+    assert!(
+        err.contains("\"cpu:ns\"")
+            && err.contains("cpu:nanoseconds")
+            && err.contains("samples:count"),
+        "{err}"
+    );
+    assert_eq!(top("cpu:nanoseconds", "{service=\"nobody\"}"), "");
+}

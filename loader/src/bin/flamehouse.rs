@@ -521,6 +521,19 @@ fn parse_profile_id(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
 }
 
+/// An empty answer for a type nothing is stored of: say so on stderr,
+/// naming the stored types (the answer itself stays empty, exit 0).
+fn hint_unknown_type(
+    engine: &dyn Backend,
+    at: &ProfileTarget,
+    profile_type: &str,
+) -> anyhow::Result<()> {
+    if let Some(h) = profiles::unknown_type_hint(engine, &at.query_options(), profile_type)? {
+        eprintln!("flamehouse: {h}");
+    }
+    Ok(())
+}
+
 /// Writes a tree: `.svg` through inferno, else folded lines.
 fn write_tree(
     nodes: &[profiles::Node],
@@ -566,6 +579,9 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             let s = sel.selection(now)?;
             let engine = at.target.backend()?;
             let nodes = profiles::flame(&*engine, &at.query_options(), &s, max_nodes)?;
+            if nodes.is_empty() {
+                hint_unknown_type(&*engine, &at, &s.profile_type)?;
+            }
             write_tree(&nodes, &out, &s.profile_type, &s.profile_type, false, false)
         }
         ProfileCommand::Diff {
@@ -612,6 +628,9 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
                 function_regex.as_deref(),
                 limit,
             )?;
+            if rows.is_empty() {
+                hint_unknown_type(&*engine, &at, &s.profile_type)?;
+            }
             let mut o = std::io::stdout().lock();
             writeln!(o, "self\tself%\ttotal\ttotal%\tfunction")?;
             for r in rows {
