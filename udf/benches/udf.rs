@@ -37,42 +37,7 @@ use std::time::{Duration, Instant};
 
 /// The shared deterministic generator (stable across versions, so the
 /// inputs are the same in every run).
-use flamehouse_fixtures::testing::{synthetic_id_stacks, synthetic_label, SplitMix as Rng};
-
-/// The random call tree of the `topn` workload; `paths` root-first stacks
-/// of frame ids with their values.
-fn call_tree_paths(paths: usize, seed: u64) -> Vec<(Vec<u32>, i64)> {
-    let mut rng = Rng(seed);
-    // Node 0 is the root; children per node, in creation order.
-    let mut children: Vec<Vec<u32>> = vec![Vec::new()];
-    let mut frame: Vec<u32> = vec![0];
-    let mut out = Vec::with_capacity(paths);
-    for _ in 0..paths {
-        let depth = rng.range(12, 30) as usize;
-        let mut node = 0usize;
-        let mut stack = Vec::with_capacity(depth);
-        for _ in 0..depth {
-            let kids = &children[node];
-            let next = if !kids.is_empty() && rng.unit() < 0.85 {
-                // Pareto(alpha = 1.2, x_m = 1) rank: the first children
-                // are chosen far more often.
-                let x = (1.0 - rng.unit()).powf(-1.0 / 1.2);
-                let k = ((x as usize).max(1) - 1).min(kids.len() - 1);
-                kids[k] as usize
-            } else {
-                let id = children.len();
-                children.push(Vec::new());
-                frame.push(rng.range(1, 400_000) as u32);
-                children[node].push(id as u32);
-                id
-            };
-            stack.push(frame[next]);
-            node = next;
-        }
-        out.push((stack, rng.range(1, 1_000_000) as i64));
-    }
-    out
-}
+use flamehouse_fixtures::testing::{call_tree_paths, synthetic_id_stacks, synthetic_label};
 
 fn uleb(w: &mut impl Write, v: u64) {
     flamehouse_udf::rowbinary::write_uleb(w, v).unwrap();

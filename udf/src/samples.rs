@@ -148,6 +148,9 @@ pub struct Samples {
     values: Vec<i64>,
     /// Frames of the sample being built.
     open_frames: usize,
+    /// The per-sample index was freed ([`Self::release_index`]): `bytes`
+    /// holds exactly the finished samples' frames.
+    released: bool,
     /// Offset of the length of the frame being decoded.
     open_frame: Option<usize>,
 }
@@ -170,6 +173,7 @@ impl Samples {
         self.values.clear();
         self.open_frames = 0;
         self.open_frame = None;
+        self.released = false;
     }
 
     /// Appends one frame to the sample being built.
@@ -306,9 +310,43 @@ impl Samples {
     /// and value and from then on only reads frames ([`Self::frame_at`]).
     /// The list then reads as empty.
     pub(crate) fn release_index(&mut self) {
+        let end = self.frames_end();
+        self.bytes.truncate(end);
+        self.open_frames = 0;
+        self.open_frame = None;
+        self.released = true;
         self.byte_end = Vec::new();
         self.frame_end = Vec::new();
         self.values = Vec::new();
+    }
+
+    /// Frees the per-sample index like [`Self::release_index`], returning
+    /// what a builder of interned stacks needs of it: each sample's frame
+    /// count and its value (12 bytes a sample instead of 24, held while
+    /// the frames are interned).
+    pub(crate) fn take_counts_and_values(&mut self) -> (Vec<u32>, Vec<i64>) {
+        let mut prev = 0;
+        let counts = self
+            .frame_end
+            .iter()
+            .map(|&e| {
+                let n = (e - prev) as u32;
+                prev = e;
+                n
+            })
+            .collect();
+        let values = std::mem::take(&mut self.values);
+        self.release_index();
+        (counts, values)
+    }
+
+    /// The end of the finished samples' frames in `bytes`.
+    fn frames_end(&self) -> usize {
+        if self.released {
+            self.bytes.len()
+        } else {
+            self.byte_end.last().copied().unwrap_or(0)
+        }
     }
 
     /// The frame buffer (for prefetching).
@@ -324,10 +362,14 @@ impl Samples {
 
     /// Interns every frame into `labels`, appending one label id per frame
     /// to `ids` (stack after stack, as stored).
+    /// Also after [`Self::release_index`] (a tree builder that has taken
+    /// the stacks' offsets frees the index first: it is not needed here).
     pub fn intern_into(&self, labels: &mut Labels, ids: &mut Vec<u32>) {
-        ids.reserve(self.frame_count());
+        if !self.released {
+            ids.reserve(self.frame_count());
+        }
         let mut at = 0;
-        let end = self.byte_end.last().copied().unwrap_or(0);
+        let end = self.frames_end();
         while at < end {
             let (f, next) = self.frame_at(at);
             ids.push(labels.intern(f));

@@ -699,8 +699,49 @@ fn build_releasing(
         };
         return run(w, diff, opts, normalize, count, emit);
     }
-    let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
-    let w = Work::interned(&shared, &opts.filter);
+    let w = if opts.filter.is_identity() {
+        // The stacks' entries are taken first and the inputs' per-sample
+        // index freed before the ids are allocated: the index, the entries,
+        // the frames and their ids would otherwise all be held at once
+        // (the peak of a full tree read as a table).
+        let index: Vec<(Vec<u32>, Vec<i64>)> = inputs
+            .iter_mut()
+            .map(|s| s.take_counts_and_values())
+            .collect();
+        let frames = index
+            .iter()
+            .flat_map(|(c, _)| c.iter().map(|&n| n as usize))
+            .sum();
+        let mut labels = Labels::default();
+        let mut ids = Vec::with_capacity(frames);
+        for s in inputs.iter_mut() {
+            s.intern_into(&mut labels, &mut ids);
+            **s = Samples::new();
+        }
+        let split = index.first().map_or(0, |(c, _)| c.len() as u32);
+        let mut recs = Vec::with_capacity(index.iter().map(|(c, _)| c.len()).sum());
+        let mut at = 0;
+        for (counts, values) in index {
+            for (&n, value) in counts.iter().zip(values) {
+                recs.push(Entry {
+                    at,
+                    value,
+                    s: recs.len() as u32,
+                    left: n,
+                });
+                at += n as usize;
+            }
+        }
+        Work {
+            frames: Frames::Ids { labels, ids },
+            recs,
+            split,
+            mags: Vec::new(),
+        }
+    } else {
+        let shared: Vec<&Samples> = inputs.iter().map(|s| &**s).collect();
+        Work::interned(&shared, &opts.filter)
+    };
     for s in inputs.iter_mut() {
         **s = Samples::new();
     }

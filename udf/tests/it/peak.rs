@@ -122,3 +122,55 @@ fn full_diff_tree_peak_rss_is_at_most_twice_the_input() {
         out.len()
     );
 }
+
+/// The `topn` bench workload (200,000 paths over a random call tree,
+/// labels `f<id>`) as `tree-table` RowBinary rows, whose full tree (3.3 M
+/// rows) was the one case over the bound (2.09x): the decoded frames,
+/// their ids, the labels and the per-stack index were all held at once.
+#[test]
+fn full_table_tree_peak_rss_is_at_most_twice_the_input() {
+    let paths = testing::call_tree_paths(200_000, 1);
+    let mut inp = Vec::new();
+    for (s, v) in &paths {
+        uleb(&mut inp, s.len() as u64);
+        for id in s {
+            let l = format!("f{id}");
+            uleb(&mut inp, l.len() as u64);
+            inp.extend_from_slice(l.as_bytes());
+        }
+        inp.extend_from_slice(&v.to_le_bytes());
+    }
+    let (rss, out) = run(&["tree-table", "--format", "RowBinary"], &inp);
+    // The oracle: one row per distinct path prefix, plus the root.
+    let mut nodes: std::collections::HashMap<(u32, u32), u32> = Default::default();
+    for (s, _) in &paths {
+        let mut at = 0;
+        for &id in s {
+            let next = nodes.len() as u32 + 1;
+            at = *nodes.entry((at, id)).or_insert(next);
+        }
+    }
+    let (mut at, mut rows) = (0, 0);
+    while at < out.len() {
+        at += 4;
+        let (mut n, mut shift) = (0usize, 0);
+        loop {
+            let b = out[at];
+            at += 1;
+            n |= usize::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        at += n + 16;
+        rows += 1;
+    }
+    assert_eq!(at, out.len(), "a row is cut");
+    assert_eq!(rows, nodes.len() + 1);
+    assert!(
+        rss <= 2 * inp.len() as u64,
+        "peak RSS {rss} bytes for {} input bytes",
+        inp.len()
+    );
+}
