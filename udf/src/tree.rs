@@ -365,6 +365,9 @@ struct Builder<'w, 'a> {
     group_bytes: Vec<u8>,
     tag: Vec<u32>,
     tmp: Vec<Entry>,
+    /// [`Self::split_raw`]'s children: their stacks (then their write
+    /// cursors), and whether any has frames below.
+    counts: Vec<(u32, bool)>,
 }
 
 impl<'w, 'a> Builder<'w, 'a> {
@@ -384,6 +387,7 @@ impl<'w, 'a> Builder<'w, 'a> {
             group_bytes: Vec::new(),
             tag: Vec::new(),
             tmp: Vec::new(),
+            counts: Vec::new(),
         }
     }
 
@@ -431,6 +435,139 @@ impl<'w, 'a> Builder<'w, 'a> {
             emit(n.depth + 1 + i as u32, labels.get(l), v, s)?;
         }
         Ok(true)
+    }
+
+    /// The first pass of [`full_raw`] on node `n` (raw frames, more than
+    /// one stack): partitions its range by the next frame as
+    /// [`Self::expand`] does, without summing anything, records where each
+    /// child's run starts in `cut` (`n`'s depth), pushes the children with
+    /// frames below them onto `pending` and returns the number of children.
+    fn split_raw(&mut self, n: &Node, cut: &mut [u32], pending: &mut Vec<Node>) -> u64 {
+        let Frames::Raw(inputs) = &self.w.frames else {
+            unreachable!("split_raw over interned frames");
+        };
+        let w = self.w;
+        let Builder {
+            idx,
+            groups,
+            group_keys,
+            group_bytes,
+            tag,
+            tmp,
+            counts,
+            ..
+        } = self;
+        let (lo, hi) = (n.lo as usize, n.hi as usize);
+        let small = hi - lo <= SMALL_NODE;
+        let mut few: [&[u8]; SMALL_NODE] = [&[]; SMALL_NODE];
+        // Per child: its stacks, and whether any has frames below it.
+        counts.clear();
+        tag.clear();
+        let mut nterm = 0usize;
+        if !small {
+            groups.clear();
+            group_keys.clear();
+            group_bytes.clear();
+            if groups.capacity() > 4 * (hi - lo) + 64 {
+                *groups = HashTable::new();
+            }
+        }
+        for k in lo..hi {
+            if let Some(ahead) = idx.get(k + PREFETCH) {
+                prefetch(inputs[w.side(ahead.s)].bytes(), ahead.at);
+            }
+            let e = &mut idx[k];
+            if e.left == 0 {
+                tag.push(NONE);
+                nterm += 1;
+                continue;
+            }
+            let (f, next) = inputs[w.side(e.s)].frame_at(e.at);
+            let g = if small {
+                let nfew = counts.len();
+                match few[..nfew].iter().position(|l| same(l, f)) {
+                    Some(g) => g,
+                    None => {
+                        few[nfew] = f;
+                        counts.push((0, false));
+                        nfew
+                    }
+                }
+            } else {
+                let h = hash_label(f);
+                let found = groups.find(h, |&g| {
+                    let (gh, a, b) = group_keys[g as usize];
+                    gh == h && same(&group_bytes[a..b], f)
+                });
+                match found {
+                    Some(&g) => g as usize,
+                    None => {
+                        let g = counts.len();
+                        counts.push((0, false));
+                        let a = group_bytes.len();
+                        group_bytes.extend_from_slice(f);
+                        group_keys.push((h, a, group_bytes.len()));
+                        let keys = &*group_keys;
+                        groups.insert_unique(h, g as u32, |&g| keys[g as usize].0);
+                        g
+                    }
+                }
+            };
+            let c = &mut counts[g];
+            c.0 += 1;
+            c.1 |= e.left > 1;
+            e.at = next;
+            e.left -= 1;
+            tag.push(g as u32);
+        }
+        let child = |lo: u32, hi: u32| Node {
+            at: 0,
+            depth: n.depth + 1,
+            lo,
+            hi,
+            value: [0; 2],
+            self_: [0; 2],
+            magnitude: 0,
+            first: 0,
+            parent: NONE,
+            has_children: true,
+        };
+        if counts.len() == 1 && nterm == 0 {
+            // Every stack goes on to one child: the same range.
+            if counts[0].1 {
+                pending.push(child(n.lo, n.hi));
+            }
+            return 1;
+        }
+        // Counting sort, stable, as in `expand`: the stacks that end here
+        // first, then each child's run.
+        let mut pos = (lo + nterm) as u32;
+        for c in counts.iter_mut() {
+            let len = c.0;
+            if pos as usize != lo {
+                cut[pos as usize] = n.depth;
+            }
+            if c.1 {
+                pending.push(child(pos, pos + len));
+            }
+            c.0 = pos;
+            pos += len;
+        }
+        tmp.clear();
+        tmp.extend_from_slice(&idx[lo..hi]);
+        let mut t = lo;
+        for (k, e) in tmp.iter().enumerate() {
+            let g = tag[k];
+            if g == NONE {
+                idx[t] = *e;
+                t += 1;
+            } else {
+                let c = &mut counts[g as usize];
+                idx[c.0 as usize] = *e;
+                c.0 += 1;
+            }
+        }
+        counts.len() as u64
     }
 
     /// [`Self::chain`] over raw frames: the frames left of the one stack
@@ -621,6 +758,8 @@ impl<'w, 'a> Builder<'w, 'a> {
                 // which is cheaper than hashing them (and than clearing a
                 // table).
                 let small = hi - lo <= SMALL_NODE;
+                let mut few: [&[u8]; SMALL_NODE] = [&[]; SMALL_NODE];
+                let mut nfew = 0;
                 if !small {
                     groups.clear();
                     // A big expansion would leave a big table to clear
@@ -642,18 +781,14 @@ impl<'w, 'a> Builder<'w, 'a> {
                     let side = w.side(e.s);
                     let (f, next) = inputs[side].frame_at(e.at);
                     let g = if small {
-                        let found = group_keys
-                            .iter()
-                            .position(|&(_, a, b)| same(&group_bytes[a..b], f));
-                        match found {
+                        let seen = &mut few[..nfew];
+                        match seen.iter().position(|l| same(l, f)) {
                             Some(g) => g as u32,
                             None => {
-                                let g = group_keys.len() as u32;
                                 new_child(out, e.at, e.s);
-                                let a = group_bytes.len();
-                                group_bytes.extend_from_slice(f);
-                                group_keys.push((0, a, group_bytes.len()));
-                                g
+                                few[nfew] = f;
+                                nfew += 1;
+                                (nfew - 1) as u32
                             }
                         }
                     } else {
@@ -953,16 +1088,7 @@ fn full_raw(
             // One stack: a chain of its frames left.
             rows += u64::from(b.idx[cur.lo as usize].left);
         } else if cur.has_children {
-            kids.clear();
-            b.expand(&cur, NONE, &mut kids)?;
-            rows += kids.len() as u64;
-            for k in &kids {
-                // The first run keeps the cut its ancestors gave it.
-                if k.lo != cur.lo {
-                    cut[k.lo as usize] = cur.depth;
-                }
-            }
-            pending.extend(kids.iter().filter(|k| k.has_children));
+            rows += b.split_raw(&cur, &mut cut, &mut pending);
         }
         let Some(c) = pending.pop() else { break };
         cur = c;
