@@ -172,3 +172,93 @@ proptest! {
         check_pruned(&pruned, &full, &spec, &reference)?;
     }
 }
+
+/// Many stacks over a few labels, deep: nodes of more than 16 stacks
+/// (grouped by hashing their raw frames), small ones (grouped by
+/// comparing), long chains, duplicates and empty stacks.
+fn shared_samples() -> impl Strategy<Value = RawSamples> {
+    let frame = (0u8..6).prop_map(|i| format!("m{i}").into_bytes());
+    let stack = prop::collection::vec(frame, 0..14);
+    prop::collection::vec(
+        (stack, prop_oneof![4 => 1i64..1000, 1 => -50i64..50]),
+        0..200,
+    )
+}
+
+/// Runs a counted build: the rows it streams and the count it announced.
+fn counted(
+    build: impl FnOnce(
+        &mut flamehouse_udf::tree::Count<'_>,
+        &mut flamehouse_udf::tree::Emit<'_>,
+    ) -> flamehouse_udf::Result<()>,
+) -> (Vec<Row>, Option<u64>) {
+    let mut out = Vec::new();
+    let mut announced = None;
+    build(
+        &mut |n| {
+            announced = Some(n);
+            Ok(())
+        },
+        &mut |level, label, value, self_| {
+            out.push(Row {
+                level,
+                label: label.to_vec(),
+                value,
+                self_,
+            });
+            Ok(())
+        },
+    )
+    .unwrap();
+    (out, announced)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The full tree over raw frames (a counting pass that leaves every
+    /// node's stacks contiguous, then an emitting pass that finds children
+    /// from where neighbouring stacks part) against the reference, against
+    /// the same tree over interned ids (a filter that changes nothing),
+    /// and the announced row count against the rows streamed; single and
+    /// diff.
+    #[test]
+    fn full_tree_over_raw_frames_matches_interned_reference_and_count(
+        a in shared_samples(),
+        b in shared_samples(),
+    ) {
+        use flamehouse_udf::options::DiffOptions;
+        use flamehouse_udf::tree::{stack_diff_counted, stack_tree_counted};
+        let spec = TreeSpec {
+            max_nodes: 0,
+            min_share: 0.0,
+            normalize: false,
+            root: "total",
+            filter: FilterSpec::default(),
+        };
+        let opts = spec.options();
+        let mut noop = opts.clone();
+        noop.filter.exclude = Some(regex::bytes::Regex::new("^never matches$").unwrap());
+
+        let (full, n) = counted(|c, e| stack_tree_counted(&mut to_samples(&a), &opts, Some(c), e));
+        prop_assert_eq!(n, Some(full.len() as u64));
+        check_valid(&full, false)?;
+        let reference = reference_tree(&[&a], &spec.filter);
+        prop_assert_eq!(path_map(&full)?, ref_values(&reference));
+        let (interned, _) = counted(|c, e| stack_tree_counted(&mut to_samples(&a), &noop, Some(c), e));
+        prop_assert_eq!(&full, &interned);
+
+        let d = |tree| DiffOptions { normalize: false, tree };
+        let (full, n) = counted(|c, e| {
+            stack_diff_counted(&mut to_samples(&a), &mut to_samples(&b), &d(opts.clone()), Some(c), e)
+        });
+        prop_assert_eq!(n, Some(full.len() as u64));
+        check_valid(&full, true)?;
+        let reference = reference_tree(&[&a, &b], &spec.filter);
+        prop_assert_eq!(path_map(&full)?, ref_values(&reference));
+        let (interned, _) = counted(|c, e| {
+            stack_diff_counted(&mut to_samples(&a), &mut to_samples(&b), &d(noop.clone()), Some(c), e)
+        });
+        prop_assert_eq!(&full, &interned);
+    }
+}
