@@ -199,8 +199,9 @@ enum Command {
         target: TargetArgs,
     },
     /// Load profiles (the schema is created if missing): MemHawk .binpb
-    /// snapshot streams into the memory tables, pprof files (gzipped or
-    /// raw) as continuous profiles; the format is detected from each file's
+    /// snapshot streams into the memory tables; pprof files (gzipped or
+    /// raw), `perf script` text, bpftrace map output and folded stacks as
+    /// continuous profiles; the format is detected from each file's
     /// content. Every file is tried: a bad one is reported (file and byte
     /// offset) and the others are still loaded; the exit status is non-zero
     /// if any failed. A continuous profile is stored whole or not at all.
@@ -222,6 +223,8 @@ enum Command {
         /// its first bytes.
         #[arg(long, value_enum)]
         format: Option<flamehouse::formats::Format>,
+        #[command(flatten)]
+        text: flamehouse::formats::text_args::TextArgs,
         /// Follow the files as they grow (resumes where the last load
         /// stopped), like `tail -F`: a file replaced at the same path
         /// (rotation) is followed and loaded as the process its header names;
@@ -936,6 +939,7 @@ fn run() -> anyhow::Result<()> {
             labels,
             schema,
             format,
+            text,
             watch,
             idle_exit,
             replace,
@@ -960,7 +964,7 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 main_binary: binary,
-                read: flamehouse::formats::ReadOptions {
+                read: text.apply(flamehouse::formats::ReadOptions {
                     binpb: flamehouse::formats::binpb::ReaderOptions {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
@@ -970,7 +974,7 @@ fn run() -> anyhow::Result<()> {
                         ..Default::default()
                     },
                     ..Default::default()
-                },
+                }),
                 format,
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),
