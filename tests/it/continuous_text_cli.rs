@@ -130,11 +130,15 @@ fn perf_windows_time_and_comm_pid_tid_flags() {
     let ns = rows("cpu-clock:nanoseconds");
     assert_eq!(
         counts,
-        want.iter().map(|(k, v)| (*k, v.0)).collect::<BTreeMap<_, _>>()
+        want.iter()
+            .map(|(k, v)| (*k, v.0))
+            .collect::<BTreeMap<_, _>>()
     );
     assert_eq!(
         ns,
-        want.iter().map(|(k, v)| (*k, v.1)).collect::<BTreeMap<_, _>>()
+        want.iter()
+            .map(|(k, v)| (*k, v.1))
+            .collect::<BTreeMap<_, _>>()
     );
     let report = std::fs::read_to_string(fixture("perf/burn.fp.report-folded.txt")).unwrap();
     assert_eq!(counts.values().sum::<i64>(), report_folded_total(&report));
@@ -243,7 +247,14 @@ fn perf_annotations() {
     let data = temp_path("cptext-annot2");
     fh(
         &data,
-        &["load", &s, "--time", &t, "--annotate-kernel", "--annotate-jit"],
+        &[
+            "load",
+            &s,
+            "--time",
+            &t,
+            "--annotate-kernel",
+            "--annotate-jit",
+        ],
     );
     assert_eq!(
         flame(&data),
@@ -303,7 +314,10 @@ fn bpftrace_labels_flag() {
     );
     let f = flame(&data, r#"{comm="burn"}"#);
     assert!(f.lines().all(|l| !l.starts_with("burn;")), "{f}");
-    assert!(f.lines().all(|l| l.starts_with("__libc_start_call_main;")), "{f}");
+    assert!(
+        f.lines().all(|l| l.starts_with("__libc_start_call_main;")),
+        "{f}"
+    );
     assert_eq!(sum(&f), total);
     assert_eq!(flame(&data, r#"{comm="other"}"#), "");
 }
@@ -345,7 +359,10 @@ fn folded_type_time_and_duration() {
     let data = temp_path("cptext-folded2");
     fh(&data, &["load", &file, "--time", &t0.to_string()]);
     assert_eq!(
-        sql(&data, "SELECT profile_type, total FROM flamehouse.cp_profiles"),
+        sql(
+            &data,
+            "SELECT profile_type, total FROM flamehouse.cp_profiles"
+        ),
         format!("folded:count\t{total}")
     );
 }

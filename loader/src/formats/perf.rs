@@ -418,7 +418,11 @@ pub fn parse(
                 "count"
             };
             [
-                ("perf".to_owned(), format!("{e}_samples"), "count".to_owned()),
+                (
+                    "perf".to_owned(),
+                    format!("{e}_samples"),
+                    "count".to_owned(),
+                ),
                 ("perf".to_owned(), e, unit.to_owned()),
             ]
         })
