@@ -626,13 +626,13 @@ pub fn flame_command(
 pub struct DiffArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
-    /// The comparison's selector (default: the baseline's).
+    /// The comparison's selector (when not given: the baseline's).
     #[arg(long)]
     pub selector_b: Option<String>,
-    /// The comparison's start (default: the baseline's).
+    /// The comparison's start (when not given: the baseline's).
     #[arg(long)]
     pub from_b: Option<String>,
-    /// The comparison's end (default: the baseline's).
+    /// The comparison's end (when not given: the baseline's).
     #[arg(long)]
     pub to_b: Option<String>,
     /// Scale the baseline to the comparison's total (compare shapes,

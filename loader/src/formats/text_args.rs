@@ -26,7 +26,7 @@ pub struct TextArgs {
     #[arg(long)]
     pub annotate_jit: bool,
     /// perf script: one profile per window of this many seconds of the
-    /// recording (default: one for the file).
+    /// recording; when not given, one for the file.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub perf_window: Option<u64>,
     /// bpftrace: label keys of the map key's non-stack parts, in order
@@ -34,18 +34,18 @@ pub struct TextArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_label_key)]
     pub bpftrace_labels: Vec<String>,
     /// Folded stacks: the profile type the counts are stored as,
-    /// `sample:unit` (queried as given: `--folded-type wall:samples` is
-    /// `profile flame --type wall:samples`), or `kind:sample:unit` (the
+    /// `sample:unit` (queried as given: `--folded-type wall:count` is
+    /// `profile flame --type wall:count`), or `kind:sample:unit` (the
     /// kind only describes; stored as `sample:unit`).
     #[arg(long, default_value = "folded:count", value_parser = parse_type)]
     pub folded_type: ProfileType,
     /// Text formats: when the profile was taken (RFC 3339 UTC,
     /// `2026-12-01T14:00:00Z`, or seconds since the epoch); for perf the
-    /// first sample's time. Default: from the file's modification time.
+    /// first sample's time. When not given: the file's modification time.
     #[arg(long, value_parser = parse_time)]
     pub time: Option<u64>,
-    /// bpftrace and folded stacks: the seconds the profile covers
-    /// (default: unknown, 0).
+    /// bpftrace and folded stacks: the seconds the profile covers;
+    /// when not given, 0 (unknown).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<u64>,
 }
