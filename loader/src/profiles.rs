@@ -12,8 +12,12 @@
 use crate::continuous_query::{self as cq, QueryOptions, SandwichSide, Selection};
 use crate::error::{Error, Result};
 use crate::flame::{parse_utc_ms, unescape_tsv};
-use crate::formats::pprof::write::{encode, WriteOptions};
-use crate::storage::Backend;
+use crate::formats::pprof::write::{PprofWriter, WriteFrame};
+use crate::storage::rows::stable_hash;
+use crate::storage::{sql_string, Backend};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
@@ -240,37 +244,188 @@ pub fn top(
         .collect()
 }
 
-/// A selection as a gzipped pprof profile of its one type, the stacks
-/// merged over the range and the selector (`type:unit` split into pprof's
-/// sample type; time and duration the range's).
+/// A pprof export of a selection ([`export_pprof`]).
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The gzipped profile.
+    pub bytes: Vec<u8>,
+    /// Its sample types, in order (`sample:unit`).
+    pub types: Vec<String>,
+    /// Its samples (distinct stacks).
+    pub samples: usize,
+}
+
+/// The order of the sample types of an export when the user names none:
+/// counts first, then the others, each by name, so that the last (the one
+/// `go tool pprof` shows by default) is the weighted one, as Go orders
+/// them (`samples:count` before `cpu:nanoseconds`, `contentions:count`
+/// before `delay:nanoseconds`, `inuse_space:bytes` last).
+fn default_type_order(types: &mut [String]) {
+    types.sort_by_key(|t| (!t.ends_with(":count"), t.clone()));
+}
+
+/// A selection as one gzipped pprof profile: every type of `types` (empty:
+/// every type stored in the range that has samples in the selection, in
+/// [`default_type_order`]) one `sample_type`, the stacks merged over the
+/// range and the selector, each stack one sample with a value per type
+/// (zero where a type has none of it). Frames carry the function, file and
+/// line the frames dictionary holds for them (at `--granularity function`
+/// one line per function, the first loaded; at `line` each frame's own).
+/// `time_nanos` is the first selected profile's time, `duration_nanos`
+/// reaches the end of the last one; period and period type are those of
+/// the selected profiles (the first non-empty).
 ///
 /// # Errors
-/// [`Error::Usage`] for a type without `:`; the engine's error.
+/// [`Error::Usage`] for a type without `:` or a selection with no samples
+/// (naming the stored types); the engine's error.
 pub fn export_pprof(
     backend: &dyn Backend,
     opts: &QueryOptions,
-    sel: &Selection,
-) -> Result<Vec<u8>> {
-    let (kind, unit) = sel.profile_type.split_once(':').ok_or_else(|| {
-        Error::Usage(format!(
-            "profile type {:?}: expected type:unit (cpu:nanoseconds)",
-            sel.profile_type
-        ))
-    })?;
-    let tree = flame(backend, opts, sel, 0)?;
-    let stacks: Vec<(Vec<String>, i64)> = stacks(&tree, false)
-        .into_iter()
-        .map(|(p, v, _)| (p, v))
+    types: &[String],
+    from_ms: i64,
+    to_ms: i64,
+    selector: &cq::Selector,
+) -> Result<Export> {
+    let db = &opts.database;
+    let (t1, t2) = (
+        format!("fromUnixTimestamp64Milli(toInt64({from_ms}), 'UTC')"),
+        format!("fromUnixTimestamp64Milli(toInt64({to_ms}), 'UTC')"),
+    );
+    let mut types: Vec<String> = types.to_vec();
+    let explicit = !types.is_empty();
+    if !explicit {
+        types = backend
+            .query_tsv(&format!(
+                "SELECT DISTINCT profile_type FROM {db}.cp_profiles \
+                 WHERE ts >= {t1} AND ts < {t2}"
+            ))?
+            .lines()
+            .map(unescape_tsv)
+            .collect();
+        default_type_order(&mut types);
+    }
+    for t in &types {
+        if !t.contains(':') {
+            return Err(Error::Usage(format!(
+                "profile type {t:?}: expected sample:unit (cpu:nanoseconds)"
+            )));
+        }
+    }
+    // Every type's stacks, merged by path.
+    let mut merged: BTreeMap<Vec<String>, Vec<i64>> = BTreeMap::new();
+    let mut kept: Vec<String> = Vec::new();
+    for t in &types {
+        let sel = Selection {
+            profile_type: t.clone(),
+            from_ms,
+            to_ms,
+            selector: selector.clone(),
+        };
+        let st = stacks(&flame(backend, opts, &sel, 0)?, false);
+        if st.is_empty() && !explicit {
+            continue;
+        }
+        let i = kept.len();
+        kept.push(t.clone());
+        for (path, v, _) in st {
+            let e = merged.entry(path).or_default();
+            e.resize(i + 1, 0);
+            e[i] += v;
+        }
+    }
+    if merged.is_empty() {
+        let hint = match types.as_slice() {
+            [t] => unknown_type_hint(backend, opts, t)?,
+            _ => None,
+        };
+        return Err(Error::Usage(hint.unwrap_or_else(|| {
+            format!(
+                "nothing to export: no samples of {} in the selection",
+                if types.is_empty() {
+                    "any type".to_string()
+                } else {
+                    types.join(", ")
+                }
+            )
+        })));
+    }
+    // What the frames dictionary knows of each frame.
+    let labels: BTreeSet<&str> = merged.keys().flatten().map(String::as_str).collect();
+    let mut info: HashMap<String, (String, String, i64)> = HashMap::new();
+    let ids: Vec<String> = labels
+        .iter()
+        .map(|l| stable_hash(&[l.as_bytes()]).to_string())
         .collect();
-    Ok(encode(
-        &stacks,
-        &WriteOptions {
-            sample_type: (kind.to_string(), unit.to_string()),
-            time_nanos: sel.from_ms.saturating_mul(1_000_000),
-            duration_nanos: (sel.to_ms - sel.from_ms).saturating_mul(1_000_000),
-            ..Default::default()
-        },
-    ))
+    for chunk in ids.chunks(10_000) {
+        let tsv = backend.query_tsv(&format!(
+            "SELECT label, any(function), any(file), any(line) FROM {db}.frames \
+             WHERE frame_id IN ({}) GROUP BY label",
+            chunk.join(",")
+        ))?;
+        for row in tsv.lines() {
+            let f: Vec<&str> = row.split('\t').collect();
+            if let [label, function, file, line] = f[..] {
+                info.insert(
+                    unescape_tsv(label),
+                    (
+                        unescape_tsv(function),
+                        unescape_tsv(file),
+                        line.parse().unwrap_or(0),
+                    ),
+                );
+            }
+        }
+    }
+    let list = kept
+        .iter()
+        .map(|t| sql_string(t))
+        .collect::<Vec<_>>()
+        .join(",");
+    let meta = backend.query_tsv(&format!(
+        "SELECT min(toUnixTimestamp64Nano(ts)), max(toUnixTimestamp64Nano(ts) + duration_ns), \
+         anyIf(period, period > 0), anyIf(period_type, period_type != '') \
+         FROM {db}.cp_profiles WHERE profile_type IN ({list}) AND ts >= {t1} AND ts < {t2}"
+    ))?;
+    let m: Vec<&str> = meta.trim_end_matches('\n').split('\t').collect();
+    let num = |i: usize| m.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    let (start, end, period) = (num(0), num(1), num(2));
+    let period_type = m.get(3).map(|v| unescape_tsv(v)).unwrap_or_default();
+    let period_type = period_type.split_once(':').unwrap_or(("", ""));
+    let sample_types: Vec<(&str, &str)> = kept
+        .iter()
+        .map(|t| t.rsplit_once(':').expect("checked above"))
+        .collect();
+    let mut w = PprofWriter::new(&sample_types, period_type, period);
+    w.set_time(start, end.saturating_sub(start).max(0));
+    let mut frames: Vec<WriteFrame<'_>> = Vec::new();
+    for (path, values) in &merged {
+        frames.clear();
+        for label in path.iter().rev() {
+            frames.push(match info.get(label) {
+                Some((function, file, line)) => WriteFrame {
+                    function: if function.is_empty() { label } else { function },
+                    file,
+                    line: *line,
+                },
+                None => WriteFrame {
+                    function: label,
+                    ..Default::default()
+                },
+            });
+        }
+        let mut v = values.clone();
+        v.resize(kept.len(), 0);
+        w.add_frames(&frames, &v, &[]);
+    }
+    let samples = w.samples();
+    let bytes = w.encode_gzip().map_err(|e| Error::Query {
+        message: format!("compressing the export: {e}"),
+    })?;
+    Ok(Export {
+        bytes,
+        types: kept,
+        samples,
+    })
 }
 
 /// Why a query of `profile_type` came back empty, when the type itself is
@@ -302,6 +457,500 @@ pub fn unknown_type_hint(
             types.join(", ")
         )
     }))
+}
+
+// ---------------------------------------------------------------------
+// The commands: one options struct per `flamehouse profile` subcommand
+// (its docs are the `--help`, its defaults the library's) and one function
+// that runs it, writing files itself and its report or table to `out`
+// (the binary's buffered stdout), notes to `err`.
+// ---------------------------------------------------------------------
+
+/// `out` failed: a [`Error::File`] on `<stdout>`, so that the binary can
+/// tell a closed pipe ([`is_broken_pipe`]) from a failure.
+fn out_err(cause: std::io::Error) -> Error {
+    Error::File {
+        path: PathBuf::from("<stdout>"),
+        cause,
+    }
+}
+
+/// Whether `e` is the reader of the output going away (`| head`): the
+/// binary then exits 0, as `sql` does.
+#[must_use]
+pub fn is_broken_pipe(e: &Error) -> bool {
+    matches!(e, Error::File { cause, .. } if cause.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// What a continuous-profile command reads: a profile type, a time range
+/// and a label selector. Defaults: the last 24 hours, every series.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectionArgs {
+    /// Profile type, `sample:unit` as `load` prints it (cpu:nanoseconds,
+    /// alloc_space:bytes, cpu-clock:nanoseconds, @:count; `profile labels`
+    /// lists a type's labels).
+    #[arg(long = "type")]
+    pub profile_type: String,
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC), `now`,
+    /// `now-15m`, `now-1h`, `now-7d`.
+    #[arg(long, default_value = DEFAULT_FROM)]
+    pub from: String,
+    /// End of the range (exclusive), same forms.
+    #[arg(long, default_value = DEFAULT_TO)]
+    pub to: String,
+    /// Label selector, Prometheus style: `{service="api", version=~"1\\.4.*",
+    /// host!="a", region!~"eu.*"}`; empty: every series.
+    #[arg(long, default_value = "")]
+    pub selector: String,
+}
+
+/// A `[from, to)` range from its typed forms, `to` after `from`.
+fn range(from: &str, to: &str, now: i64) -> Result<(i64, i64)> {
+    let (f, t) = (parse_time(from, now)?, parse_time(to, now)?);
+    if t <= f {
+        return Err(Error::Usage(format!(
+            "--to ({to}) must be after --from ({from})"
+        )));
+    }
+    Ok((f, t))
+}
+
+impl SelectionArgs {
+    /// The selection, times relative to `now` (ms).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a bad time, an empty range or a bad selector.
+    pub fn selection(&self, now: i64) -> Result<Selection> {
+        let (from_ms, to_ms) = range(&self.from, &self.to, now)?;
+        Ok(Selection {
+            profile_type: self.profile_type.clone(),
+            from_ms,
+            to_ms,
+            selector: cq::Selector::parse(&self.selector)?,
+        })
+    }
+}
+
+/// Writes a tree to `path`: `.svg` through inferno, anything else folded
+/// lines; reports `wrote PATH (N stacks)` on `out`.
+fn write_tree(
+    nodes: &[Node],
+    path: &Path,
+    title: &str,
+    profile_type: &str,
+    with_root: bool,
+    diff: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let lines = folded(nodes, with_root, diff);
+    if path.extension().is_some_and(|e| e == "svg") {
+        let labels = crate::render::SvgOptions {
+            title: title.to_string(),
+            count_name: profile_type
+                .rsplit_once(':')
+                .map_or(profile_type, |(_, u)| u)
+                .to_string(),
+            root: nodes
+                .first()
+                .map_or_else(|| "total".into(), |n| n.label.clone()),
+        };
+        crate::render::render_svg(&lines, &labels, path)?;
+    } else {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(crate::error::file_err(path))?,
+        );
+        for l in &lines {
+            writeln!(f, "{l}").map_err(crate::error::file_err(path))?;
+        }
+        f.flush().map_err(crate::error::file_err(path))?;
+    }
+    writeln!(out, "wrote {} ({} stacks)", path.display(), lines.len()).map_err(out_err)
+}
+
+/// An empty answer for a type nothing is stored of: say so on `err`,
+/// naming the stored types (the answer itself stays empty, exit 0).
+fn hint_unknown_type(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    profile_type: &str,
+    err: &mut dyn Write,
+) -> Result<()> {
+    if let Some(h) = unknown_type_hint(backend, opts, profile_type)? {
+        writeln!(err, "flamehouse: {h}").map_err(out_err)?;
+    }
+    Ok(())
+}
+
+/// `flamehouse profile flame`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FlameArgs {
+    #[command(flatten)]
+    pub sel: SelectionArgs,
+    /// Keep at most this many nodes (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub max_nodes: u32,
+    /// Output file: `.svg` renders with inferno, anything else is folded text.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `profile flame`: the selection's flame graph into `args.out`.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing the file.
+pub fn flame_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &FlameArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let s = args.sel.selection(now_ms())?;
+    let nodes = flame(backend, opts, &s, args.max_nodes)?;
+    if nodes.is_empty() {
+        hint_unknown_type(backend, opts, &s.profile_type, err)?;
+    }
+    write_tree(
+        &nodes,
+        &args.out,
+        &s.profile_type,
+        &s.profile_type,
+        false,
+        false,
+        out,
+    )
+}
+
+/// `flamehouse profile diff`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub sel: SelectionArgs,
+    /// The comparison's selector (when not given: the baseline's).
+    #[arg(long)]
+    pub selector_b: Option<String>,
+    /// The comparison's start (when not given: the baseline's).
+    #[arg(long)]
+    pub from_b: Option<String>,
+    /// The comparison's end (when not given: the baseline's).
+    #[arg(long)]
+    pub to_b: Option<String>,
+    /// Scale the baseline to the comparison's total (compare shapes,
+    /// not volumes).
+    #[arg(long)]
+    pub normalize: bool,
+    /// Keep at most this many nodes (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub max_nodes: u32,
+    /// Output file: `.svg` renders with inferno, anything else is folded text.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `profile diff`: baseline against comparison in one scan, folded
+/// `stack baseline comparison` or an inferno differential SVG.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing the file.
+pub fn diff_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &DiffArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let now = now_ms();
+    let a = args.sel.selection(now)?;
+    let b = SelectionArgs {
+        profile_type: args.sel.profile_type.clone(),
+        from: args.from_b.clone().unwrap_or(args.sel.from.clone()),
+        to: args.to_b.clone().unwrap_or(args.sel.to.clone()),
+        selector: args.selector_b.clone().unwrap_or(args.sel.selector.clone()),
+    }
+    .selection(now)?;
+    let sql = cq::diff_sql(opts, &a, &b, args.max_nodes, args.normalize)?;
+    let nodes = nodes(backend, &sql)?;
+    write_tree(
+        &nodes,
+        &args.out,
+        &a.profile_type,
+        &a.profile_type,
+        false,
+        true,
+        out,
+    )
+}
+
+/// `flamehouse profile top`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub sel: SelectionArgs,
+    /// Only functions matching this regex (shares stay of the whole
+    /// selection).
+    #[arg(long)]
+    pub function_regex: Option<String>,
+    /// At most this many rows (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub limit: u32,
+}
+
+/// Runs `profile top`: a table `self, self%, total, total%, function` on
+/// `out`, largest total first.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing `out`.
+pub fn top_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &TopArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let s = args.sel.selection(now_ms())?;
+    let rows = top(
+        backend,
+        opts,
+        &s,
+        args.function_regex.as_deref(),
+        args.limit,
+    )?;
+    if rows.is_empty() {
+        hint_unknown_type(backend, opts, &s.profile_type, err)?;
+    }
+    writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
+    for r in rows {
+        writeln!(
+            out,
+            "{}\t{:.2}%\t{}\t{:.2}%\t{}",
+            r.self_value,
+            r.self_share * 100.0,
+            r.total,
+            r.total_share * 100.0,
+            r.function
+        )
+        .map_err(out_err)?;
+    }
+    Ok(())
+}
+
+/// `flamehouse profile sandwich`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandwichArgs {
+    #[command(flatten)]
+    pub sel: SelectionArgs,
+    /// The function.
+    #[arg(long)]
+    pub function: String,
+    /// Output of the callers tree (`.svg` or folded); rooted at the
+    /// function, each level one caller further up.
+    #[arg(long, required_unless_present = "callees")]
+    pub callers: Option<PathBuf>,
+    /// Output of the callees tree.
+    #[arg(long)]
+    pub callees: Option<PathBuf>,
+    /// Keep at most this many nodes per tree (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub max_nodes: u32,
+}
+
+/// Runs `profile sandwich`: the callers and/or callees trees of a function.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing the files.
+pub fn sandwich_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &SandwichArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let s = args.sel.selection(now_ms())?;
+    let (up, down) = sandwich(backend, opts, &s, &args.function, args.max_nodes)?;
+    if let Some(p) = &args.callers {
+        let title = format!("callers of {}", args.function);
+        // Rooted at the function: its name is the first frame.
+        write_tree(&up, p, &title, &s.profile_type, true, false, out)?;
+    }
+    if let Some(p) = &args.callees {
+        let title = format!("callees of {}", args.function);
+        write_tree(&down, p, &title, &s.profile_type, true, false, out)?;
+    }
+    Ok(())
+}
+
+/// `flamehouse profile list`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListArgs {
+    /// Profile type.
+    #[arg(long = "type")]
+    pub profile_type: String,
+    /// Only this service.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// Start of the range.
+    #[arg(long, default_value = DEFAULT_FROM)]
+    pub from: String,
+    /// End of the range.
+    #[arg(long, default_value = DEFAULT_TO)]
+    pub to: String,
+}
+
+/// Runs `profile list`: the stored profiles of a type, newest first, as a
+/// table on `out`.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing `out`.
+pub fn list_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &ListArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (f, t) = range(&args.from, &args.to, now_ms())?;
+    let sql = cq::profile_list_sql(opts, &args.profile_type, args.service.as_deref(), f, t);
+    let tsv = backend.query_tsv(&format!(
+        "SELECT lower(hex(profile_id)), service, ts, duration_ns, total, sample_count, \
+         series_count, labels, source FROM ({sql})"
+    ))?;
+    writeln!(
+        out,
+        "profile\tservice\ttime\tduration_ns\ttotal\tsamples\tseries\tlabels\tsource"
+    )
+    .map_err(out_err)?;
+    out.write_all(tsv.as_bytes()).map_err(out_err)
+}
+
+/// A profile id as `load` and `profile list` print it (16 hex digits).
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_profile_id(s: &str) -> std::result::Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16)
+        .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
+}
+
+/// `flamehouse profile open`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OpenArgs {
+    /// The profile id (hex, as `load` and `profile list` print it).
+    #[arg(long, value_parser = parse_profile_id)]
+    pub id: u64,
+    /// Profile type.
+    #[arg(long = "type")]
+    pub profile_type: String,
+    /// Keep at most this many nodes (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub max_nodes: u32,
+    /// Output file: `.svg`, or folded text.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `profile open`: one stored profile's flame graph.
+///
+/// # Errors
+/// [`Error::Usage`] for an unknown id or type; the engine's error;
+/// writing the file.
+pub fn open_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &OpenArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let sql = cq::profile_flame_sql(opts, args.id, &args.profile_type, args.max_nodes);
+    let nodes = nodes(backend, &sql)?;
+    if nodes.is_empty() {
+        return Err(Error::Usage(format!(
+            "no profile {:016x} of type {} (see `flamehouse profile list`)",
+            args.id, args.profile_type
+        )));
+    }
+    write_tree(
+        &nodes,
+        &args.out,
+        &format!("profile {:016x}", args.id),
+        &args.profile_type,
+        false,
+        false,
+        out,
+    )
+}
+
+/// `flamehouse profile export`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    /// A profile type to write (repeatable), `sample:unit`, in this order
+    /// (`go tool pprof` shows the last by default). Default: every type
+    /// with samples in the selection, counts first, then by name.
+    #[arg(long = "type")]
+    pub types: Vec<String>,
+    /// Start of the range (inclusive), as for `profile flame`.
+    #[arg(long, default_value = DEFAULT_FROM)]
+    pub from: String,
+    /// End of the range (exclusive).
+    #[arg(long, default_value = DEFAULT_TO)]
+    pub to: String,
+    /// Label selector (as for `profile flame`); empty: every series.
+    #[arg(long, default_value = "")]
+    pub selector: String,
+    /// Output file (`x.pb.gz`).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs `profile export`: [`export_pprof`] into `args.out`, reported on
+/// `out`.
+///
+/// # Errors
+/// Bad arguments, an empty selection, the engine's error, writing the file.
+pub fn export_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &ExportArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (f, t) = range(&args.from, &args.to, now_ms())?;
+    let selector = cq::Selector::parse(&args.selector)?;
+    let e = export_pprof(backend, opts, &args.types, f, t, &selector)?;
+    std::fs::write(&args.out, &e.bytes).map_err(crate::error::file_err(&args.out))?;
+    writeln!(
+        out,
+        "wrote {} (types {} | {} samples)",
+        args.out.display(),
+        e.types.join(", "),
+        e.samples
+    )
+    .map_err(out_err)
+}
+
+/// `flamehouse profile labels`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabelsArgs {
+    /// Profile type.
+    #[arg(long = "type")]
+    pub profile_type: String,
+    /// Start of the range.
+    #[arg(long, default_value = DEFAULT_FROM)]
+    pub from: String,
+    /// End of the range.
+    #[arg(long, default_value = DEFAULT_TO)]
+    pub to: String,
+}
+
+/// Runs `profile labels`: `key, value, series` on `out`.
+///
+/// # Errors
+/// Bad arguments, the engine's error, writing `out`.
+pub fn labels_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &LabelsArgs,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let (f, t) = range(&args.from, &args.to, now_ms())?;
+    let sql = cq::label_values_sql(opts, &args.profile_type, f, t);
+    let tsv = backend.query_tsv(&sql)?;
+    writeln!(out, "key\tvalue\tseries").map_err(out_err)?;
+    out.write_all(tsv.as_bytes()).map_err(out_err)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //! prefixes (runtime -> net/http -> handler -> service packages -> a leaf in
 //! the runtime or the standard library); the newer version has a regression
 //! (a few stacks drawn more often), so the diff has something to show. The
-//! files are real gzipped pprof protobufs (`flamehouse_fixtures::pprof_writer`),
+//! files are real gzipped pprof protobufs (`flamehouse::formats::pprof::write`),
 //! one per service and tick (`--service` = the service; `version` and
 //! `host` are pprof sample labels, as `pprof.Do` writes them), loaded one by
 //! one with `load_pprof` as `flamehouse load` would (the first
@@ -43,12 +43,12 @@
 use flamehouse::continuous_query::{
     diff_sql, flame_sql, top_functions_sql, QueryOptions, Selection, Selector,
 };
+use flamehouse::formats::pprof::write::PprofWriter;
 use flamehouse::ingest::continuous::{load_pprof, pprof_rows, ContinuousOptions, CpSampleRow};
 use flamehouse::storage::ident::Ident;
 use flamehouse::storage::rows::RowBinary;
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::storage::sql_string;
-use flamehouse_fixtures::pprof_writer::PprofWriter;
 use flamehouse_tests::engine;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

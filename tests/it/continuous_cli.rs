@@ -589,21 +589,128 @@ fn parse_peek(text: &str, function: &str) -> (BTreeMap<String, i64>, BTreeMap<St
     (callers, callees)
 }
 
-/// The export of a selection read by `go tool pprof`: its `-top` equals the
-/// `-top` of the file loaded (pprof's "(inline)" marks aside: a stored stack
-/// keeps function names, not which of them were inlined).
+/// `go tool pprof FLAGS FILE`'s stdout (`-symbolize=none`, nothing hidden).
+fn pprof(flags: &[&str], file: &Path) -> String {
+    let o = Command::new("go")
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(flags)
+        .args(["-nodefraction=0", "-edgefraction=0", "-nodecount=1000000"])
+        .arg(file)
+        .output()
+        .expect("go tool pprof runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The unit flag that makes pprof print a type's values exactly.
+fn unit_flag(ty: &str) -> &'static str {
+    match ty.rsplit(':').next() {
+        Some("nanoseconds") => "-unit=ns",
+        Some("bytes") => "-unit=B",
+        _ => "-unit=count",
+    }
+}
+
+/// `-traces`: each stack (function names root first, pprof's inline marks
+/// dropped) -> its summed value; labels and empty stacks left out (the
+/// export merges labels away; pprof skips empty stacks).
+fn parse_traces(text: &str) -> BTreeMap<Vec<String>, i64> {
+    let mut out = BTreeMap::new();
+    for block in text.split("-----------+-------------------------------------------------------") {
+        let mut val = None;
+        let mut frames = Vec::new();
+        for line in block.lines() {
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            match val {
+                None => {
+                    let mut w = t.split_whitespace();
+                    let first = w.next().unwrap_or_default();
+                    let numeric =
+                        first.starts_with(|c: char| c.is_ascii_digit()) && !first.ends_with(':');
+                    if numeric {
+                        val = Some(value(first));
+                        frames.push(fname(&w.collect::<Vec<_>>().join(" ")));
+                    }
+                }
+                Some(_) => frames.push(fname(t)),
+            }
+        }
+        if let Some(v) = val {
+            frames.reverse();
+            *out.entry(frames).or_insert(0) += v;
+        }
+    }
+    out
+}
+
+/// `profile export` of a whole Go profile writes every one of its sample
+/// types: `go tool pprof -top` and `-traces` of the export equal those of
+/// the input for every sample type (cpu: samples and cpu; heap: all four),
+/// with no `--type` (every type) and with one; the period and period type
+/// are the input's.
 #[test]
-fn export_gives_go_tool_pprof_the_same_top() {
+fn export_writes_every_sample_type_as_go_tool_pprof_reads_the_input() {
     let go = Command::new("go").arg("version").output();
     assert!(
         go.is_ok_and(|o| o.status.success()),
         "this test needs Go's `go tool pprof`: run scripts/setup-tools.sh"
     );
-    let data = temp_path("cpcli-export");
+    for (file, types) in [
+        ("cpu.pb.gz", &["samples:count", "cpu:nanoseconds"][..]),
+        (
+            "heap.pb.gz",
+            &[
+                "alloc_objects:count",
+                "alloc_space:bytes",
+                "inuse_objects:count",
+                "inuse_space:bytes",
+            ][..],
+        ),
+    ] {
+        let data = temp_path("cpcli-export");
+        let input = dir().join(file);
+        fh(&data, &["load", &input.display().to_string()]);
+        let (from, to) = range_of(&data, file);
+        let out = data.join("x.pb.gz");
+        let o = out.display().to_string();
+        let said = fh(
+            &data,
+            &[
+                "profile", "export", "--from", &from, "--to", &to, "--out", &o,
+            ],
+        );
+        for ty in types {
+            assert!(said.contains(ty), "{said}");
+        }
+        for ty in types {
+            let index = format!("-sample_index={}", ty.split(':').next().unwrap());
+            let flags = [unit_flag(ty), index.as_str()];
+            let top = |f: &Path| parse_top(&pprof(&[&flags[..], &["-top"]].concat(), f));
+            let (got, got_total) = top(&out);
+            let (want, want_total) = top(&input);
+            assert_eq!(got, want, "{file} {ty}");
+            assert_eq!(got_total, want_total, "{file} {ty}");
+            let traces = |f: &Path| parse_traces(&pprof(&[&flags[..], &["-traces"]].concat(), f));
+            assert_eq!(traces(&out), traces(&input), "{file} {ty}");
+        }
+        let raw = pprof(&["-raw"], &out);
+        let want_raw = golden(&format!("{}.raw.txt", file.split('.').next().unwrap()));
+        let period = |r: &str| {
+            r.lines()
+                .find(|l| l.starts_with("PeriodType: "))
+                .map(str::to_string)
+        };
+        assert_eq!(period(&raw), period(&want_raw), "{raw}");
+    }
+    // One type asked for: just it.
+    let data = temp_path("cpcli-export1");
     let input = dir().join("cpu.pb.gz");
     fh(&data, &["load", &input.display().to_string()]);
     let (from, to) = range_of(&data, "cpu.pb.gz");
-    let out = data.join("x.pb.gz");
+    let out = data.join("one.pb.gz");
     fh(
         &data,
         &[
@@ -619,30 +726,130 @@ fn export_gives_go_tool_pprof_the_same_top() {
             &out.display().to_string(),
         ],
     );
-    let top = |f: &Path| {
-        let o = Command::new("go")
-            .args([
-                "tool",
-                "pprof",
-                "-symbolize=none",
-                "-unit=ns",
-                "-sample_index=cpu",
-                "-top",
-                "-nodefraction=0",
-                "-edgefraction=0",
-                "-nodecount=1000000",
-            ])
-            .arg(f)
-            .output()
-            .expect("go tool pprof runs");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        parse_top(&String::from_utf8_lossy(&o.stdout))
-    };
+    let raw = pprof(&["-raw"], &out);
+    // `-raw` lists the sample types on the line after `Samples:`.
+    let types = raw
+        .lines()
+        .skip_while(|l| *l != "Samples:")
+        .nth(1)
+        .unwrap_or_default();
+    assert_eq!(types.trim(), "cpu/nanoseconds", "{raw}");
+    assert_eq!(
+        parse_top(&pprof(&["-unit=ns", "-top"], &out)).0,
+        parse_top(&golden("cpu.top.cpu.txt")).0
+    );
+    // Nothing selected: an error naming the stored types, no file.
+    let none = data.join("none.pb.gz");
+    let r = fh_out(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--type",
+            "cpu:ns",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            &none.display().to_string(),
+        ],
+    );
+    assert_eq!(r.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("cpu:nanoseconds") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!none.exists());
+}
+
+/// Loaded at `--granularity line`, the export carries each frame's file
+/// and line: `go tool pprof -lines -top` of the export equals the input's
+/// (every line, flat and cum), and `-lines -traces` names the same files
+/// and lines.
+#[test]
+fn export_keeps_files_and_lines() {
+    let go = Command::new("go").arg("version").output();
+    assert!(
+        go.is_ok_and(|o| o.status.success()),
+        "this test needs Go's `go tool pprof`: run scripts/setup-tools.sh"
+    );
+    let data = temp_path("cpcli-export-lines");
+    let input = dir().join("cpu.pb.gz");
+    fh(
+        &data,
+        &[
+            "load",
+            &input.display().to_string(),
+            "--granularity",
+            "line",
+        ],
+    );
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let out = data.join("lines.pb.gz");
+    fh(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let flags = ["-unit=ns", "-sample_index=cpu", "-lines"];
+    let top = |f: &Path| parse_top(&pprof(&[&flags[..], &["-top"]].concat(), f));
     let (got, got_total) = top(&out);
     let (want, want_total) = top(&input);
+    assert!(
+        want.keys().any(|k| k.contains("main.go:")),
+        "the input has lines: {want:?}"
+    );
     assert_eq!(got, want);
     assert_eq!(got_total, want_total);
-    assert_eq!(want, parse_top(&golden("cpu.top.cpu.txt")).0);
+    let traces = |f: &Path| parse_traces(&pprof(&[&flags[..], &["-traces"]].concat(), f));
+    assert_eq!(traces(&out), traces(&input));
+}
+
+/// `profile top` into a pipe its reader closes at once: exit 0, no error.
+#[test]
+fn a_closed_pipe_ends_profile_output_quietly() {
+    let data = temp_path("cpcli-pipe");
+    fh(
+        &data,
+        &["load", &dir().join("heap.pb.gz").display().to_string()],
+    );
+    let (from, to) = range_of(&data, "heap.pb.gz");
+    let mut child = Command::new(bin())
+        .args([
+            "profile",
+            "top",
+            "--type",
+            "alloc_space:bytes",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--data",
+        ])
+        .arg(&data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before the command writes.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Bad files: one line each naming the file, exit 1, nothing of them

@@ -5,6 +5,7 @@
 mod cli;
 mod continuous;
 mod continuous_cli;
+mod continuous_text_cli;
 mod errors;
 mod freshness;
 mod functions;

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use flamehouse::continuous_query::{QueryOptions, Selection, Selector};
+use flamehouse::continuous_query::QueryOptions;
 use flamehouse::flame;
 use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
 use flamehouse::ingest::{self, LoadOptions, LoadSummary, Loaded};
@@ -199,8 +199,9 @@ enum Command {
         target: TargetArgs,
     },
     /// Load profiles (the schema is created if missing): MemHawk .binpb
-    /// snapshot streams into the memory tables, pprof files (gzipped or
-    /// raw) as continuous profiles; the format is detected from each file's
+    /// snapshot streams into the memory tables; pprof files (gzipped or
+    /// raw), `perf script` text, bpftrace map output and folded stacks as
+    /// continuous profiles; the format is detected from each file's
     /// content. Every file is tried: a bad one is reported (file and byte
     /// offset) and the others are still loaded; the exit status is non-zero
     /// if any failed. A continuous profile is stored whole or not at all.
@@ -222,6 +223,8 @@ enum Command {
         /// its first bytes.
         #[arg(long, value_enum)]
         format: Option<flamehouse::formats::Format>,
+        #[command(flatten)]
+        text: flamehouse::formats::text_args::TextArgs,
         /// Follow the files as they grow (resumes where the last load
         /// stopped), like `tail -F`: a file replaced at the same path
         /// (rotation) is followed and loaded as the process its header names;
@@ -304,43 +307,6 @@ enum Command {
     Serve(flamehouse::serve::ServeArgs),
 }
 
-/// What a continuous-profile command reads: a profile type, a time range
-/// and a label selector.
-#[derive(clap::Args, Debug)]
-struct SelectionArgs {
-    /// Profile type, `sample:unit` as loaded (cpu:nanoseconds,
-    /// alloc_space:bytes, contentions:count; `profile labels` lists them).
-    #[arg(long = "type")]
-    profile_type: String,
-    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC), `now`,
-    /// `now-15m`, `now-1h`, `now-7d`.
-    #[arg(long, default_value = profiles::DEFAULT_FROM)]
-    from: String,
-    /// End of the range (exclusive), same forms.
-    #[arg(long, default_value = profiles::DEFAULT_TO)]
-    to: String,
-    /// Label selector, Prometheus style: `{service="api", version=~"1\\.4.*",
-    /// host!="a", region!~"eu.*"}`; empty: every series.
-    #[arg(long, default_value = "")]
-    selector: String,
-}
-
-impl SelectionArgs {
-    fn selection(&self, now: i64) -> anyhow::Result<Selection> {
-        let from_ms = profiles::parse_time(&self.from, now)?;
-        let to_ms = profiles::parse_time(&self.to, now)?;
-        if to_ms <= from_ms {
-            anyhow::bail!("--to ({}) must be after --from ({})", self.to, self.from);
-        }
-        Ok(Selection {
-            profile_type: self.profile_type.clone(),
-            from_ms,
-            to_ms,
-            selector: Selector::parse(&self.selector)?,
-        })
-    }
-}
-
 /// Where a continuous-profile command runs.
 #[derive(clap::Args, Debug)]
 struct ProfileTarget {
@@ -365,13 +331,7 @@ enum ProfileCommand {
     /// Flame graph of a selection (`--out x.svg`, or folded text).
     Flame {
         #[command(flatten)]
-        sel: SelectionArgs,
-        /// Keep at most this many nodes (0: all).
-        #[arg(long, default_value_t = 0)]
-        max_nodes: u32,
-        /// Output file: `.svg` renders with inferno, anything else is folded text.
-        #[arg(long)]
-        out: PathBuf,
+        args: profiles::FlameArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
@@ -381,26 +341,7 @@ enum ProfileCommand {
     /// `stack baseline comparison` (inferno's differential form).
     Diff {
         #[command(flatten)]
-        sel: SelectionArgs,
-        /// The comparison's selector.
-        #[arg(long)]
-        selector_b: Option<String>,
-        /// The comparison's start.
-        #[arg(long)]
-        from_b: Option<String>,
-        /// The comparison's end.
-        #[arg(long)]
-        to_b: Option<String>,
-        /// Scale the baseline to the comparison's total (compare shapes,
-        /// not volumes).
-        #[arg(long)]
-        normalize: bool,
-        /// Keep at most this many nodes (0: all).
-        #[arg(long, default_value_t = 0)]
-        max_nodes: u32,
-        /// Output file: `.svg` renders with inferno, anything else is folded text.
-        #[arg(long)]
-        out: PathBuf,
+        args: profiles::DiffArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
@@ -408,94 +349,45 @@ enum ProfileCommand {
     /// once), as shares of the whole selection, largest total first.
     Top {
         #[command(flatten)]
-        sel: SelectionArgs,
-        /// Only functions matching this regex (shares stay of the whole
-        /// selection).
-        #[arg(long)]
-        function_regex: Option<String>,
-        /// At most this many rows (0: all).
-        #[arg(long, default_value_t = 0)]
-        limit: u32,
+        args: profiles::TopArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
     /// Callers and callees of one function (a sandwich view).
     Sandwich {
         #[command(flatten)]
-        sel: SelectionArgs,
-        /// The function.
-        #[arg(long)]
-        function: String,
-        /// Output of the callers tree (`.svg` or folded); rooted at the
-        /// function, each level one caller further up.
-        #[arg(long, required_unless_present = "callees")]
-        callers: Option<PathBuf>,
-        /// Output of the callees tree.
-        #[arg(long)]
-        callees: Option<PathBuf>,
-        /// Keep at most this many nodes per tree (0: all).
-        #[arg(long, default_value_t = 0)]
-        max_nodes: u32,
+        args: profiles::SandwichArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
     /// List the stored profiles of a type in a range, newest first.
     List {
-        /// Profile type.
-        #[arg(long = "type")]
-        profile_type: String,
-        /// Only this service.
-        #[arg(long)]
-        service: Option<String>,
-        /// Start of the range.
-        #[arg(long, default_value = profiles::DEFAULT_FROM)]
-        from: String,
-        /// End of the range.
-        #[arg(long, default_value = profiles::DEFAULT_TO)]
-        to: String,
+        #[command(flatten)]
+        args: profiles::ListArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
     /// Flame graph of one stored profile (its id from `profile list`).
     Open {
-        /// The profile id (hex, as `load` and `profile list` print it).
-        #[arg(long, value_parser = parse_profile_id)]
-        id: u64,
-        /// Profile type.
-        #[arg(long = "type")]
-        profile_type: String,
-        /// Keep at most this many nodes (0: all).
-        #[arg(long, default_value_t = 0)]
-        max_nodes: u32,
-        /// Output file: `.svg`, or folded text.
-        #[arg(long)]
-        out: PathBuf,
+        #[command(flatten)]
+        args: profiles::OpenArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
-    /// Export a selection, its stacks merged, as a gzipped pprof profile
-    /// (`go tool pprof` reads it).
+    /// Export a selection, its stacks merged, as one gzipped pprof profile
+    /// with every selected type (`go tool pprof` reads it; files and lines
+    /// where the stored frames have them).
     Export {
         #[command(flatten)]
-        sel: SelectionArgs,
-        /// Output file (`x.pb.gz`).
-        #[arg(long)]
-        out: PathBuf,
+        args: profiles::ExportArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
     /// Label keys and values of a type in a range, with their series count
     /// (cardinality).
     Labels {
-        /// Profile type.
-        #[arg(long = "type")]
-        profile_type: String,
-        /// Start of the range.
-        #[arg(long, default_value = profiles::DEFAULT_FROM)]
-        from: String,
-        /// End of the range.
-        #[arg(long, default_value = profiles::DEFAULT_TO)]
-        to: String,
+        #[command(flatten)]
+        args: profiles::LabelsArgs,
         #[command(flatten)]
         at: ProfileTarget,
     },
@@ -516,260 +408,49 @@ impl ProfileCommand {
     }
 }
 
-fn parse_profile_id(s: &str) -> Result<u64, String> {
-    u64::from_str_radix(s.trim_start_matches("0x"), 16)
-        .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
-}
-
-/// An empty answer for a type nothing is stored of: say so on stderr,
-/// naming the stored types (the answer itself stays empty, exit 0).
-fn hint_unknown_type(
-    engine: &dyn Backend,
-    at: &ProfileTarget,
-    profile_type: &str,
-) -> anyhow::Result<()> {
-    if let Some(h) = profiles::unknown_type_hint(engine, &at.query_options(), profile_type)? {
-        eprintln!("flamehouse: {h}");
-    }
-    Ok(())
-}
-
-/// Writes a tree: `.svg` through inferno, else folded lines.
-fn write_tree(
-    nodes: &[profiles::Node],
-    out: &std::path::Path,
-    title: &str,
-    profile_type: &str,
-    with_root: bool,
-    diff: bool,
-) -> anyhow::Result<()> {
-    let lines = profiles::folded(nodes, with_root, diff);
-    if out.extension().is_some_and(|e| e == "svg") {
-        let labels = render::SvgOptions {
-            title: title.to_string(),
-            count_name: profile_type
-                .split_once(':')
-                .map_or(profile_type, |(_, u)| u)
-                .to_string(),
-            root: nodes
-                .first()
-                .map_or_else(|| "total".into(), |n| n.label.clone()),
-        };
-        render::render_svg(&lines, &labels, out)?;
-    } else {
-        std::fs::write(
-            out,
-            lines.join("\n") + if lines.is_empty() { "" } else { "\n" },
-        )
-        .with_context(|| format!("writing {}", out.display()))?;
-    }
-    println!("wrote {} ({} stacks)", out.display(), lines.len());
-    Ok(())
-}
-
+/// Runs a `profile` subcommand: its options to its library function, its
+/// output through one buffered stdout (a closed pipe ends it quietly).
 fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
-    let now = profiles::now_ms();
-    match command {
-        ProfileCommand::Flame {
-            sel,
-            max_nodes,
-            out,
-            at,
-        } => {
-            let s = sel.selection(now)?;
-            let engine = at.target.backend()?;
-            let nodes = profiles::flame(&*engine, &at.query_options(), &s, max_nodes)?;
-            if nodes.is_empty() {
-                hint_unknown_type(&*engine, &at, &s.profile_type)?;
-            }
-            write_tree(&nodes, &out, &s.profile_type, &s.profile_type, false, false)
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut err = std::io::stderr();
+    let backend = command.target().backend()?;
+    let b = &*backend;
+    let r = match &command {
+        ProfileCommand::Flame { args, at } => {
+            profiles::flame_command(b, &at.query_options(), args, &mut out, &mut err)
         }
-        ProfileCommand::Diff {
-            sel,
-            selector_b,
-            from_b,
-            to_b,
-            normalize,
-            max_nodes,
-            out,
-            at,
-        } => {
-            let a = sel.selection(now)?;
-            let b = SelectionArgs {
-                profile_type: sel.profile_type.clone(),
-                from: from_b.unwrap_or(sel.from.clone()),
-                to: to_b.unwrap_or(sel.to.clone()),
-                selector: selector_b.unwrap_or(sel.selector.clone()),
-            }
-            .selection(now)?;
-            let engine = at.target.backend()?;
-            let sql = flamehouse::continuous_query::diff_sql(
-                &at.query_options(),
-                &a,
-                &b,
-                max_nodes,
-                normalize,
-            )?;
-            let nodes = profiles::nodes(&*engine, &sql)?;
-            write_tree(&nodes, &out, &a.profile_type, &a.profile_type, false, true)
+        ProfileCommand::Diff { args, at } => {
+            profiles::diff_command(b, &at.query_options(), args, &mut out)
         }
-        ProfileCommand::Top {
-            sel,
-            function_regex,
-            limit,
-            at,
-        } => {
-            let s = sel.selection(now)?;
-            let engine = at.target.backend()?;
-            let rows = profiles::top(
-                &*engine,
-                &at.query_options(),
-                &s,
-                function_regex.as_deref(),
-                limit,
-            )?;
-            if rows.is_empty() {
-                hint_unknown_type(&*engine, &at, &s.profile_type)?;
-            }
-            let mut o = std::io::stdout().lock();
-            writeln!(o, "self\tself%\ttotal\ttotal%\tfunction")?;
-            for r in rows {
-                writeln!(
-                    o,
-                    "{}\t{:.2}%\t{}\t{:.2}%\t{}",
-                    r.self_value,
-                    r.self_share * 100.0,
-                    r.total,
-                    r.total_share * 100.0,
-                    r.function
-                )?;
-            }
-            Ok(())
+        ProfileCommand::Top { args, at } => {
+            profiles::top_command(b, &at.query_options(), args, &mut out, &mut err)
         }
-        ProfileCommand::Sandwich {
-            sel,
-            function,
-            callers,
-            callees,
-            max_nodes,
-            at,
-        } => {
-            let s = sel.selection(now)?;
-            let engine = at.target.backend()?;
-            let (up, down) =
-                profiles::sandwich(&*engine, &at.query_options(), &s, &function, max_nodes)?;
-            if let Some(p) = callers {
-                write_tree(
-                    &up,
-                    &p,
-                    &format!("callers of {function}"),
-                    &s.profile_type,
-                    true,
-                    false,
-                )?;
-            }
-            if let Some(p) = callees {
-                write_tree(
-                    &down,
-                    &p,
-                    &format!("callees of {function}"),
-                    &s.profile_type,
-                    true,
-                    false,
-                )?;
-            }
-            Ok(())
+        ProfileCommand::Sandwich { args, at } => {
+            profiles::sandwich_command(b, &at.query_options(), args, &mut out)
         }
-        ProfileCommand::List {
-            profile_type,
-            service,
-            from,
-            to,
-            at,
-        } => {
-            let (f, t) = (
-                profiles::parse_time(&from, now)?,
-                profiles::parse_time(&to, now)?,
-            );
-            let engine = at.target.backend()?;
-            let sql = flamehouse::continuous_query::profile_list_sql(
-                &at.query_options(),
-                &profile_type,
-                service.as_deref(),
-                f,
-                t,
-            );
-            let tsv = engine.query_tsv(&format!(
-                "SELECT lower(hex(profile_id)), service, ts, duration_ns, total, sample_count, \
-                 series_count, labels, source FROM ({sql})"
-            ))?;
-            let mut o = std::io::stdout().lock();
-            writeln!(
-                o,
-                "profile\tservice\ttime\tduration_ns\ttotal\tsamples\tseries\tlabels\tsource"
-            )?;
-            o.write_all(tsv.as_bytes())?;
-            Ok(())
+        ProfileCommand::List { args, at } => {
+            profiles::list_command(b, &at.query_options(), args, &mut out)
         }
-        ProfileCommand::Open {
-            id,
-            profile_type,
-            max_nodes,
-            out,
-            at,
-        } => {
-            let engine = at.target.backend()?;
-            let sql = flamehouse::continuous_query::profile_flame_sql(
-                &at.query_options(),
-                id,
-                &profile_type,
-                max_nodes,
-            );
-            let nodes = profiles::nodes(&*engine, &sql)?;
-            if nodes.is_empty() {
-                anyhow::bail!(
-                    "no profile {id:016x} of type {profile_type} (see `flamehouse profile list`)"
-                );
-            }
-            write_tree(
-                &nodes,
-                &out,
-                &format!("profile {id:016x}"),
-                &profile_type,
-                false,
-                false,
-            )
+        ProfileCommand::Open { args, at } => {
+            profiles::open_command(b, &at.query_options(), args, &mut out)
         }
-        ProfileCommand::Export { sel, out, at } => {
-            let s = sel.selection(now)?;
-            let engine = at.target.backend()?;
-            let bytes = profiles::export_pprof(&*engine, &at.query_options(), &s)?;
-            std::fs::write(&out, bytes).with_context(|| format!("writing {}", out.display()))?;
-            println!("wrote {}", out.display());
-            Ok(())
+        ProfileCommand::Export { args, at } => {
+            profiles::export_command(b, &at.query_options(), args, &mut out)
         }
-        ProfileCommand::Labels {
-            profile_type,
-            from,
-            to,
-            at,
-        } => {
-            let (f, t) = (
-                profiles::parse_time(&from, now)?,
-                profiles::parse_time(&to, now)?,
-            );
-            let engine = at.target.backend()?;
-            let sql = flamehouse::continuous_query::label_values_sql(
-                &at.query_options(),
-                &profile_type,
-                f,
-                t,
-            );
-            let mut o = std::io::stdout().lock();
-            writeln!(o, "key\tvalue\tseries")?;
-            o.write_all(engine.query_tsv(&sql)?.as_bytes())?;
-            Ok(())
+        ProfileCommand::Labels { args, at } => {
+            profiles::labels_command(b, &at.query_options(), args, &mut out)
         }
+    }
+    .and_then(|()| {
+        out.flush().map_err(|cause| flamehouse::Error::File {
+            path: "<stdout>".into(),
+            cause,
+        })
+    });
+    match r {
+        Err(e) if profiles::is_broken_pipe(&e) => Ok(()),
+        r => Ok(r?),
     }
 }
 
@@ -936,6 +617,7 @@ fn run() -> anyhow::Result<()> {
             labels,
             schema,
             format,
+            text,
             watch,
             idle_exit,
             replace,
@@ -960,7 +642,7 @@ fn run() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 main_binary: binary,
-                read: flamehouse::formats::ReadOptions {
+                read: text.apply(flamehouse::formats::ReadOptions {
                     binpb: flamehouse::formats::binpb::ReaderOptions {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
@@ -970,7 +652,7 @@ fn run() -> anyhow::Result<()> {
                         ..Default::default()
                     },
                     ..Default::default()
-                },
+                }),
                 format,
                 watch,
                 idle_exit: idle_exit.map(Duration::from_secs),

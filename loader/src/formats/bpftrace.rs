@@ -2,9 +2,10 @@
 //! (`@name[key]: value`) or `-f json` (one JSON object a line,
 //! `{"type": "map", "data": {"@name": {"key": value}}}`).
 //!
-//! - every keyed map is its own profile type `bpftrace:NAME:count` (`@` is
-//!   `bpftrace:samples:count`, `@cpu` is `bpftrace:cpu:count`), in order
-//!   of first appearance; a sample has zero for the other maps' types.
+//! - every keyed map is its own profile type, named as the map: `@NAME:count`
+//!   (`@` is `@:count`, `@cpu` is `@cpu:count`; value types
+//!   `bpftrace:@NAME:count`), in order of first appearance (the `@` keeps
+//!   them apart from pprof's and perf's types); a sample has zero for the other maps' types.
 //!   Values must be integers (`count()`, `sum()`); scalar maps
 //!   (`@n: 190`) and histograms carry no stack and are skipped, as are
 //!   lines outside maps (`Attaching 2 probes...`, `printf` output);
@@ -372,10 +373,9 @@ pub fn parse(
     }
     let types: Vec<(String, String, String)> = maps
         .iter()
-        .map(|m| {
-            let sample = if m.is_empty() { "samples" } else { m };
-            ("bpftrace".to_owned(), sample.to_owned(), "count".to_owned())
-        })
+        // The map's own name, `@` included: no pprof or perf type starts
+        // with `@`, so `@:count` never mixes with Go's `samples:count`.
+        .map(|m| ("bpftrace".to_owned(), format!("@{m}"), "count".to_owned()))
         .collect();
     let mut b = Builder::new(types.len());
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);

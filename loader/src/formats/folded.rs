@@ -9,7 +9,9 @@
 //!   line; any other frame (`thread (123)`, `foo_[k]`) is a function name
 //!   as written;
 //! - the file carries no type, unit or time: one value type from
-//!   [`FoldedOptions`] (default `cpu:samples:count`), one batch at
+//!   [`FoldedOptions`] (default `folded:folded:count`, profile type
+//!   `folded:count`: not pprof's `samples:count`, so folded counts never
+//!   mix with a Go CPU profile's unless asked for), one batch at
 //!   [`FoldedOptions::time_ns`] (default: the file's modification time)
 //!   covering [`FoldedOptions::duration_ns`] (default 0: unknown).
 
@@ -25,9 +27,10 @@ const NAME: &str = "folded stacks";
 /// What folded stacks count, and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldedOptions {
-    /// Profile kind (`cpu`, `wall`, `alloc`...). Default: `cpu`.
+    /// Profile kind (`cpu`, `wall`, `alloc`...), informational (the
+    /// profile type is `sample:unit`). Default: `folded`.
     pub kind: String,
-    /// Sample name. Default: `samples`.
+    /// Sample name. Default: `folded`.
     pub sample: String,
     /// Unit of the counts. Default: `count`.
     pub unit: String,
@@ -43,8 +46,8 @@ pub struct FoldedOptions {
 impl Default for FoldedOptions {
     fn default() -> Self {
         FoldedOptions {
-            kind: "cpu".into(),
-            sample: "samples".into(),
+            kind: "folded".into(),
+            sample: "folded".into(),
             unit: "count".into(),
             time_ns: None,
             duration_ns: 0,
@@ -259,6 +262,8 @@ mod tests {
         for name in ["work.raw.txt", "work.idle-threads.raw.txt"] {
             let text = std::fs::read_to_string(fixture(name)).unwrap();
             let mut r = parse(&text, &fixture(name), 0, &FoldedOptions::default()).unwrap();
+            // Not pprof's `samples:count`.
+            assert_eq!(r.value_types()[0].profile_type(), "folded:count");
             let got = write_back(&mut r);
             let want = reference(&text);
             assert_eq!(got, want, "{name}");

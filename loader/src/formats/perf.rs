@@ -10,12 +10,14 @@
 //! (`perf report -g folded` and `perf script report stackcollapse`).
 //!
 //! What becomes of a sample ([`PerfOptions`]):
-//! - every event of the file is its own profile type, two value types
-//!   each, in order of first appearance: `EVENT:samples:count` (the
-//!   sample count) and the summed period, `EVENT:cpu:nanoseconds` for the
-//!   clock events (`cpu-clock`, `task-clock`, whose period is ns) and
-//!   `EVENT:events:count` otherwise (cycles, page faults). A sample has
-//!   zero for the other events' types. The event name drops perf's
+//! - every event of the file has two profile types (`sample:unit`, the
+//!   value types `perf:sample:unit`), in order of first appearance:
+//!   `EVENT_samples:count` (the sample count) and the summed period,
+//!   `EVENT:nanoseconds` for the clock events (`cpu-clock`, `task-clock`,
+//!   whose period is ns) and `EVENT:count` otherwise (`cycles:count`,
+//!   `page-faults:count`). The event in the name keeps them apart from
+//!   pprof's types (Go's `samples:count`, `cpu:nanoseconds`) and from
+//!   each other. A sample has zero for the other events' types. The event name drops perf's
 //!   modifiers (`cpu-clock:pppH` -> `cpu-clock`) and writes a
 //!   tracepoint's `:` as `.` (`sched.sched_switch`); a header without a
 //!   period counts 1;
@@ -407,14 +409,21 @@ pub fn parse(
         // `sched:sched_switch` becomes `sched.sched_switch`.
         .map(|e| e.replace(':', "."))
         .flat_map(|e| {
-            let clock = e == "cpu-clock" || e == "task-clock";
+            // Named by the event so that no perf type is a pprof type
+            // (Go's CPU profile is `samples:count` + `cpu:nanoseconds`):
+            // `cpu-clock_samples:count` and `cpu-clock:nanoseconds`.
+            let unit = if e == "cpu-clock" || e == "task-clock" {
+                "nanoseconds"
+            } else {
+                "count"
+            };
             [
-                (e.clone(), "samples".to_owned(), "count".to_owned()),
-                if clock {
-                    (e.clone(), "cpu".to_owned(), "nanoseconds".to_owned())
-                } else {
-                    (e.clone(), "events".to_owned(), "count".to_owned())
-                },
+                (
+                    "perf".to_owned(),
+                    format!("{e}_samples"),
+                    "count".to_owned(),
+                ),
+                ("perf".to_owned(), e, unit.to_owned()),
             ]
         })
         .collect();

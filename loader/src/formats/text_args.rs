@@ -26,31 +26,34 @@ pub struct TextArgs {
     #[arg(long)]
     pub annotate_jit: bool,
     /// perf script: one profile per window of this many seconds of the
-    /// recording (default: one for the file).
+    /// recording; when not given, one for the file.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
-    pub window: Option<u64>,
+    pub perf_window: Option<u64>,
     /// bpftrace: label keys of the map key's non-stack parts, in order
     /// (`comm,tid`); parts without a name become root frames.
     #[arg(long, value_delimiter = ',', value_parser = parse_label_key)]
     pub bpftrace_labels: Vec<String>,
-    /// Folded stacks: the profile type `kind:sample:unit`.
-    #[arg(long, default_value = "cpu:samples:count", value_parser = parse_type)]
+    /// Folded stacks: the profile type the counts are stored as,
+    /// `sample:unit` (queried as given: `--folded-type wall:count` is
+    /// `profile flame --type wall:count`), or `kind:sample:unit` (the
+    /// kind only describes; stored as `sample:unit`).
+    #[arg(long, default_value = "folded:count", value_parser = parse_type)]
     pub folded_type: ProfileType,
     /// Text formats: when the profile was taken (RFC 3339 UTC,
     /// `2026-12-01T14:00:00Z`, or seconds since the epoch); for perf the
-    /// first sample's time. Default: from the file's modification time.
+    /// first sample's time. When not given: the file's modification time.
     #[arg(long, value_parser = parse_time)]
     pub time: Option<u64>,
-    /// bpftrace and folded stacks: the seconds the profile covers
-    /// (default: unknown, 0).
+    /// bpftrace and folded stacks: the seconds the profile covers;
+    /// when not given, 0 (unknown).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<u64>,
 }
 
-/// A profile type `kind:sample:unit` typed on the command line.
+/// A profile type `[kind:]sample:unit` typed on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileType {
-    /// What was profiled (`cpu`, `wall`).
+    /// What was profiled (`cpu`, `wall`); `folded` when not given.
     pub kind: String,
     /// Which value (`samples`).
     pub sample: String,
@@ -73,14 +76,20 @@ fn name_ok(s: &str) -> bool {
 
 fn parse_type(s: &str) -> Result<ProfileType, String> {
     let parts: Vec<&str> = s.split(':').collect();
+    let ok = parts.iter().all(|p| name_ok(p));
     match parts[..] {
-        [kind, sample, unit] if parts.iter().all(|p| name_ok(p)) => Ok(ProfileType {
+        [sample, unit] if ok => Ok(ProfileType {
+            kind: "folded".into(),
+            sample: sample.into(),
+            unit: unit.into(),
+        }),
+        [kind, sample, unit] if ok => Ok(ProfileType {
             kind: kind.into(),
             sample: sample.into(),
             unit: unit.into(),
         }),
         _ => Err(format!(
-            "`{s}` is no `kind:sample:unit` (each part letters, digits, `_`, `.`, `-`)"
+            "`{s}` is no `sample:unit` or `kind:sample:unit` (each part letters, digits, `_`, `.`, `-`)"
         )),
     }
 }
@@ -165,7 +174,7 @@ impl TextArgs {
         read.perf.tid = self.perf_tid;
         read.perf.annotate_kernel = self.annotate_kernel;
         read.perf.annotate_jit = self.annotate_jit;
-        read.perf.window_ns = self.window;
+        read.perf.window_ns = self.perf_window;
         read.perf.time_ns = self.time;
         read.bpftrace.labels.clone_from(&self.bpftrace_labels);
         read.bpftrace.time_ns = self.time;
@@ -208,7 +217,7 @@ mod tests {
             "--perf-comm=frame",
             "--perf-tid=label",
             "--annotate-kernel",
-            "--window=0.5",
+            "--perf-window=0.5",
             "--bpftrace-labels=comm,tid",
             "--folded-type=wall:wall:nanoseconds",
             "--time=2026-12-01T14:00:00Z",
@@ -236,6 +245,17 @@ mod tests {
     }
 
     #[test]
+    fn a_folded_type_is_stored_as_given() {
+        let r = cli(&["--folded-type=wall:nanoseconds"])
+            .unwrap()
+            .apply(ReadOptions::default());
+        assert_eq!(
+            (r.folded.sample.as_str(), r.folded.unit.as_str()),
+            ("wall", "nanoseconds")
+        );
+    }
+
+    #[test]
     fn times_parse_as_date_does_them() {
         // References: `date -u -d ... +%s`.
         assert_eq!(
@@ -257,12 +277,14 @@ mod tests {
     #[test]
     fn hostile_names_are_refused() {
         for bad in [
-            &["--folded-type=cpu:samples"][..],
+            &["--folded-type=samples"][..],
+            &["--folded-type=a:b:c:d"],
+            &["--folded-type=cpu::count"],
             &["--folded-type=cpu:sam'ples:count"],
             &["--bpftrace-labels=comm,1tid"],
             &["--bpftrace-labels=a b"],
-            &["--window=0"],
-            &["--window=-1"],
+            &["--perf-window=0"],
+            &["--perf-window=-1"],
         ] {
             assert!(cli(bad).is_err(), "{bad:?}");
         }

@@ -94,7 +94,7 @@ fn text_and_json_match_reference_parses_and_each_other() {
     let txt = read("burn.ustack-comm.txt");
     let json = read("burn.ustack-comm.json");
     let mut r = parse_str(&txt, &BpftraceOptions::default());
-    assert_eq!(r.value_types()[0].to_string(), "bpftrace:samples:count");
+    assert_eq!(r.value_types()[0].profile_type(), "@:count");
     let from_text = folded(&mut r).remove(0);
     assert_eq!(from_text, reference_text(&txt));
     let from_json = folded(&mut parse_str(&json, &BpftraceOptions::default())).remove(0);
@@ -157,9 +157,9 @@ fn named_map_with_perf_frames_and_a_tid_label_sums_to_its_scalar_twin() {
     assert_eq!(
         r.value_types()
             .iter()
-            .map(ToString::to_string)
+            .map(crate::model::ValueType::profile_type)
             .collect::<Vec<_>>(),
-        ["bpftrace:cpu:count"]
+        ["@cpu:count"]
     );
     let events = r.events();
     let Event::Batch(b) = &events[1] else {
@@ -262,9 +262,9 @@ printf output between maps
     assert_eq!(
         r.value_types()
             .iter()
-            .map(ToString::to_string)
+            .map(crate::model::ValueType::profile_type)
             .collect::<Vec<_>>(),
-        ["bpftrace:bytes:count", "bpftrace:samples:count"]
+        ["@bytes:count", "@:count"]
     );
     let events = r.events();
     let Event::Batch(b) = &events[1] else {

@@ -91,9 +91,9 @@ fn fp_and_dwarf_stacks_equal_perf_reports_folded_and_stackcollapse() {
         assert_eq!(
             r.value_types()
                 .iter()
-                .map(ToString::to_string)
+                .map(crate::model::ValueType::profile_type)
                 .collect::<Vec<_>>(),
-            ["cpu-clock:samples:count", "cpu-clock:cpu:nanoseconds"]
+            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"]
         );
         let (stacks, labels) = folded(&mut r, 0);
         let report = read(&format!("burn.{k}.report-folded.txt"));
@@ -173,13 +173,13 @@ my prog  12/13 [001] 101.000000000:     2000 cycles:u:
     assert_eq!(
         r.value_types()
             .iter()
-            .map(ToString::to_string)
+            .map(crate::model::ValueType::profile_type)
             .collect::<Vec<_>>(),
         [
-            "cycles:samples:count",
-            "cycles:events:count",
-            "page-faults:samples:count",
-            "page-faults:events:count"
+            "cycles_samples:count",
+            "cycles:count",
+            "page-faults_samples:count",
+            "page-faults:count"
         ]
     );
     let events = r.events();
@@ -326,13 +326,13 @@ app 7 [000] 5.100000: 250000 task-clock:  401000 work+0x2 (/bin/app)
     assert_eq!(
         r.value_types()
             .iter()
-            .map(ToString::to_string)
+            .map(crate::model::ValueType::profile_type)
             .collect::<Vec<_>>(),
         [
-            "sched.sched_switch:samples:count",
-            "sched.sched_switch:events:count",
-            "task-clock:samples:count",
-            "task-clock:cpu:nanoseconds"
+            "sched.sched_switch_samples:count",
+            "sched.sched_switch:count",
+            "task-clock_samples:count",
+            "task-clock:nanoseconds"
         ]
     );
     let (stacks, _) = folded(&mut r, 3);

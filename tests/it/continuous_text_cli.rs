@@ -1,0 +1,437 @@
+//! `flamehouse load` of the text formats (`perf script`, bpftrace, folded
+//! stacks) with the readers' flags, end to end through the real CLI on the
+//! committed recordings of `fixtures/continuous`, each checked against an
+//! independent reading of the same file done here (header lines counted,
+//! counts summed) or the tool's own output (perf's `report -g folded`);
+//! and the profile types of every format kept apart.
+
+use flamehouse_fixtures::testing::temp_path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> PathBuf {
+    std::env::var_os("FLAMEHOUSE_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+}
+
+fn fixture(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/continuous")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+fn fh_out(data: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("flamehouse runs")
+}
+
+fn fh(data: &Path, args: &[&str]) -> String {
+    let out = fh_out(data, args);
+    assert!(
+        out.status.success(),
+        "flamehouse {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sql(data: &Path, query: &str) -> String {
+    fh(data, &["sql", query]).trim().to_string()
+}
+
+/// An hour ago, in epoch seconds: inside the retention, so nothing is
+/// dropped by the TTL.
+fn recent_secs() -> i64 {
+    flamehouse::profiles::now_ms() / 1000 - 3600
+}
+
+/// The samples of a `perf script` file, read here: `(time ns since boot,
+/// period)` of every header line (`comm tid secs.frac: period event:`).
+fn perf_headers(text: &str) -> Vec<(u64, i64)> {
+    text.lines()
+        .filter(|l| !l.starts_with(char::is_whitespace) && !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let t = f.iter().find(|x| x.ends_with(':')).unwrap();
+            let (s, frac) = t.trim_end_matches(':').split_once('.').unwrap();
+            let ns = s.parse::<u64>().unwrap() * 1_000_000_000
+                + frac.parse::<u64>().unwrap() * 10u64.pow(9 - frac.len() as u32);
+            let i = f.iter().position(|x| x == t).unwrap();
+            (ns, f[i + 1].parse().unwrap())
+        })
+        .collect()
+}
+
+/// perf's own folded report: the sum of its counts.
+fn report_folded_total(text: &str) -> i64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim_start().ends_with('%'))
+        .filter_map(|l| l.split_once(' ')?.0.parse::<i64>().ok())
+        .sum()
+}
+
+/// `--perf-window`: one profile per window of the recording, each with the
+/// samples whose perf time falls in it (counted here from the header
+/// lines), the first at `--time`; the windows' sample counts add up to
+/// perf's own `report -g folded` total, their nanoseconds to the periods.
+#[test]
+fn perf_windows_time_and_comm_pid_tid_flags() {
+    let file = fixture("perf/burn.fp.perf-script.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let headers = perf_headers(&text);
+    let t0 = recent_secs();
+    let data = temp_path("cptext-perf");
+    let out = fh(
+        &data,
+        &[
+            "load",
+            &file,
+            "--perf-window",
+            "0.1",
+            "--time",
+            &t0.to_string(),
+        ],
+    );
+    // The oracle: windows of 100 ms from the first sample.
+    let first = headers.iter().map(|h| h.0).min().unwrap();
+    let mut want: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for (t, p) in &headers {
+        let w = ((t - first) / 100_000_000) as i64;
+        let e = want.entry(t0 * 1000 + w * 100).or_default();
+        e.0 += 1;
+        e.1 += p;
+    }
+    assert!(want.len() >= 4, "{want:?}");
+    assert_eq!(out.lines().count(), want.len(), "{out}");
+    let rows = |ty: &str| -> BTreeMap<i64, i64> {
+        sql(
+            &data,
+            &format!(
+                "SELECT toUnixTimestamp64Milli(ts), total FROM flamehouse.cp_profiles \
+                 WHERE profile_type = '{ty}' ORDER BY ts"
+            ),
+        )
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once('\t').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect()
+    };
+    let counts = rows("cpu-clock_samples:count");
+    let ns = rows("cpu-clock:nanoseconds");
+    assert_eq!(
+        counts,
+        want.iter()
+            .map(|(k, v)| (*k, v.0))
+            .collect::<BTreeMap<_, _>>()
+    );
+    assert_eq!(
+        ns,
+        want.iter()
+            .map(|(k, v)| (*k, v.1))
+            .collect::<BTreeMap<_, _>>()
+    );
+    let report = std::fs::read_to_string(fixture("perf/burn.fp.report-folded.txt")).unwrap();
+    assert_eq!(counts.values().sum::<i64>(), report_folded_total(&report));
+    // Each window lasts its width.
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT DISTINCT duration_ns FROM flamehouse.cp_profiles"
+        ),
+        "100000000"
+    );
+
+    // comm a root frame, pid and tid labels.
+    let data = temp_path("cptext-perf-comm");
+    fh(
+        &data,
+        &[
+            "load",
+            &file,
+            "--perf-comm",
+            "frame",
+            "--perf-pid",
+            "label",
+            "--perf-tid",
+            "label",
+            "--time",
+            &t0.to_string(),
+        ],
+    );
+    let labels = fh(
+        &data,
+        &[
+            "profile",
+            "labels",
+            "--type",
+            "cpu-clock_samples:count",
+            "--from",
+            "now-2d",
+        ],
+    );
+    let pid = text.split_whitespace().nth(1).unwrap();
+    assert!(
+        labels.lines().any(|l| l == format!("pid\t{pid}\t1")),
+        "{labels}"
+    );
+    assert!(labels.lines().any(|l| l.starts_with("tid\t")), "{labels}");
+    assert!(!labels.contains("comm\t"), "{labels}");
+    let folded = data.join("f.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            "cpu-clock_samples:count",
+            "--from",
+            "now-2d",
+            "--out",
+            &folded.display().to_string(),
+        ],
+    );
+    let f = std::fs::read_to_string(&folded).unwrap();
+    assert!(f.lines().all(|l| l.starts_with("burn;")), "{f}");
+    let total: i64 = f
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(total, headers.len() as i64);
+}
+
+/// `--annotate-kernel` / `--annotate-jit`: FlameGraph's `_[k]` and `_[j]`
+/// suffixes on kernel and JIT frames, and only with the flags.
+#[test]
+fn perf_annotations() {
+    let data = temp_path("cptext-annot");
+    let script = data.join("annot.perf-script.txt");
+    std::fs::write(
+        &script,
+        "java 7 100.000001:    1000 cpu-clock:pppH: \n\
+         \tffffffff8100 do_syscall_64+0x10 ([kernel.kallsyms])\n\
+         \t7f0000001000 Interpreter+0x20 (/tmp/perf-7.map)\n\
+         \t400100 main+0x5 (/usr/bin/java)\n\n",
+    )
+    .unwrap();
+    let t = recent_secs().to_string();
+    let s = script.display().to_string();
+    let flame = |data: &Path| {
+        let out = data.join("a.folded");
+        fh(
+            data,
+            &[
+                "profile",
+                "flame",
+                "--type",
+                "cpu-clock:nanoseconds",
+                "--from",
+                "now-2d",
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    fh(&data, &["load", &s, "--time", &t]);
+    assert_eq!(flame(&data), "main;Interpreter;do_syscall_64 1000\n");
+    let data = temp_path("cptext-annot2");
+    fh(
+        &data,
+        &[
+            "load",
+            &s,
+            "--time",
+            &t,
+            "--annotate-kernel",
+            "--annotate-jit",
+        ],
+    );
+    assert_eq!(
+        flame(&data),
+        "main;Interpreter_[j];do_syscall_64_[k] 1000\n"
+    );
+}
+
+/// bpftrace: `--bpftrace-labels comm` makes the key's `comm` part a label
+/// (selectable, no root frame); without it, it is the root frame. The map
+/// `@` is stored as `@:count` with the sum of the map's counts.
+#[test]
+fn bpftrace_labels_flag() {
+    let file = fixture("bpftrace/burn.ustack-comm.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // The oracle: every `..., burn]: N` entry end, summed.
+    let total: i64 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(", burn]: "))
+        .map(|n| n.parse::<i64>().unwrap())
+        .sum();
+    assert!(total > 0);
+    let t = recent_secs().to_string();
+    let flame = |data: &Path, selector: &str| {
+        let out = data.join("b.folded");
+        fh(
+            data,
+            &[
+                "profile",
+                "flame",
+                "--type",
+                "@:count",
+                "--from",
+                "now-2d",
+                "--selector",
+                selector,
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    let sum = |f: &str| -> i64 {
+        f.lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+            .sum()
+    };
+    let data = temp_path("cptext-bt");
+    fh(&data, &["load", &file, "--time", &t]);
+    let f = flame(&data, "");
+    assert!(f.lines().all(|l| l.starts_with("burn;")), "{f}");
+    assert_eq!(sum(&f), total);
+
+    let data = temp_path("cptext-bt-label");
+    fh(
+        &data,
+        &["load", &file, "--time", &t, "--bpftrace-labels", "comm"],
+    );
+    let f = flame(&data, r#"{comm="burn"}"#);
+    assert!(f.lines().all(|l| !l.starts_with("burn;")), "{f}");
+    assert!(
+        f.lines().all(|l| l.starts_with("__libc_start_call_main;")),
+        "{f}"
+    );
+    assert_eq!(sum(&f), total);
+    assert_eq!(flame(&data, r#"{comm="other"}"#), "");
+}
+
+/// Folded stacks: `--folded-type`, `--time` and `--duration` stored as
+/// given; the total is the file's (awk-style sum of the last fields).
+#[test]
+fn folded_type_time_and_duration() {
+    let file = fixture("pyspy/work.raw.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let total: i64 = text
+        .lines()
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<i64>().ok())
+        .sum();
+    let t0 = recent_secs();
+    let data = temp_path("cptext-folded");
+    fh(
+        &data,
+        &[
+            "load",
+            &file,
+            "--folded-type",
+            "wall:samples:count",
+            "--time",
+            &t0.to_string(),
+            "--duration",
+            "2.5",
+        ],
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT profile_type, toUnixTimestamp64Milli(ts), duration_ns, total, format \
+             FROM flamehouse.cp_profiles"
+        ),
+        format!("samples:count\t{}\t2500000000\t{total}\tfolded", t0 * 1000)
+    );
+    // The default type is folded's own.
+    let data = temp_path("cptext-folded2");
+    fh(&data, &["load", &file, "--time", &t0.to_string()]);
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT profile_type, total FROM flamehouse.cp_profiles"
+        ),
+        format!("folded:count\t{total}")
+    );
+}
+
+/// Invalid flag values: a clear error naming the flag and the value on
+/// the first line, exit 2, nothing stored.
+#[test]
+fn invalid_text_flags_exit_2() {
+    let data = temp_path("cptext-bad");
+    let file = fixture("pyspy/work.raw.txt");
+    for (flag, value) in [
+        ("--perf-window", "0"),
+        ("--perf-window", "soon"),
+        ("--perf-comm", "everywhere"),
+        ("--folded-type", "cpu"),
+        ("--folded-type", "cpu:sam'ples:count"),
+        ("--bpftrace-labels", "1comm"),
+        ("--time", "yesterday"),
+        ("--duration", "-3"),
+    ] {
+        let out = fh_out(&data, &["load", &file, &format!("{flag}={value}")]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err.lines().next().unwrap_or_default();
+        assert!(
+            line.starts_with("error: ") && line.contains(flag) && line.contains(value),
+            "{flag} {value}: {err}"
+        );
+    }
+    // Refused before the engine is opened: the data directory stays empty.
+    assert!(std::fs::read_dir(&data).unwrap().next().is_none());
+}
+
+/// perf's, bpftrace's and folded counts are types of their own: a query
+/// of Go's `samples:count` reads the Go profile's samples only, whatever
+/// else is loaded next to it.
+#[test]
+fn text_types_do_not_mix_with_pprof_types() {
+    let data = temp_path("cptext-types");
+    let t = recent_secs().to_string();
+    let go = fixture("pprof/cpu.pb.gz");
+    fh(&data, &["load", &go]);
+    let go_only = sql(
+        &data,
+        "SELECT profile_type, total FROM flamehouse.cp_profiles ORDER BY profile_type",
+    );
+    for f in [
+        "perf/burn.fp.perf-script.txt",
+        "bpftrace/burn.ustack-comm.txt",
+        "pyspy/work.raw.txt",
+    ] {
+        fh(&data, &["load", &fixture(f), "--time", &t]);
+    }
+    let types = sql(
+        &data,
+        "SELECT groupArray(profile_type) FROM (SELECT DISTINCT profile_type \
+         FROM flamehouse.cp_profiles ORDER BY profile_type)",
+    );
+    assert_eq!(
+        types,
+        "['@:count','cpu-clock:nanoseconds','cpu-clock_samples:count',\
+         'cpu:nanoseconds','folded:count','samples:count']"
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT profile_type, total FROM flamehouse.cp_profiles \
+             WHERE profile_type IN ('samples:count', 'cpu:nanoseconds') ORDER BY profile_type",
+        ),
+        go_only
+    );
+}
