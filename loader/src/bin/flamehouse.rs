@@ -216,6 +216,11 @@ enum Command {
         /// (repeatable); pprof sample labels are added on top.
         #[arg(long = "label", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        /// Continuous profiles: pprof sample label keys holding span ids
+        /// (comma-separated), stored per sample (`{span_id="..."}` selects
+        /// them), never as series labels; `''`: none.
+        #[arg(long, value_delimiter = ',', default_value = "span_id", value_parser = parse_span_label)]
+        span_labels: Vec<String>,
         #[command(flatten)]
         schema: SchemaArgs,
         /// The files' format; when not given, each file's is detected from
@@ -323,6 +328,11 @@ struct SelectionArgs {
     /// host!="a", region!~"eu.*"}`; empty: every series.
     #[arg(long, default_value = "")]
     selector: String,
+    /// Only the samples of this span (16 hex digits, as the profiler's
+    /// `span_id` label): the selector `{span_id="..."}`, read from the raw
+    /// samples whatever the range. A diff applies it to both sides.
+    #[arg(long)]
+    span_id: Option<String>,
 }
 
 impl SelectionArgs {
@@ -336,7 +346,10 @@ impl SelectionArgs {
             profile_type: self.profile_type.clone(),
             from_ms,
             to_ms,
-            selector: Selector::parse(&self.selector)?,
+            selector: match &self.span_id {
+                Some(id) => Selector::parse(&self.selector)?.with_span_id(id)?,
+                None => Selector::parse(&self.selector)?,
+            },
         })
     }
 }
@@ -516,6 +529,16 @@ impl ProfileCommand {
     }
 }
 
+fn parse_span_label(s: &str) -> Result<String, String> {
+    if s.is_empty() || continuous::is_label_key(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a label key (letters, digits, `_`, `.`, not starting with a digit)"
+        ))
+    }
+}
+
 fn parse_profile_id(s: &str) -> Result<u64, String> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16)
         .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
@@ -600,6 +623,7 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
                 from: from_b.unwrap_or(sel.from.clone()),
                 to: to_b.unwrap_or(sel.to.clone()),
                 selector: selector_b.unwrap_or(sel.selector.clone()),
+                span_id: sel.span_id.clone(),
             }
             .selection(now)?;
             let engine = at.target.backend()?;
@@ -933,6 +957,7 @@ fn run() -> anyhow::Result<()> {
         Command::Load {
             files,
             service,
+            span_labels,
             labels,
             schema,
             format,
@@ -980,6 +1005,7 @@ fn run() -> anyhow::Result<()> {
             let copts = ContinuousOptions {
                 service,
                 labels,
+                span_labels: span_labels.into_iter().filter(|k| !k.is_empty()).collect(),
                 ..Default::default()
             };
             let mut failed = 0usize;
