@@ -66,8 +66,8 @@
 //! label `total` is the root.
 
 use crate::error::{Error, Result};
-use crate::ingest::continuous::{is_label_key, span_id_value};
 pub use crate::ingest::continuous::SPAN_ID_KEY;
+use crate::ingest::continuous::{is_label_key, span_id_value};
 use crate::storage::ident::Ident;
 use crate::storage::sql_string;
 
@@ -502,8 +502,15 @@ fn parse_numeric(
     let lo = parse_number(s, chars, &mut j)?;
     let (min, max) = match op {
         "=" | "!=" => {
-            if chars.get(j) == Some(&':') {
-                j += 1;
+            let mut k = j;
+            while chars.get(k).is_some_and(|c| c.is_whitespace()) {
+                k += 1;
+            }
+            if chars.get(k) == Some(&':') {
+                j = k + 1;
+                while chars.get(j).is_some_and(|c| c.is_whitespace()) {
+                    j += 1;
+                }
                 let hi = parse_number(s, chars, &mut j)?;
                 if lo.is_none() && hi.is_none() {
                     return Err(sel_err(
@@ -1077,6 +1084,134 @@ mod tests {
             assert!(e.starts_with("selector "), "{bad}: {e}");
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
+    }
+
+    fn num(key: &str, min: Option<i64>, max: Option<i64>, negate: bool) -> NumMatcher {
+        NumMatcher {
+            key: key.into(),
+            min,
+            max,
+            negate,
+        }
+    }
+
+    #[test]
+    fn numeric_selectors_parse_with_units() {
+        let one = |s: &str| {
+            let sel = Selector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert!(sel.matchers.is_empty(), "{s}");
+            assert_eq!(sel.numeric.len(), 1, "{s}");
+            sel.numeric[0].clone()
+        };
+        let k = 1024;
+        for (s, want) in [
+            ("{bytes>=1024}", num("bytes", Some(1024), None, false)),
+            ("{bytes<4KiB}", num("bytes", None, Some(4 * k - 1), false)),
+            ("{bytes <= 4kb}", num("bytes", None, Some(4 * k), false)),
+            ("{bytes>1kB}", num("bytes", Some(k + 1), None, false)),
+            ("{bytes=1kB:4kB}", num("bytes", Some(k), Some(4 * k), false)),
+            (
+                "{bytes = 1KiB : 4KiB}",
+                num("bytes", Some(k), Some(4 * k), false),
+            ),
+            ("{bytes=1kB:}", num("bytes", Some(k), None, false)),
+            ("{bytes=:4kB}", num("bytes", None, Some(4 * k), false)),
+            ("{bytes!=1kB:4kB}", num("bytes", Some(k), Some(4 * k), true)),
+            ("{bytes=256}", num("bytes", Some(256), Some(256), false)),
+            ("{bytes!=256B}", num("bytes", Some(256), Some(256), true)),
+            ("{bytes>=1.5MiB}", num("bytes", Some(3 << 19), None, false)),
+            ("{bytes<=2GB}", num("bytes", None, Some(2 << 30), false)),
+            ("{wait>=1.5ms}", num("wait", Some(1_500_000), None, false)),
+            ("{wait<2s}", num("wait", None, Some(1_999_999_999), false)),
+            ("{wait>=3us}", num("wait", Some(3_000), None, false)),
+            ("{wait>=3µs}", num("wait", Some(3_000), None, false)),
+            (
+                "{wait<=1h}",
+                num("wait", None, Some(3_600_000_000_000), false),
+            ),
+            (
+                "{wait<=2min}",
+                num("wait", None, Some(120_000_000_000), false),
+            ),
+            ("{delta>=-5}", num("delta", Some(-5), None, false)),
+            ("{delta=-5:+5}", num("delta", Some(-5), Some(5), false)),
+            ("bytes>=1", num("bytes", Some(1), None, false)),
+        ] {
+            assert_eq!(one(s), want, "{s}");
+        }
+        // Mixed with string matchers; `=` with a quoted value stays a string.
+        let s = Selector::parse(r#"{service="heap", bytes>=1kB, bytes="12", x!="1"}"#).unwrap();
+        assert_eq!(s.matchers.len(), 3);
+        assert_eq!(s.numeric, vec![num("bytes", Some(1024), None, false)]);
+        assert!(s.needs_raw());
+        assert!(!Selector::parse(r#"{a="1"}"#).unwrap().needs_raw());
+        assert!(Selector::parse(r#"{span_id="1"}"#).unwrap().needs_raw());
+    }
+
+    #[test]
+    fn bad_numeric_selectors_are_refused_in_one_line() {
+        for (bad, why) in [
+            ("{bytes>}", "expected a number after `>`"),
+            ("{bytes>=\"1\"}", "expected a number after `>=`"),
+            ("{bytes=1XB}", "unknown unit \"xb\""),
+            ("{bytes=4kB:1kB}", "empty range (4096 > 1024)"),
+            ("{bytes=:}", "a range needs a bound"),
+            ("{bytes>1.5}", "not a whole number"),
+            ("{bytes>=0.1B}", "not a whole number"),
+            ("{bytes>=9999999PB}", "too large"),
+            ("{bytes>9223372036854775807}", "no Int64 value"),
+            ("{bytes=1kB:4kB:8kB}", "expected `,` or `}`"),
+            ("{bytes=~1}", "expected a double-quoted value"),
+            ("{bytes=1 kB}", "expected `,` or `}`"),
+            ("{span_id>3}", "span_id is compared as a string"),
+            ("{span_id=3}", "span_id is compared as a string"),
+            ("{bytes<=1kB; DROP TABLE x}", "unknown unit"),
+        ] {
+            let e = Selector::parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with("selector "), "{bad}: {e}");
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        assert!(Selector::all().with_span_id("").is_err());
+    }
+
+    #[test]
+    fn sample_conditions_render_span_and_numeric_matchers() {
+        let s = Selector::parse(
+            r#"{span_id="00F067AA0BA902B7", span_id!="", bytes=1kB:4kB, n!=5, m<0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.sample_condition(),
+            "span_id = 67667974448284343 AND span_id != 0 AND \
+             (mapContains(num_labels, 'bytes') AND num_labels['bytes'] >= 1024 AND num_labels['bytes'] <= 4096) AND \
+             NOT (mapContains(num_labels, 'n') AND num_labels['n'] >= 5 AND num_labels['n'] <= 5) AND \
+             (mapContains(num_labels, 'm') AND num_labels['m'] <= -1)"
+        );
+        // Span matchers are no series conditions.
+        assert_eq!(s.series_condition(), "1");
+        let r = Selector::parse(r#"{span_id=~"00f0.*"}"#).unwrap();
+        assert_eq!(
+            r.sample_condition(),
+            "match(if(span_id = 0, '', leftPad(lower(hex(span_id)), 16, '0')), '^(?:00f0.*)$')"
+        );
+        // A long range with a sample matcher reads the raw samples.
+        let o = QueryOptions::default();
+        let sel = Selection {
+            profile_type: "cpu:nanoseconds".into(),
+            from_ms: 0,
+            to_ms: 86_400_000,
+            selector: Selector::all().with_span_id("00f067aa0ba902b7").unwrap(),
+        };
+        assert_eq!(sel.source(&o), Source::Raw);
+        assert!(flame_sql(&o, &sel, 0).contains("FROM flamehouse.cp_samples WHERE"));
+        let plain = Selection {
+            selector: Selector::all(),
+            ..sel.clone()
+        };
+        assert_eq!(plain.source(&o), Source::Rollup);
+        assert_eq!(pair_source(&o, &plain, &sel), Source::Raw);
+        assert_eq!(pair_source(&o, &plain, &plain), Source::Rollup);
     }
 
     #[test]

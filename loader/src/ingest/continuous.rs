@@ -142,7 +142,10 @@ impl Default for ContinuousOptions {
             format: None,
             symbolizer: SymbolizerOptions::default(),
             main_binary: None,
-            span_labels: DEFAULT_SPAN_LABELS.iter().map(|k| (*k).to_string()).collect(),
+            span_labels: DEFAULT_SPAN_LABELS
+                .iter()
+                .map(|k| (*k).to_string())
+                .collect(),
         }
     }
 }
@@ -198,7 +201,11 @@ pub fn span_id_value(v: &str) -> u64 {
 
 /// Checks that no sample gives one span key two different values (a
 /// sample has one span): the error names the file and the sample.
-fn check_span_labels(batch: &crate::model::Batch, span_labels: &[String], source: &str) -> Result<()> {
+fn check_span_labels(
+    batch: &crate::model::Batch,
+    span_labels: &[String],
+    source: &str,
+) -> Result<()> {
     if span_labels.is_empty() {
         return Ok(());
     }
@@ -989,6 +996,22 @@ mod tests {
             assert!(e.starts_with("label "), "{e}");
             assert!(!e.contains('\n'));
         }
+    }
+
+    #[test]
+    fn span_ids_are_their_hex_number_or_a_hash() {
+        assert_eq!(span_id_value("00f067aa0ba902b7"), 0x00f0_67aa_0ba9_02b7);
+        assert_eq!(span_id_value("00F067AA0BA902B7"), 0x00f0_67aa_0ba9_02b7);
+        assert_eq!(span_id_value("ffffffffffffffff"), u64::MAX);
+        assert_eq!(span_id_value("1"), 1);
+        assert_eq!(span_id_value(""), 0);
+        assert_eq!(span_id_value("0000000000000000"), 0);
+        // Not 1 to 16 hex digits: hashed, the same text the same id.
+        let t = "4bf92f3577b34da6a3ce929d0e0e4736";
+        assert_eq!(span_id_value(t), span_id_value(t));
+        assert_ne!(span_id_value(t), 0);
+        assert_ne!(span_id_value("0x1"), 1);
+        assert_ne!(span_id_value("span-7"), span_id_value("span-8"));
     }
 
     #[test]
