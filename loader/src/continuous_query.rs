@@ -1165,7 +1165,8 @@ mod tests {
             ("{bytes=1 kB}", "expected `,` or `}`"),
             ("{span_id>3}", "span_id is compared as a string"),
             ("{span_id=3}", "span_id is compared as a string"),
-            ("{bytes<=1kB; DROP TABLE x}", "unknown unit"),
+            ("{bytes<=1kB; DROP TABLE x}", "expected `,` or `}`"),
+            ("{bytes<=1kBx}", "unknown unit \"kbx\""),
         ] {
             let e = Selector::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with("selector "), "{bad}: {e}");
