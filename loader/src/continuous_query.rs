@@ -16,6 +16,40 @@
 //! `service` also filter the samples' `service` column, the second key of
 //! the sort key.
 //!
+//! ## Span ids
+//!
+//! `span_id` is no series label: the loader keeps span ids on the sample
+//! rows (`cp_samples.span_id`, see
+//! [`crate::ingest::continuous::DEFAULT_SPAN_LABELS`]), and a matcher on the
+//! key `span_id` ([`SPAN_ID_KEY`]) filters those rows:
+//! `{span_id="00f067aa0ba902b7"}` (`=` and `!=` compare the id: 16 hex
+//! digits, any case, or the text a non-hex id was loaded from;
+//! `span_id=""` is the samples without a span, `span_id!=""` those with
+//! one; `=~` and `!~` match the id written as 16 lower-case hex digits,
+//! `""` for none).
+//!
+//! ## Numeric labels
+//!
+//! pprof numeric labels (Go heap profiles' `bytes`, the object size) are
+//! per sample too (`cp_samples.num_labels`), compared with an unquoted
+//! number: `{bytes>=1024}`, `{bytes<4KiB}`, `{bytes>1kB, bytes<=64kB}`,
+//! `{bytes=256}`, `{bytes!=256}`, and inclusive ranges as `go tool pprof
+//! -tagfocus` writes them: `{bytes=1kB:4kB}` (1024 to 4096, both ends
+//! included), `{bytes=1kB:}`, `{bytes=:4kB}`; `!=` with a range is
+//! `-tagignore`. A sample without the key matches no `=`, `<`, `<=`, `>`,
+//! `>=` and every `!=` (so `{k=R}` and `{k!=R}` split a profile in two, as
+//! `-tagfocus` and `-tagignore` do). Numbers are integers or decimals with
+//! an optional unit, case-insensitive: bytes `B`, `kB`/`KiB`, `MB`/`MiB`,
+//! `GB`/`GiB`, `TB`/`TiB`, `PB`/`PiB` (all 1024-based, as pprof counts
+//! `kB`); time `ns`, `us`/`µs`, `ms`, `s`, `min`, `h`. A number with a unit
+//! is converted to bytes or nanoseconds, the units pprof writers store
+//! (`cp_profiles.num_units`), and must come out whole; a number without
+//! one is compared as stored (pprof wants a unit there).
+//!
+//! Span and numeric matchers select sample rows, which the per-minute
+//! rollup does not keep: a selection with one always reads `cp_samples`,
+//! whatever its range ([`Selection::source`]).
+//!
 //! # Sources
 //!
 //! A range of at most [`QueryOptions::rollup_after_seconds`] (default
@@ -32,7 +66,8 @@
 //! label `total` is the root.
 
 use crate::error::{Error, Result};
-use crate::ingest::continuous::is_label_key;
+pub use crate::ingest::continuous::SPAN_ID_KEY;
+use crate::ingest::continuous::{is_label_key, span_id_value};
 use crate::storage::ident::Ident;
 use crate::storage::sql_string;
 
@@ -85,8 +120,128 @@ pub struct Matcher {
 /// A parsed label selector (every matcher must hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector {
-    /// The matchers.
+    /// The string matchers (a matcher on [`SPAN_ID_KEY`] filters the
+    /// samples' span ids, the others the series labels).
     pub matchers: Vec<Matcher>,
+    /// The numeric-label matchers.
+    pub numeric: Vec<NumMatcher>,
+}
+
+/// One numeric-label matcher: the label's value lies in `[min, max]`
+/// (`negate`: it does not, or the sample has no such label).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumMatcher {
+    /// Numeric label key.
+    pub key: String,
+    /// Smallest value kept (inclusive); `None`: no lower bound.
+    pub min: Option<i64>,
+    /// Largest value kept (inclusive); `None`: no upper bound.
+    pub max: Option<i64>,
+    /// `!=`: keep the samples outside the range.
+    pub negate: bool,
+}
+
+/// The units a numeric-label number may carry (lower case) and their size
+/// in the base unit (bytes or nanoseconds).
+const NUM_UNITS: &[(&str, i64)] = &[
+    ("b", 1),
+    ("byte", 1),
+    ("bytes", 1),
+    ("kb", 1 << 10),
+    ("kib", 1 << 10),
+    ("mb", 1 << 20),
+    ("mib", 1 << 20),
+    ("gb", 1 << 30),
+    ("gib", 1 << 30),
+    ("tb", 1 << 40),
+    ("tib", 1 << 40),
+    ("pb", 1 << 50),
+    ("pib", 1 << 50),
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("μs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("min", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+];
+
+/// Parses a number with an optional unit (`4KiB`, `1.5ms`, `-3`) at
+/// `chars[*i..]` into an integer in the base unit; `Ok(None)` when no
+/// number starts there.
+fn parse_number(s: &str, chars: &[char], i: &mut usize) -> Result<Option<i64>> {
+    let start = *i;
+    let mut j = *i;
+    if matches!(chars.get(j), Some('+' | '-')) {
+        j += 1;
+    }
+    let digits = j;
+    while chars.get(j).is_some_and(char::is_ascii_digit) {
+        j += 1;
+    }
+    if j == digits {
+        return Ok(None);
+    }
+    if chars.get(j) == Some(&'.') && chars.get(j + 1).is_some_and(char::is_ascii_digit) {
+        j += 1;
+        while chars.get(j).is_some_and(char::is_ascii_digit) {
+            j += 1;
+        }
+    }
+    let num: String = chars[start..j].iter().collect();
+    let ustart = j;
+    while chars.get(j).is_some_and(|c| c.is_alphabetic()) {
+        j += 1;
+    }
+    let unit: String = chars[ustart..j].iter().collect::<String>().to_lowercase();
+    let factor = if unit.is_empty() {
+        1
+    } else {
+        NUM_UNITS
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                sel_err(
+                    s,
+                    ustart,
+                    &format!(
+                        "unknown unit {unit:?} (bytes: B, kB, KiB, MB, MiB, GB, GiB, TB, PB; \
+                         time: ns, us, ms, s, min, h)"
+                    ),
+                )
+            })?
+    };
+    // Exact: integer arithmetic on the digits, decimals included.
+    let whole = || {
+        sel_err(
+            s,
+            start,
+            &format!("{num}{unit} is not a whole number of bytes or nanoseconds, or too large"),
+        )
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
+    let neg = int.starts_with('-');
+    let int = int.trim_start_matches(['+', '-']);
+    let mut v: i128 = int.parse::<i128>().map_err(|_| whole())? * i128::from(factor);
+    if !frac.is_empty() {
+        let den = u32::try_from(frac.len())
+            .ok()
+            .and_then(|n| 10i128.checked_pow(n))
+            .ok_or_else(whole)?;
+        let f: i128 = frac.parse::<i128>().map_err(|_| whole())? * i128::from(factor);
+        if f % den != 0 {
+            return Err(whole());
+        }
+        v += f / den;
+    }
+    if neg {
+        v = -v;
+    }
+    let v = i64::try_from(v).map_err(|_| whole())?;
+    *i = j;
+    Ok(Some(v))
 }
 
 fn sel_err(s: &str, at: usize, why: &str) -> Error {
@@ -118,6 +273,7 @@ impl Selector {
             i += 1;
         }
         let mut matchers = Vec::new();
+        let mut numeric = Vec::new();
         loop {
             skip_ws(&mut i);
             match chars.get(i) {
@@ -148,12 +304,31 @@ impl Selector {
                 ));
             }
             skip_ws(&mut i);
+            // A numeric matcher (a comparison, or `=` / `!=` and an
+            // unquoted number or range)?
+            if let Some(m) = parse_numeric(s, &chars, &mut i, start, &key)? {
+                numeric.push(m);
+                skip_ws(&mut i);
+                match chars.get(i) {
+                    Some(',') => i += 1,
+                    Some('}') if braced => {}
+                    None if !braced => {}
+                    _ => return Err(sel_err(s, i, "expected `,` or `}`")),
+                }
+                continue;
+            }
             let op = match (chars.get(i), chars.get(i + 1)) {
                 (Some('='), Some('~')) => MatchOp::Re,
                 (Some('!'), Some('=')) => MatchOp::Ne,
                 (Some('!'), Some('~')) => MatchOp::NotRe,
                 (Some('='), _) => MatchOp::Eq,
-                _ => return Err(sel_err(s, i, "expected `=`, `!=`, `=~` or `!~`")),
+                _ => {
+                    return Err(sel_err(
+                        s,
+                        i,
+                        "expected `=`, `!=`, `=~`, `!~`, `<`, `<=`, `>` or `>=`",
+                    ))
+                }
             };
             i += if op == MatchOp::Eq { 1 } else { 2 };
             skip_ws(&mut i);
@@ -213,19 +388,67 @@ impl Selector {
                 _ => return Err(sel_err(s, i, "expected `,` or `}`")),
             }
         }
-        Ok(Selector { matchers })
+        Ok(Selector { matchers, numeric })
+    }
+
+    /// This selector with one more matcher `span_id="id"` (the commands'
+    /// `--span-id`).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for an empty id.
+    pub fn with_span_id(mut self, id: &str) -> Result<Selector> {
+        if id.is_empty() {
+            return Err(Error::Usage(
+                "span id: empty (the selector `{span_id=\"\"}` keeps the samples without a span)"
+                    .into(),
+            ));
+        }
+        self.matchers.push(Matcher {
+            key: SPAN_ID_KEY.to_string(),
+            op: MatchOp::Eq,
+            value: id.to_string(),
+        });
+        Ok(self)
+    }
+
+    /// Whether the selector filters sample rows (span ids, numeric labels),
+    /// which only `cp_samples` holds.
+    #[must_use]
+    pub fn needs_raw(&self) -> bool {
+        !self.numeric.is_empty() || self.matchers.iter().any(|m| m.key == SPAN_ID_KEY)
+    }
+
+    /// The conditions of the span and numeric matchers on `cp_samples`
+    /// rows (`AND`-joined, `1` for none).
+    #[must_use]
+    pub fn sample_condition(&self) -> String {
+        let mut c: Vec<String> = self
+            .matchers
+            .iter()
+            .filter(|m| m.key == SPAN_ID_KEY)
+            .map(span_sql)
+            .collect();
+        c.extend(self.numeric.iter().map(num_sql));
+        if c.is_empty() {
+            "1".into()
+        } else {
+            c.join(" AND ")
+        }
     }
 
     /// The conditions on `cp_series` rows (`AND`-joined, `1` for none).
     fn series_condition(&self) -> String {
-        if self.matchers.is_empty() {
-            return "1".into();
-        }
-        self.matchers
+        let c: Vec<String> = self
+            .matchers
             .iter()
+            .filter(|m| m.key != SPAN_ID_KEY)
             .map(|m| matcher_sql(&format!("labels[{}]", sql_string(&m.key)), m))
-            .collect::<Vec<_>>()
-            .join(" AND ")
+            .collect();
+        if c.is_empty() {
+            "1".into()
+        } else {
+            c.join(" AND ")
+        }
     }
 
     /// The conditions on the samples' `service` column implied by
@@ -242,6 +465,127 @@ impl Selector {
         } else {
             c.join(" AND ")
         }
+    }
+}
+
+/// A numeric matcher at `chars[*i..]` (just after the key of `key_at`):
+/// `<`, `<=`, `>`, `>=` and a number, or `=` / `!=` and an unquoted number
+/// or range `lo:hi` (either bound may be left out). `Ok(None)`: a string
+/// matcher follows (nothing consumed).
+fn parse_numeric(
+    s: &str,
+    chars: &[char],
+    i: &mut usize,
+    key_at: usize,
+    key: &str,
+) -> Result<Option<NumMatcher>> {
+    let cmp = match (chars.get(*i), chars.get(*i + 1)) {
+        (Some('<'), Some('=')) => Some(("<=", 2)),
+        (Some('>'), Some('=')) => Some((">=", 2)),
+        (Some('<'), _) => Some(("<", 1)),
+        (Some('>'), _) => Some((">", 1)),
+        (Some('='), Some(c)) if *c != '~' => Some(("=", 1)),
+        (Some('!'), Some('=')) => Some(("!=", 2)),
+        _ => None,
+    };
+    let Some((op, len)) = cmp else {
+        return Ok(None);
+    };
+    let mut j = *i + len;
+    while chars.get(j).is_some_and(|c| c.is_whitespace()) {
+        j += 1;
+    }
+    if matches!(op, "=" | "!=") && chars.get(j) == Some(&'"') {
+        return Ok(None);
+    }
+    let at = j;
+    let lo = parse_number(s, chars, &mut j)?;
+    let (min, max) = match op {
+        "=" | "!=" => {
+            let mut k = j;
+            while chars.get(k).is_some_and(|c| c.is_whitespace()) {
+                k += 1;
+            }
+            if chars.get(k) == Some(&':') {
+                j = k + 1;
+                while chars.get(j).is_some_and(|c| c.is_whitespace()) {
+                    j += 1;
+                }
+                let hi = parse_number(s, chars, &mut j)?;
+                if lo.is_none() && hi.is_none() {
+                    return Err(sel_err(
+                        s,
+                        at,
+                        "a range needs a bound (`1kB:4kB`, `1kB:`, `:4kB`)",
+                    ));
+                }
+                (lo, hi)
+            } else if lo.is_some() {
+                (lo, lo)
+            } else {
+                return Err(sel_err(
+                    s,
+                    at,
+                    "expected a double-quoted value, a number or a range (`1kB:4kB`)",
+                ));
+            }
+        }
+        _ => {
+            let v = lo.ok_or_else(|| sel_err(s, at, &format!("expected a number after `{op}`")))?;
+            let none = || sel_err(s, at, "no Int64 value satisfies this");
+            match op {
+                "<=" => (None, Some(v)),
+                ">=" => (Some(v), None),
+                "<" => (None, Some(v.checked_sub(1).ok_or_else(none)?)),
+                _ => (Some(v.checked_add(1).ok_or_else(none)?), None),
+            }
+        }
+    };
+    if key == SPAN_ID_KEY {
+        return Err(sel_err(
+            s,
+            key_at,
+            "span_id is compared as a string (`span_id=\"00f067aa0ba902b7\"`)",
+        ));
+    }
+    if let (Some(a), Some(b)) = (min, max) {
+        if a > b {
+            return Err(sel_err(s, at, &format!("empty range ({a} > {b})")));
+        }
+    }
+    *i = j;
+    Ok(Some(NumMatcher {
+        key: key.to_string(),
+        min,
+        max,
+        negate: op == "!=",
+    }))
+}
+
+fn num_sql(m: &NumMatcher) -> String {
+    let k = sql_string(&m.key);
+    let mut c = vec![format!("mapContains(num_labels, {k})")];
+    if let Some(v) = m.min {
+        c.push(format!("num_labels[{k}] >= {v}"));
+    }
+    if let Some(v) = m.max {
+        c.push(format!("num_labels[{k}] <= {v}"));
+    }
+    let c = c.join(" AND ");
+    if m.negate {
+        format!("NOT ({c})")
+    } else {
+        format!("({c})")
+    }
+}
+
+/// A span-id matcher on `cp_samples.span_id` (see the module docs).
+fn span_sql(m: &Matcher) -> String {
+    let hex = "if(span_id = 0, '', leftPad(lower(hex(span_id)), 16, '0'))";
+    match m.op {
+        MatchOp::Eq => format!("span_id = {}", span_id_value(&m.value)),
+        MatchOp::Ne => format!("span_id != {}", span_id_value(&m.value)),
+        _ => matcher_sql(hex, m),
     }
 }
 
@@ -288,7 +632,9 @@ impl Selection {
     /// The source for this range under `opts`.
     #[must_use]
     pub fn source(&self, opts: &QueryOptions) -> Source {
-        if (self.to_ms - self.from_ms) / 1000 > opts.rollup_after_seconds {
+        if self.selector.needs_raw() {
+            Source::Raw
+        } else if (self.to_ms - self.from_ms) / 1000 > opts.rollup_after_seconds {
             Source::Rollup
         } else {
             Source::Raw
@@ -299,7 +645,10 @@ impl Selection {
     fn condition(&self, db: &Ident, source: Source) -> String {
         let (t1, t2) = (time_lit(self.from_ms), time_lit(self.to_ms));
         let range = match source {
-            Source::Raw => format!("ts >= {t1} AND ts < {t2}"),
+            Source::Raw => format!(
+                "ts >= {t1} AND ts < {t2} AND {}",
+                self.selector.sample_condition()
+            ),
             Source::Rollup => format!("minute >= toStartOfMinute({t1}) AND minute < {t2}"),
         };
         format!(
@@ -310,6 +659,18 @@ impl Selection {
             ty = sql_string(&self.profile_type),
             labels = self.selector.series_condition(),
         )
+    }
+}
+
+/// The one source two selections are read from in one scan: the rollup
+/// when either range is long, unless either filters sample rows.
+fn pair_source(opts: &QueryOptions, a: &Selection, b: &Selection) -> Source {
+    if a.selector.needs_raw() || b.selector.needs_raw() {
+        Source::Raw
+    } else if a.source(opts) == Source::Rollup || b.source(opts) == Source::Rollup {
+        Source::Rollup
+    } else {
+        Source::Raw
     }
 }
 
@@ -430,11 +791,7 @@ pub fn diff_sql(
         )));
     }
     let db = &opts.database;
-    let source = if a.source(opts) == Source::Rollup || b.source(opts) == Source::Rollup {
-        Source::Rollup
-    } else {
-        Source::Raw
-    };
+    let source = pair_source(opts, a, b);
     let (ca, cb) = (a.condition(db, source), b.condition(db, source));
     let inner = format!(
         "SELECT stack_id, sumIf(value, {ca}) AS va, sumIf(value, {cb}) AS vb \
@@ -727,6 +1084,135 @@ mod tests {
             assert!(e.starts_with("selector "), "{bad}: {e}");
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
+    }
+
+    fn num(key: &str, min: Option<i64>, max: Option<i64>, negate: bool) -> NumMatcher {
+        NumMatcher {
+            key: key.into(),
+            min,
+            max,
+            negate,
+        }
+    }
+
+    #[test]
+    fn numeric_selectors_parse_with_units() {
+        let one = |s: &str| {
+            let sel = Selector::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+            assert!(sel.matchers.is_empty(), "{s}");
+            assert_eq!(sel.numeric.len(), 1, "{s}");
+            sel.numeric[0].clone()
+        };
+        let k = 1024;
+        for (s, want) in [
+            ("{bytes>=1024}", num("bytes", Some(1024), None, false)),
+            ("{bytes<4KiB}", num("bytes", None, Some(4 * k - 1), false)),
+            ("{bytes <= 4kb}", num("bytes", None, Some(4 * k), false)),
+            ("{bytes>1kB}", num("bytes", Some(k + 1), None, false)),
+            ("{bytes=1kB:4kB}", num("bytes", Some(k), Some(4 * k), false)),
+            (
+                "{bytes = 1KiB : 4KiB}",
+                num("bytes", Some(k), Some(4 * k), false),
+            ),
+            ("{bytes=1kB:}", num("bytes", Some(k), None, false)),
+            ("{bytes=:4kB}", num("bytes", None, Some(4 * k), false)),
+            ("{bytes!=1kB:4kB}", num("bytes", Some(k), Some(4 * k), true)),
+            ("{bytes=256}", num("bytes", Some(256), Some(256), false)),
+            ("{bytes!=256B}", num("bytes", Some(256), Some(256), true)),
+            ("{bytes>=1.5MiB}", num("bytes", Some(3 << 19), None, false)),
+            ("{bytes<=2GB}", num("bytes", None, Some(2 << 30), false)),
+            ("{wait>=1.5ms}", num("wait", Some(1_500_000), None, false)),
+            ("{wait<2s}", num("wait", None, Some(1_999_999_999), false)),
+            ("{wait>=3us}", num("wait", Some(3_000), None, false)),
+            ("{wait>=3µs}", num("wait", Some(3_000), None, false)),
+            (
+                "{wait<=1h}",
+                num("wait", None, Some(3_600_000_000_000), false),
+            ),
+            (
+                "{wait<=2min}",
+                num("wait", None, Some(120_000_000_000), false),
+            ),
+            ("{delta>=-5}", num("delta", Some(-5), None, false)),
+            ("{delta=-5:+5}", num("delta", Some(-5), Some(5), false)),
+            ("bytes>=1", num("bytes", Some(1), None, false)),
+        ] {
+            assert_eq!(one(s), want, "{s}");
+        }
+        // Mixed with string matchers; `=` with a quoted value stays a string.
+        let s = Selector::parse(r#"{service="heap", bytes>=1kB, bytes="12", x!="1"}"#).unwrap();
+        assert_eq!(s.matchers.len(), 3);
+        assert_eq!(s.numeric, vec![num("bytes", Some(1024), None, false)]);
+        assert!(s.needs_raw());
+        assert!(!Selector::parse(r#"{a="1"}"#).unwrap().needs_raw());
+        assert!(Selector::parse(r#"{span_id="1"}"#).unwrap().needs_raw());
+    }
+
+    #[test]
+    fn bad_numeric_selectors_are_refused_in_one_line() {
+        for (bad, why) in [
+            ("{bytes>}", "expected a number after `>`"),
+            ("{bytes>=\"1\"}", "expected a number after `>=`"),
+            ("{bytes=1XB}", "unknown unit \"xb\""),
+            ("{bytes=4kB:1kB}", "empty range (4096 > 1024)"),
+            ("{bytes=:}", "a range needs a bound"),
+            ("{bytes>1.5}", "not a whole number"),
+            ("{bytes>=0.1B}", "not a whole number"),
+            ("{bytes>=9999999PB}", "too large"),
+            ("{bytes>9223372036854775807}", "no Int64 value"),
+            ("{bytes=1kB:4kB:8kB}", "expected `,` or `}`"),
+            ("{bytes=~1}", "expected a double-quoted value"),
+            ("{bytes=1 kB}", "expected `,` or `}`"),
+            ("{span_id>3}", "span_id is compared as a string"),
+            ("{span_id=3}", "span_id is compared as a string"),
+            ("{bytes<=1kB; DROP TABLE x}", "expected `,` or `}`"),
+            ("{bytes<=1kBx}", "unknown unit \"kbx\""),
+        ] {
+            let e = Selector::parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with("selector "), "{bad}: {e}");
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(!e.contains('\n'), "{bad}: {e}");
+        }
+        assert!(Selector::all().with_span_id("").is_err());
+    }
+
+    #[test]
+    fn sample_conditions_render_span_and_numeric_matchers() {
+        let s = Selector::parse(
+            r#"{span_id="00F067AA0BA902B7", span_id!="", bytes=1kB:4kB, n!=5, m<0}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.sample_condition(),
+            "span_id = 67667974448284343 AND span_id != 0 AND \
+             (mapContains(num_labels, 'bytes') AND num_labels['bytes'] >= 1024 AND num_labels['bytes'] <= 4096) AND \
+             NOT (mapContains(num_labels, 'n') AND num_labels['n'] >= 5 AND num_labels['n'] <= 5) AND \
+             (mapContains(num_labels, 'm') AND num_labels['m'] <= -1)"
+        );
+        // Span matchers are no series conditions.
+        assert_eq!(s.series_condition(), "1");
+        let r = Selector::parse(r#"{span_id=~"00f0.*"}"#).unwrap();
+        assert_eq!(
+            r.sample_condition(),
+            "match(if(span_id = 0, '', leftPad(lower(hex(span_id)), 16, '0')), '^(?:00f0.*)$')"
+        );
+        // A long range with a sample matcher reads the raw samples.
+        let o = QueryOptions::default();
+        let sel = Selection {
+            profile_type: "cpu:nanoseconds".into(),
+            from_ms: 0,
+            to_ms: 86_400_000,
+            selector: Selector::all().with_span_id("00f067aa0ba902b7").unwrap(),
+        };
+        assert_eq!(sel.source(&o), Source::Raw);
+        assert!(flame_sql(&o, &sel, 0).contains("FROM flamehouse.cp_samples WHERE"));
+        let plain = Selection {
+            selector: Selector::all(),
+            ..sel.clone()
+        };
+        assert_eq!(plain.source(&o), Source::Rollup);
+        assert_eq!(pair_source(&o, &plain, &sel), Source::Raw);
+        assert_eq!(pair_source(&o, &plain, &plain), Source::Rollup);
     }
 
     #[test]

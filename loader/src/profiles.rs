@@ -502,6 +502,11 @@ pub struct SelectionArgs {
     /// host!="a", region!~"eu.*"}`; empty: every series.
     #[arg(long, default_value = "")]
     pub selector: String,
+    /// Only the samples of this span (16 hex digits, as the profiler's
+    /// `span_id` label): the selector `{span_id="..."}`, read from the raw
+    /// samples whatever the range. A diff applies it to both sides.
+    #[arg(long)]
+    pub span_id: Option<String>,
 }
 
 /// A `[from, to)` range from its typed forms, `to` after `from`.
@@ -526,7 +531,10 @@ impl SelectionArgs {
             profile_type: self.profile_type.clone(),
             from_ms,
             to_ms,
-            selector: cq::Selector::parse(&self.selector)?,
+            selector: match &self.span_id {
+                Some(id) => cq::Selector::parse(&self.selector)?.with_span_id(id)?,
+                None => cq::Selector::parse(&self.selector)?,
+            },
         })
     }
 }
@@ -665,6 +673,7 @@ pub fn diff_command(
         from: args.from_b.clone().unwrap_or(args.sel.from.clone()),
         to: args.to_b.clone().unwrap_or(args.sel.to.clone()),
         selector: args.selector_b.clone().unwrap_or(args.sel.selector.clone()),
+        span_id: args.sel.span_id.clone(),
     }
     .selection(now)?;
     let sql = cq::diff_sql(opts, &a, &b, args.max_nodes, args.normalize)?;

@@ -26,7 +26,7 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof")
 }
 
-fn golden(name: &str) -> String {
+pub(crate) fn golden(name: &str) -> String {
     let p = dir().join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -52,7 +52,7 @@ fn fname(s: &str) -> String {
 }
 
 /// `-top`: function -> (flat, cum), and the total of the header line.
-fn parse_top(text: &str) -> (BTreeMap<String, (i64, i64)>, i64) {
+pub(crate) fn parse_top(text: &str) -> (BTreeMap<String, (i64, i64)>, i64) {
     let mut out = BTreeMap::new();
     let mut total = None;
     let mut rows = false;
@@ -79,13 +79,13 @@ fn parse_top(text: &str) -> (BTreeMap<String, (i64, i64)>, i64) {
 
 /// One `-traces` sample: string labels, value, frames root first.
 #[derive(Debug, Clone)]
-struct Trace {
-    labels: BTreeMap<String, String>,
-    value: i64,
-    stack: Vec<String>,
+pub(crate) struct Trace {
+    pub(crate) labels: BTreeMap<String, String>,
+    pub(crate) value: i64,
+    pub(crate) stack: Vec<String>,
 }
 
-fn parse_traces(text: &str) -> Vec<Trace> {
+pub(crate) fn parse_traces(text: &str) -> Vec<Trace> {
     let mut out = Vec::new();
     let mut cur: Option<Trace> = None;
     let mut labels = BTreeMap::new();
@@ -135,7 +135,10 @@ fn parse_traces(text: &str) -> Vec<Trace> {
 }
 
 /// Root-first stack -> summed value, zero sums dropped.
-fn per_stack(traces: &[Trace], keep: impl Fn(&Trace) -> bool) -> BTreeMap<Vec<String>, i64> {
+pub(crate) fn per_stack(
+    traces: &[Trace],
+    keep: impl Fn(&Trace) -> bool,
+) -> BTreeMap<Vec<String>, i64> {
     let mut m = BTreeMap::new();
     for t in traces.iter().filter(|t| keep(t)) {
         *m.entry(t.stack.clone()).or_insert(0) += t.value;
@@ -145,7 +148,7 @@ fn per_stack(traces: &[Trace], keep: impl Fn(&Trace) -> bool) -> BTreeMap<Vec<St
 }
 
 /// Flat and cum per function from root-first stacks (cum once per stack).
-fn top_of(stacks: &BTreeMap<Vec<String>, i64>) -> BTreeMap<String, (i64, i64)> {
+pub(crate) fn top_of(stacks: &BTreeMap<Vec<String>, i64>) -> BTreeMap<String, (i64, i64)> {
     let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (st, v) in stacks {
         if let Some(leaf) = st.last() {
@@ -203,27 +206,27 @@ fn parse_peek(text: &str) -> Peek {
 // ---------------------------------------------------------------------------
 // Engine helpers.
 
-fn fresh(db: &str) {
+pub(crate) fn fresh(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
     let opts = SchemaOptions {
         database: db.parse().unwrap(),
         cluster: None,
     };
-    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6, 8]);
 }
 
-fn copts(db: &str) -> ContinuousOptions {
+pub(crate) fn copts(db: &str) -> ContinuousOptions {
     ContinuousOptions {
         database: db.parse().unwrap(),
         ..Default::default()
     }
 }
 
-fn load(file: &str, opts: &ContinuousOptions) -> ContinuousSummary {
+pub(crate) fn load(file: &str, opts: &ContinuousOptions) -> ContinuousSummary {
     load_pprof(engine(), &dir().join(file), opts).unwrap_or_else(|e| panic!("load {file}: {e}"))
 }
 
-fn qopts(db: &str) -> QueryOptions {
+pub(crate) fn qopts(db: &str) -> QueryOptions {
     QueryOptions {
         database: db.parse().unwrap(),
         ..Default::default()
@@ -231,7 +234,7 @@ fn qopts(db: &str) -> QueryOptions {
 }
 
 /// The stored time of a profile (ms), from the profiles table.
-fn profile_ms(db: &str, profile_id: u64) -> i64 {
+pub(crate) fn profile_ms(db: &str, profile_id: u64) -> i64 {
     q(&format!(
         "SELECT toUnixTimestamp64Milli(any(ts)) FROM {db}.cp_profiles WHERE profile_id = {profile_id}"
     ))
@@ -241,7 +244,7 @@ fn profile_ms(db: &str, profile_id: u64) -> i64 {
 }
 
 /// A selection around one instant: [ms, ms + 1 s).
-fn around(ty: &str, ms: i64, selector: &str) -> Selection {
+pub(crate) fn around(ty: &str, ms: i64, selector: &str) -> Selection {
     Selection {
         profile_type: ty.into(),
         from_ms: ms,
@@ -251,7 +254,7 @@ fn around(ty: &str, ms: i64, selector: &str) -> Selection {
 }
 
 /// Runs a top-functions query: function -> (self, total).
-fn top(sql: &str) -> BTreeMap<String, (i64, i64)> {
+pub(crate) fn top(sql: &str) -> BTreeMap<String, (i64, i64)> {
     q(sql)
         .lines()
         .map(|l| {
@@ -266,7 +269,7 @@ fn top(sql: &str) -> BTreeMap<String, (i64, i64)> {
 }
 
 /// Runs a flame query; checks the tree and returns path -> values.
-fn tree(sql: &str) -> BTreeMap<Vec<String>, Vec<i64>> {
+pub(crate) fn tree(sql: &str) -> BTreeMap<Vec<String>, Vec<i64>> {
     let tsv = q(sql);
     let rows: Vec<Row> = parse_rows(
         &tsv.lines()
@@ -278,19 +281,19 @@ fn tree(sql: &str) -> BTreeMap<Vec<String>, Vec<i64>> {
 }
 
 /// Path -> self of a tree, non-zero selves, the root left out.
-fn selves(t: &BTreeMap<Vec<String>, Vec<i64>>) -> BTreeMap<Vec<String>, i64> {
+pub(crate) fn selves(t: &BTreeMap<Vec<String>, Vec<i64>>) -> BTreeMap<Vec<String>, i64> {
     t.iter()
         .filter(|(p, v)| !p.is_empty() && v[1] != 0)
         .map(|(p, v)| (p.clone(), v[1]))
         .collect()
 }
 
-const CPU: &str = "cpu:nanoseconds";
+pub(crate) const CPU: &str = "cpu:nanoseconds";
 
 // ---------------------------------------------------------------------------
 // The tests.
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -298,7 +301,7 @@ fn now_ms() -> i64 {
 }
 
 /// Loads `file` under service `service` (plus `labels`); its time, ms.
-fn load_as(
+pub(crate) fn load_as(
     db: &str,
     file: &str,
     service: &str,

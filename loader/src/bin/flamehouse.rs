@@ -217,6 +217,11 @@ enum Command {
         /// (repeatable); pprof sample labels are added on top.
         #[arg(long = "label", value_parser = parse_label)]
         labels: Vec<(String, String)>,
+        /// Continuous profiles: pprof sample label keys holding span ids
+        /// (comma-separated), stored per sample (`{span_id="..."}` selects
+        /// them), never as series labels; `''`: none.
+        #[arg(long, value_delimiter = ',', default_value = "span_id", value_parser = parse_span_label)]
+        span_labels: Vec<String>,
         #[command(flatten)]
         schema: SchemaArgs,
         /// The files' format; when not given, each file's is detected from
@@ -405,6 +410,16 @@ impl ProfileCommand {
             | ProfileCommand::Export { at, .. }
             | ProfileCommand::Labels { at, .. } => &at.target,
         }
+    }
+}
+
+fn parse_span_label(s: &str) -> Result<String, String> {
+    if s.is_empty() || continuous::is_label_key(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a label key (letters, digits, `_`, `.`, not starting with a digit)"
+        ))
     }
 }
 
@@ -614,6 +629,7 @@ fn run() -> anyhow::Result<()> {
         Command::Load {
             files,
             service,
+            span_labels,
             labels,
             schema,
             format,
@@ -662,6 +678,7 @@ fn run() -> anyhow::Result<()> {
             let copts = ContinuousOptions {
                 service,
                 labels,
+                span_labels: span_labels.into_iter().filter(|k| !k.is_empty()).collect(),
                 ..Default::default()
             };
             let mut failed = 0usize;

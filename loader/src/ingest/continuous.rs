@@ -30,6 +30,14 @@
 //!   to `cp_samples.num_labels` (key -> value), and their units, one per key
 //!   per profile as pprof keeps them (the first unit given), to
 //!   `cp_profiles.num_units`.
+//! - **Span ids** (`span_id`, written by Go's and OpenTelemetry's
+//!   profilers on CPU samples) are per-sample too: the keys of
+//!   [`ContinuousOptions::span_labels`] (default [`DEFAULT_SPAN_LABELS`])
+//!   are no series labels; the first of them a sample has gives
+//!   `cp_samples.span_id` ([`span_id_value`]: the 16-hex id as a `UInt64`,
+//!   0 for none), so the series count does not grow with the spans. A
+//!   sample carrying one of those keys twice with different values is an
+//!   error naming the file and the sample.
 //! - **Frames**: the function name of each line, inlined lines expanded
 //!   (pprof's `-top` and `-traces` name frames so), labelled at the
 //!   symbolizer's granularity; a location with no function is an address
@@ -75,6 +83,19 @@ pub const DEFAULT_SERVICE: &str = "unknown_service";
 /// The label key holding the service.
 pub const SERVICE_LABEL: &str = "service";
 
+/// The pprof sample label keys read as span ids by default
+/// ([`ContinuousOptions::span_labels`]): `span_id`, as Go's
+/// `otel-profiling-go` and Pyroscope's SDKs write it. `span_name` stays a
+/// series label (one per endpoint: bounded, and Pyroscope does the same);
+/// `trace_id` is not written by those profilers: a profiler that tags it
+/// can add it to the list (its 32-hex value is then stored hashed, and
+/// only when the sample has no `span_id`).
+pub const DEFAULT_SPAN_LABELS: &[&str] = &["span_id"];
+
+/// The selector key that filters on `cp_samples.span_id`, whichever label
+/// key carried the span id at load.
+pub const SPAN_ID_KEY: &str = "span_id";
+
 /// Longest label key accepted, in bytes.
 pub const MAX_LABEL_KEY_LEN: usize = 128;
 
@@ -103,6 +124,11 @@ pub struct ContinuousOptions {
     /// The main program's binary on this machine. Default: the profile's
     /// own path (pprof's first mapping), under the sysroot.
     pub main_binary: Option<PathBuf>,
+    /// Sample label keys that hold span ids: stored per sample in
+    /// `cp_samples.span_id`, never as series labels (the first of them a
+    /// sample has wins). Default: [`DEFAULT_SPAN_LABELS`]; empty keeps
+    /// every label a series label.
+    pub span_labels: Vec<String>,
 }
 
 impl Default for ContinuousOptions {
@@ -116,6 +142,10 @@ impl Default for ContinuousOptions {
             format: None,
             symbolizer: SymbolizerOptions::default(),
             main_binary: None,
+            span_labels: DEFAULT_SPAN_LABELS
+                .iter()
+                .map(|k| (*k).to_string())
+                .collect(),
         }
     }
 }
@@ -152,6 +182,53 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
         )));
     }
     Ok((k.to_string(), v.to_string()))
+}
+
+/// The stored span id of a label value: 1 to 16 hex digits (a W3C /
+/// OpenTelemetry span id, any case) as their 64-bit number; an empty value
+/// 0 (no span); anything else the [`stable_hash`] of its bytes, so a query
+/// for the same text finds it.
+#[must_use]
+pub fn span_id_value(v: &str) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    if v.len() <= 16 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return u64::from_str_radix(v, 16).unwrap_or(0);
+    }
+    stable_hash(&[b"span", v.as_bytes()])
+}
+
+/// Checks that no sample gives one span key two different values (a
+/// sample has one span): the error names the file and the sample.
+fn check_span_labels(
+    batch: &crate::model::Batch,
+    span_labels: &[String],
+    source: &str,
+) -> Result<()> {
+    if span_labels.is_empty() {
+        return Ok(());
+    }
+    let mut checked: HashSet<u32> = HashSet::new();
+    for (i, &set) in batch.sample_labels.iter().enumerate() {
+        if !checked.insert(set) {
+            continue;
+        }
+        let Some(sl) = batch.label_sets.get(set as usize) else {
+            continue;
+        };
+        for key in span_labels {
+            let mut vals = sl.labels.iter().filter(|l| &l.key == key).map(|l| &l.value);
+            if let Some(first) = vals.next() {
+                if let Some(other) = vals.find(|v| *v != first) {
+                    return Err(Error::Usage(format!(
+                        "{source}: sample {i} has two span ids ({key}={first:?} and {key}={other:?})"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn date(ms: i64) -> u16 {
@@ -212,11 +289,13 @@ pub struct CpSampleRow {
     pub profile_id: u64,
     /// Numeric labels, sorted by key.
     pub num_labels: Vec<(String, i64)>,
+    /// The span the samples ran in ([`span_id_value`]), 0 for none.
+    pub span_id: u64,
 }
 
 impl RowBinary for CpSampleRow {
     const TABLE: &'static str = "cp_samples";
-    const STRUCTURE: &'static str = "profile_type LowCardinality(String), service LowCardinality(String), series_id UInt64, ts DateTime64(3, 'UTC'), stack_id UInt64, value Int64, profile_id UInt64, num_labels Map(LowCardinality(String), Int64)";
+    const STRUCTURE: &'static str = "profile_type LowCardinality(String), service LowCardinality(String), series_id UInt64, ts DateTime64(3, 'UTC'), stack_id UInt64, value Int64, profile_id UInt64, num_labels Map(LowCardinality(String), Int64), span_id UInt64";
     fn encode(&self, b: &mut Vec<u8>) {
         string(b, &self.profile_type);
         string(b, &self.service);
@@ -230,6 +309,7 @@ impl RowBinary for CpSampleRow {
             string(b, k);
             b.extend_from_slice(&v.to_le_bytes());
         }
+        b.extend_from_slice(&self.span_id.to_le_bytes());
     }
 }
 
@@ -401,6 +481,7 @@ pub fn reader_rows(
             }
             Event::Batch(b) => b,
         };
+        check_span_labels(&batch, &opts.span_labels, source)?;
         if let Some(mappings) = &batch.mappings {
             let main = opts
                 .main_binary
@@ -482,11 +563,12 @@ fn batch_rows(
     // Distinct series label sets, by the batch's label-set index (None: no
     // labels of the sample's own).
     let mut label_sets: Vec<BTreeMap<String, String>> = Vec::new();
-    let mut label_index: HashMap<Option<u32>, usize> = HashMap::new();
+    // The batch's label-set index -> (series label set, span id).
+    let mut label_index: HashMap<Option<u32>, (usize, u64)> = HashMap::new();
     let mut series_index: HashMap<BTreeMap<String, String>, usize> = HashMap::new();
     let mut num_units: BTreeMap<String, String> = BTreeMap::new();
-    // (label set, stack, numeric labels) -> one sum per type.
-    type Key = (usize, u64, Vec<(String, i64)>);
+    // (label set, stack, span id, numeric labels) -> one sum per type.
+    type Key = (usize, u64, u64, Vec<(String, i64)>);
     let mut sums: BTreeMap<Key, Vec<i64>> = BTreeMap::new();
     let mut counts = vec![0u64; n];
     let mut totals = vec![0i64; n];
@@ -516,17 +598,28 @@ fn batch_rows(
                 labels: stack_labels.clone(),
             });
         }
-        // Label sets of the batch differing only in numeric labels are one
-        // series: look the series up by its string labels.
+        // Label sets of the batch differing only in numeric labels or span
+        // ids are one series: look the series up by its string labels.
         let own = batch.sample_labels.get(i).copied();
-        let set = match label_index.get(&own) {
+        let (set, span) = match label_index.get(&own) {
             Some(&s) => s,
             None => {
                 let mut m = base.clone();
+                let mut span = 0;
                 if let Some(sl) = batch.labels_of(i) {
                     let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
                     for l in &sl.labels {
                         by_key.entry(&l.key).or_default().push(&l.value);
+                    }
+                    // Span keys leave the series labels; the first listed
+                    // one present is the sample's span (values checked
+                    // single by `check_span_labels`).
+                    for key in &opts.span_labels {
+                        if let Some(vs) = by_key.remove(key.as_str()) {
+                            if span == 0 {
+                                span = span_id_value(vs[0]);
+                            }
+                        }
                     }
                     for (k, mut vs) in by_key {
                         vs.sort_unstable();
@@ -542,8 +635,8 @@ fn batch_rows(
                         label_sets.len() - 1
                     }
                 };
-                label_index.insert(own, s);
-                s
+                label_index.insert(own, (s, span));
+                (s, span)
             }
         };
         let mut nums: Vec<(String, i64)> = batch
@@ -566,7 +659,7 @@ fn batch_rows(
         nums.sort();
         nums.dedup_by(|a, b| a.0 == b.0);
         let e = sums
-            .entry((set, stack_id, nums))
+            .entry((set, stack_id, span, nums))
             .or_insert_with(|| vec![0; n]);
         for (t, &v) in values.iter().enumerate() {
             e[t] = e[t].wrapping_add(v);
@@ -592,7 +685,7 @@ fn batch_rows(
         .map(|t| label_sets.iter().map(|l| series_id(t, l)).collect())
         .collect();
     let mut series_used: Vec<Vec<bool>> = vec![vec![false; label_sets.len()]; n];
-    for ((set, stack_id, nums), values) in &sums {
+    for ((set, stack_id, span, nums), values) in &sums {
         for (t, &v) in values.iter().enumerate() {
             if v == 0 {
                 continue;
@@ -607,6 +700,7 @@ fn batch_rows(
                 value: v,
                 profile_id: 0,
                 num_labels: nums.clone(),
+                span_id: *span,
             });
         }
     }
@@ -902,6 +996,22 @@ mod tests {
             assert!(e.starts_with("label "), "{e}");
             assert!(!e.contains('\n'));
         }
+    }
+
+    #[test]
+    fn span_ids_are_their_hex_number_or_a_hash() {
+        assert_eq!(span_id_value("00f067aa0ba902b7"), 0x00f0_67aa_0ba9_02b7);
+        assert_eq!(span_id_value("00F067AA0BA902B7"), 0x00f0_67aa_0ba9_02b7);
+        assert_eq!(span_id_value("ffffffffffffffff"), u64::MAX);
+        assert_eq!(span_id_value("1"), 1);
+        assert_eq!(span_id_value(""), 0);
+        assert_eq!(span_id_value("0000000000000000"), 0);
+        // Not 1 to 16 hex digits: hashed, the same text the same id.
+        let t = "4bf92f3577b34da6a3ce929d0e0e4736";
+        assert_eq!(span_id_value(t), span_id_value(t));
+        assert_ne!(span_id_value(t), 0);
+        assert_ne!(span_id_value("0x1"), 1);
+        assert_ne!(span_id_value("span-7"), span_id_value("span-8"));
     }
 
     #[test]

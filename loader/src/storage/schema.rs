@@ -42,6 +42,12 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "continuous",
         include_str!("../../../sql/schema/006_continuous.sql"),
     ),
+    // 7 is taken by a migration of a parallel branch; the lead renumbers.
+    (
+        8,
+        "span_ids",
+        include_str!("../../../sql/schema/008_span_ids.sql"),
+    ),
 ];
 
 /// Days a day of continuous profiles is kept (the TTL of migration 6's
