@@ -578,6 +578,19 @@ fn main() {
         "inline table built and every table merged in {:.1?}",
         t.elapsed()
     );
+    // BENCH_SAVE_TO=dir: a copy of the merged engine data directory, to
+    // iterate on queries with `flamehouse sql --data-dir` without reloading.
+    if let Some(to) = std::env::var_os("BENCH_SAVE_TO") {
+        let from = std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id()));
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&from)
+            .arg(&to)
+            .status()
+            .unwrap();
+        assert!(st.success(), "copying {} to {to:?}", from.display());
+        progress(&format!("saved the engine data to {to:?}"));
+    }
 
     // 5. Bytes on disk.
     let sizes = q(&format!(

@@ -209,7 +209,7 @@ fn fresh(db: &str) {
         database: db.parse().unwrap(),
         cluster: None,
     };
-    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
 fn copts(db: &str) -> ContinuousOptions {
@@ -833,7 +833,7 @@ fn hostile_selectors_are_refused_or_quoted() {
         q(&format!(
             "SELECT count() FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%'"
         )),
-        "11\n"
+        "15\n"
     );
     assert!(q(&format!("SELECT count() FROM {db}.cp_samples")).trim() != "0");
 }
@@ -901,7 +901,7 @@ fn loads_are_exact_and_retention_is_set() {
     ));
     assert_eq!(
         ttl,
-        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1m\ncp_series\n"
+        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1h\ncp_samples_1m\ncp_series\ncp_series_profiles\n"
     );
 }
 
@@ -923,6 +923,7 @@ fn expired_days_drop_whole_partitions() {
     for t in [
         "cp_samples",
         "cp_samples_1m",
+        "cp_samples_1h",
         "cp_series",
         "cp_profiles",
         "cp_label_values",

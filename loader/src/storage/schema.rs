@@ -42,6 +42,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "continuous",
         include_str!("../../../sql/schema/006_continuous.sql"),
     ),
+    (
+        7,
+        "continuous_rollups",
+        include_str!("../../../sql/schema/007_continuous_rollups.sql"),
+    ),
 ];
 
 /// Days a day of continuous profiles is kept (the TTL of migration 6's
