@@ -672,13 +672,7 @@ fn profile_counts(db: &Ident, sel: &SelectionSql, timed: &[&Key]) -> String {
 /// `(keys..., v)`: the selection's values summed per `keys` (zero sums
 /// dropped); gauge types averaged per profile of each series first (and per
 /// timed key: the profiles in each step).
-fn grouped(
-    db: &Ident,
-    sel: &SelectionSql,
-    parts: &[Part],
-    keys: &[Key],
-    filter: &str,
-) -> String {
+fn grouped(db: &Ident, sel: &SelectionSql, parts: &[Part], keys: &[Key], filter: &str) -> String {
     let aliases: Vec<&str> = keys.iter().map(|k| k.alias).collect();
     let al = aliases.join(", ");
     let mut cols: Vec<String> = keys
@@ -887,7 +881,11 @@ pub fn diff_sql_of(
             .collect::<Vec<_>>()
             .join(" UNION ALL ")
     } else {
-        format!("{} UNION ALL {}", side_rows(db, a, true), side_rows(db, b, false))
+        format!(
+            "{} UNION ALL {}",
+            side_rows(db, a, true),
+            side_rows(db, b, false)
+        )
     };
     let inner = if gauge {
         format!(
@@ -1071,7 +1069,12 @@ pub fn by_label_sql(
     Ok(format!(
         "SELECT time, lv AS {k}, value FROM ({core}) ORDER BY time, {k}",
         k = crate::storage::quote_ident(key),
-        core = by_label_sql_of(&opts.database, &sel.sql(opts), &sql_string(key), step.as_deref()),
+        core = by_label_sql_of(
+            &opts.database,
+            &sel.sql(opts),
+            &sql_string(key),
+            step.as_deref()
+        ),
     ))
 }
 
@@ -1231,7 +1234,6 @@ pub fn label_values_sql(
     )
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1310,6 +1312,92 @@ mod tests {
         assert_eq!(
             sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o),
             Source::Rollup
+        );
+    }
+    #[test]
+    fn migration_7_keeps_the_gauge_pattern() {
+        let m7 = crate::storage::schema::MIGRATIONS
+            .iter()
+            .find(|(v, _, _)| *v == 7)
+            .unwrap()
+            .2;
+        let lit = sql_string(GAUGE_TYPE_PATTERN);
+        assert_eq!(
+            m7.matches(&format!("match(profile_type, {lit})")).count(),
+            2
+        );
+        for (t, g) in [
+            ("inuse_space:bytes", true),
+            ("inuse_objects:count", true),
+            ("goroutine:count", true),
+            ("alloc_space:bytes", false),
+            ("cpu:nanoseconds", false),
+            ("samples:count", false),
+            ("contentions:count", false),
+            ("delay:nanoseconds", false),
+            ("x_inuse_space:bytes", false),
+        ] {
+            assert_eq!(is_gauge_type(t), g, "{t}");
+        }
+    }
+
+    #[test]
+    fn whole_hours_read_the_hourly_rollup() {
+        let o = QueryOptions::default();
+        let h = 1_000 * HOUR_MS;
+        let plan = |from: i64, to: i64| {
+            Selection {
+                profile_type: "cpu:nanoseconds".into(),
+                from_ms: from,
+                to_ms: to,
+                selector: Selector::all(),
+            }
+            .sql(&o)
+            .parts
+            .into_iter()
+            .map(|p| (p.source, p.range))
+            .collect::<Vec<_>>()
+        };
+        let r = |col: &str, rs: &[(i64, i64)]| ranges_sql(col, rs);
+        // Within an hour: the samples only.
+        assert_eq!(
+            plan(h + 5, h + 10),
+            vec![(Source::Raw, r("ts", &[(h + 5, h + 10)]))]
+        );
+        assert_eq!(
+            plan(h + 5, h + HOUR_MS),
+            vec![(Source::Raw, r("ts", &[(h + 5, h + HOUR_MS)]))]
+        );
+        // One whole hour: the hourly rollup alone.
+        assert_eq!(
+            plan(h, h + HOUR_MS),
+            vec![(Source::Hourly, r("hour", &[(h, h + HOUR_MS)]))]
+        );
+        // Edges and hours.
+        assert_eq!(
+            plan(h - 5, h + 2 * HOUR_MS + 7),
+            vec![
+                (
+                    Source::Raw,
+                    r("ts", &[(h - 5, h), (h + 2 * HOUR_MS, h + 2 * HOUR_MS + 7)])
+                ),
+                (Source::Hourly, r("hour", &[(h, h + 2 * HOUR_MS)])),
+            ]
+        );
+        // Long: edges on the minute rollup, widened to whole minutes.
+        let day = 24 * HOUR_MS;
+        assert_eq!(
+            plan(h - 90_000, h + day + 1),
+            vec![
+                (
+                    Source::Rollup,
+                    r(
+                        "minute",
+                        &[(h - 120_000, h), (h + day, h + day + MINUTE_MS)]
+                    )
+                ),
+                (Source::Hourly, r("hour", &[(h, h + day)])),
+            ]
         );
     }
 }
