@@ -609,6 +609,100 @@ pub enum Source {
     Raw,
     /// `cp_samples_1m`, whole minutes.
     Rollup,
+    /// `cp_samples_1h`, whole hours (migration 7).
+    Hourly,
+}
+
+fn table(source: Source) -> &'static str {
+    match source {
+        Source::Raw => "cp_samples",
+        Source::Rollup => "cp_samples_1m",
+        Source::Hourly => "cp_samples_1h",
+    }
+}
+
+fn time_col(source: Source) -> &'static str {
+    match source {
+        Source::Raw => "ts",
+        Source::Rollup => "minute",
+        Source::Hourly => "hour",
+    }
+}
+
+/// The sample types that are gauges (snapshots of a quantity: pprof heap's
+/// `inuse_space` and `inuse_objects`, Go's `goroutine` profile), as a
+/// pattern on the profile type `sample:unit`. Migration 7's
+/// `cp_series_profiles_mv` keeps the profiles of these types only, with this
+/// same pattern.
+pub const GAUGE_TYPE_PATTERN: &str = "^(inuse_[^:]*|goroutines?):";
+
+/// Whether `profile_type` is a gauge: its queries answer the average per
+/// profile (per series: the sum over the range / the number of that
+/// series' profiles in the range, then summed over the series, as Pyroscope
+/// and Parca show `inuse_*`); every other type is additive and summed
+/// (cpu, alloc_*, contentions, delay). Derived from the type's name, the
+/// way pprof names them, since pprof itself does not mark gauges.
+#[must_use]
+pub fn is_gauge_type(profile_type: &str) -> bool {
+    regex::Regex::new(GAUGE_TYPE_PATTERN)
+        .expect("a valid pattern")
+        .is_match(profile_type)
+}
+
+/// How a selection's values combine over its profiles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Combine {
+    /// Additive types: summed.
+    Sum,
+    /// Gauge types: averaged per profile of each series.
+    Average,
+    /// Decided by the engine: averaged where this SQL condition holds (a
+    /// type known only at run time, such as a Grafana variable).
+    AverageIf(String),
+}
+
+/// One read of a selection: a table and a condition on its time column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The table.
+    pub source: Source,
+    /// The condition on its rows (time range, and guards).
+    pub range: String,
+}
+
+/// A selection as SQL text, what every builder takes: from a
+/// [`Selection`] ([`Selection::sql`], literal values, the reads planned
+/// here) or from expressions only the engine can evaluate
+/// ([`SelectionSql::dynamic`], Grafana's variables), so both send the same
+/// queries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectionSql {
+    /// The profile type, a `String` expression.
+    pub profile_type: String,
+    /// The condition on `cp_series` rows (columns `service`, `labels`,
+    /// `date`) choosing the series.
+    pub series: String,
+    /// The condition on the samples' `service` column (the sort key's
+    /// second part) implied by the series condition; `1` for none.
+    pub service: String,
+    /// The reads covering the range, the hourly rollup for whole hours.
+    pub parts: Vec<Part>,
+    /// The same range without the hourly rollup (time series finer than an
+    /// hour).
+    pub fine_parts: Vec<Part>,
+    /// The condition on `cp_series_profiles.ts` selecting the profiles the
+    /// parts cover (the count gauges divide by).
+    pub profiles: String,
+    /// A profile's time as `fine_parts` store it (its minute on the
+    /// rollup), an expression of `ts`.
+    pub profile_time: String,
+    /// The range's start, `DateTime64(3, 'UTC')`.
+    pub start: String,
+    /// How values combine.
+    pub combine: Combine,
+    /// Whether time columns are cast to `DateTime64(3, 'UTC')` (parts of
+    /// different tables in one query).
+    pub uniform_time: bool,
 }
 
 /// What to read: a profile type, a range `[from_ms, to_ms)` and a selector.
@@ -628,8 +722,29 @@ fn time_lit(ms: i64) -> String {
     format!("fromUnixTimestamp64Milli(toInt64({ms}), 'UTC')")
 }
 
+const MINUTE_MS: i64 = 60_000;
+const HOUR_MS: i64 = 3_600_000;
+
+fn floor_to(ms: i64, unit: i64) -> i64 {
+    ms.div_euclid(unit) * unit
+}
+
+fn ceil_to(ms: i64, unit: i64) -> i64 {
+    -floor_to(-ms, unit)
+}
+
+/// `[lo, hi)` as a condition on `col`, several ranges OR-ed.
+fn ranges_sql(col: &str, ranges: &[(i64, i64)]) -> String {
+    let r: Vec<String> = ranges
+        .iter()
+        .map(|(lo, hi)| format!("({col} >= {} AND {col} < {})", time_lit(*lo), time_lit(*hi)))
+        .collect();
+    format!("({})", r.join(" OR "))
+}
+
 impl Selection {
-    /// The source for this range under `opts`.
+    /// The table of the range's edges (and of time series) under `opts`:
+    /// the samples, or the per-minute rollup for long ranges.
     #[must_use]
     pub fn source(&self, opts: &QueryOptions) -> Source {
         if self.selector.needs_raw() {
@@ -641,72 +756,330 @@ impl Selection {
         }
     }
 
-    /// The condition selecting this selection's rows of `source`'s table.
-    fn condition(&self, db: &Ident, source: Source) -> String {
-        let (t1, t2) = (time_lit(self.from_ms), time_lit(self.to_ms));
-        let range = match source {
-            Source::Raw => format!(
-                "ts >= {t1} AND ts < {t2} AND {}",
-                self.selector.sample_condition()
+    /// The selection as SQL: whole hours from the hourly rollup, the edges
+    /// (or a range within one hour) from [`Selection::source`]'s table,
+    /// widened to whole minutes on the per-minute rollup. Every answer is
+    /// the same as from the samples alone (on whole minutes for long
+    /// ranges).
+    #[must_use]
+    pub fn sql(&self, opts: &QueryOptions) -> SelectionSql {
+        let edge = self.source(opts);
+        // The range the reads cover: exact, or whole minutes.
+        let (lo, hi) = match edge {
+            Source::Raw => (self.from_ms, self.to_ms),
+            _ => (
+                floor_to(self.from_ms, MINUTE_MS),
+                ceil_to(self.to_ms, MINUTE_MS),
             ),
-            Source::Rollup => format!("minute >= toStartOfMinute({t1}) AND minute < {t2}"),
         };
-        format!(
-            "({range} AND {svc} AND series_id IN (SELECT series_id FROM {db}.cp_series \
-             WHERE profile_type = {ty} AND date >= toDate({t1}) AND date <= toDate({t2}) \
-             AND {labels}))",
-            svc = self.selector.service_condition(),
-            ty = sql_string(&self.profile_type),
-            labels = self.selector.series_condition(),
-        )
+        let (h1, h2) = (ceil_to(lo, HOUR_MS), floor_to(hi, HOUR_MS));
+        let col = time_col(edge);
+        let mut parts = Vec::new();
+        // Span and numeric matchers filter sample rows: such a selection
+        // reads the samples alone (`source` is then `Raw`), never a rollup.
+        let raw_only = self.selector.needs_raw();
+        let on_rows = |range: String| {
+            if raw_only {
+                format!("({range} AND {})", self.selector.sample_condition())
+            } else {
+                range
+            }
+        };
+        let fine = vec![Part {
+            source: edge,
+            range: on_rows(ranges_sql(col, &[(lo, hi)])),
+        }];
+        if h1 < h2 && !raw_only {
+            let edges: Vec<(i64, i64)> = [(lo, h1), (h2, hi)]
+                .into_iter()
+                .filter(|(a, b)| a < b)
+                .collect();
+            if !edges.is_empty() {
+                parts.push(Part {
+                    source: edge,
+                    range: ranges_sql(col, &edges),
+                });
+            }
+            parts.push(Part {
+                source: Source::Hourly,
+                range: ranges_sql("hour", &[(h1, h2)]),
+            });
+        } else {
+            parts = fine.clone();
+        }
+        SelectionSql {
+            profile_type: sql_string(&self.profile_type),
+            series: format!(
+                "date >= toDate({t1}) AND date <= toDate({t2}) AND {}",
+                self.selector.series_condition(),
+                t1 = time_lit(self.from_ms),
+                t2 = time_lit(self.to_ms),
+            ),
+            service: self.selector.service_condition(),
+            parts,
+            fine_parts: fine,
+            profiles: ranges_sql("ts", &[(lo, hi)]),
+            profile_time: match edge {
+                Source::Raw => "ts".into(),
+                _ => "toDateTime(toStartOfMinute(ts), 'UTC')".into(),
+            },
+            start: time_lit(self.from_ms),
+            combine: if is_gauge_type(&self.profile_type) {
+                Combine::Average
+            } else {
+                Combine::Sum
+            },
+            uniform_time: false,
+        }
     }
 }
 
-/// The one source two selections are read from in one scan: the rollup
-/// when either range is long, unless either filters sample rows.
-fn pair_source(opts: &QueryOptions, a: &Selection, b: &Selection) -> Source {
-    if a.selector.needs_raw() || b.selector.needs_raw() {
-        Source::Raw
-    } else if a.source(opts) == Source::Rollup || b.source(opts) == Source::Rollup {
-        Source::Rollup
-    } else {
-        Source::Raw
-    }
-}
-
-fn table(source: Source) -> &'static str {
-    match source {
-        Source::Raw => "cp_samples",
-        Source::Rollup => "cp_samples_1m",
-    }
-}
-
-fn time_col(source: Source) -> &'static str {
-    match source {
-        Source::Raw => "ts",
-        Source::Rollup => "minute",
-    }
-}
-
-/// `(stack_id, v)`: the selection's values summed per stack (zero sums
-/// dropped).
-fn per_stack(opts: &QueryOptions, sel: &Selection, source: Source) -> String {
-    let db = &opts.database;
+/// `t` rounded up to `unit` (`Hour`, `Minute`), `DateTime64(3, 'UTC')`
+/// expressions.
+fn ceil_sql(t: &str, unit: &str) -> String {
     format!(
-        "SELECT stack_id, sum(value) AS v FROM {db}.{t} WHERE profile_type = {ty} AND {c} \
-         GROUP BY stack_id HAVING v != 0",
-        t = table(source),
-        ty = sql_string(&sel.profile_type),
-        c = sel.condition(db, source),
+        "(toDateTime64(toStartOf{unit}({t}), 3, 'UTC') + toInterval{unit}(toDateTime64(toStartOf{unit}({t}), 3, 'UTC') != {t}))"
     )
 }
 
-fn tree_options(max_nodes: u32, extra: &[(&str, &str)]) -> String {
-    let mut parts = vec![format!("'max_nodes', '{max_nodes}'")];
+impl SelectionSql {
+    /// A selection whose values the engine knows only when it runs the
+    /// query: `profile_type` a `String` expression, `t1`/`t2` the range's
+    /// `DateTime64(3, 'UTC')` expressions, `series` the condition on
+    /// `cp_series` rows (its date range is added here), `service` the one
+    /// on the samples' `service` column. Every read is present, each
+    /// guarded by conditions on the range (empty when they do not hold):
+    /// the same plan as [`Selection::sql`], decided by the engine.
+    #[must_use]
+    pub fn dynamic(
+        opts: &QueryOptions,
+        profile_type: &str,
+        t1: &str,
+        t2: &str,
+        series: &str,
+        service: &str,
+    ) -> SelectionSql {
+        let long = format!(
+            "(dateDiff('second', {t1}, {t2}) > {})",
+            opts.rollup_after_seconds
+        );
+        let a = format!("toDateTime64(toStartOfMinute({t1}), 3, 'UTC')");
+        let b = ceil_sql(t2, "Minute");
+        let (rh1, rh2) = (
+            ceil_sql(t1, "Hour"),
+            format!("toDateTime64(toStartOfHour({t2}), 3, 'UTC')"),
+        );
+        let (mh1, mh2) = (
+            ceil_sql(&a, "Hour"),
+            format!("toDateTime64(toStartOfHour({b}), 3, 'UTC')"),
+        );
+        let raw = format!("NOT {long} AND ts >= {t1} AND ts < {t2}");
+        let rollup = format!("{long} AND minute >= {a} AND minute < {t2}");
+        let parts = vec![
+            Part {
+                source: Source::Raw,
+                range: format!("({raw} AND NOT (ts >= {rh1} AND ts < {rh2}))"),
+            },
+            Part {
+                source: Source::Rollup,
+                range: format!("({rollup} AND NOT (minute >= {mh1} AND minute < {mh2}))"),
+            },
+            Part {
+                source: Source::Hourly,
+                range: format!(
+                    "(hour >= if({long}, {mh1}, {rh1}) AND hour < if({long}, {mh2}, {rh2}))"
+                ),
+            },
+        ];
+        SelectionSql {
+            profile_type: profile_type.to_string(),
+            series: format!("date >= toDate({t1}) AND date <= toDate({t2}) AND {series}"),
+            service: service.to_string(),
+            parts,
+            fine_parts: vec![
+                Part {
+                    source: Source::Raw,
+                    range: format!("({raw})"),
+                },
+                Part {
+                    source: Source::Rollup,
+                    range: format!("({rollup})"),
+                },
+            ],
+            profiles: format!(
+                "((NOT {long} AND ts >= {t1} AND ts < {t2}) OR ({long} AND ts >= {a} AND ts < {b}))"
+            ),
+            profile_time: format!("if({long}, toDateTime64(toStartOfMinute(ts), 3, 'UTC'), ts)"),
+            start: t1.to_string(),
+            combine: Combine::AverageIf(format!(
+                "match({profile_type}, {})",
+                sql_string(GAUGE_TYPE_PATTERN)
+            )),
+            uniform_time: true,
+        }
+    }
+
+    /// `series_id IN` the selected series.
+    fn series_in(&self, db: &Ident) -> String {
+        format!(
+            "series_id IN (SELECT series_id FROM {db}.cp_series WHERE profile_type = {ty} AND {c})",
+            ty = self.profile_type,
+            c = self.series,
+        )
+    }
+
+    /// The time column of a part's table as the query reads it.
+    fn time_of(&self, source: Source) -> String {
+        let c = time_col(source);
+        if self.uniform_time && source != Source::Raw {
+            format!("toDateTime64({c}, 3, 'UTC')")
+        } else {
+            c.to_string()
+        }
+    }
+}
+
+/// A grouping key of [`grouped`]: `alias` = `expr`, where `{time}` in
+/// `expr` stands for the row's time.
+struct Key {
+    alias: &'static str,
+    expr: String,
+}
+
+impl Key {
+    fn stack() -> Key {
+        Key {
+            alias: "stack_id",
+            expr: "stack_id".into(),
+        }
+    }
+    fn timed(&self) -> bool {
+        self.expr.contains("{time}")
+    }
+    fn at(&self, time: &str) -> String {
+        self.expr.replace("{time}", time)
+    }
+}
+
+/// The value of one series' sum `v` given its profile count `n`.
+fn per_profile(combine: &Combine, v: &str, n: &str) -> String {
+    match combine {
+        Combine::Sum => v.to_string(),
+        Combine::Average => format!("if({n} = 0, {v}, toInt64(round({v} / {n})))"),
+        Combine::AverageIf(c) => {
+            format!("if(({c}) AND {n} != 0, toInt64(round({v} / {n})), {v})")
+        }
+    }
+}
+
+/// Rows of the selection read from `parts`, `cols` selected from each
+/// (with `{time}` the part's time column), only those passing `filter`.
+fn part_rows(
+    db: &Ident,
+    sel: &SelectionSql,
+    parts: &[Part],
+    cols: &[String],
+    filter: &str,
+) -> String {
+    parts
+        .iter()
+        .map(|p| {
+            let t = sel.time_of(p.source);
+            let cols: Vec<String> = cols.iter().map(|c| c.replace("{time}", &t)).collect();
+            format!(
+                "SELECT {cols} FROM {db}.{tbl} WHERE profile_type = {ty} AND {svc} AND {range} \
+                 AND {series}{filter}",
+                cols = cols.join(", "),
+                tbl = table(p.source),
+                ty = sel.profile_type,
+                svc = sel.service,
+                range = p.range,
+                series = sel.series_in(db),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ")
+}
+
+/// The number of profiles of each selected series (per timed key) in the
+/// range: `(series_id[, keys], n)`.
+fn profile_counts(db: &Ident, sel: &SelectionSql, timed: &[&Key]) -> String {
+    let mut cols = vec!["series_id".to_string()];
+    cols.extend(
+        timed
+            .iter()
+            .map(|k| format!("{} AS {}", k.at(&sel.profile_time), k.alias)),
+    );
+    let keys: Vec<&str> = std::iter::once("series_id")
+        .chain(timed.iter().map(|k| k.alias))
+        .collect();
+    format!(
+        "SELECT {cols}, uniqExact(profile_id) AS n FROM {db}.cp_series_profiles \
+         WHERE profile_type = {ty} AND {svc} AND {p} AND {series} GROUP BY {keys}",
+        cols = cols.join(", "),
+        ty = sel.profile_type,
+        svc = sel.service,
+        p = sel.profiles,
+        series = sel.series_in(db),
+        keys = keys.join(", "),
+    )
+}
+
+/// `(keys..., v)`: the selection's values summed per `keys` (zero sums
+/// dropped); gauge types averaged per profile of each series first (and per
+/// timed key: the profiles in each step).
+fn grouped(db: &Ident, sel: &SelectionSql, parts: &[Part], keys: &[Key], filter: &str) -> String {
+    let aliases: Vec<&str> = keys.iter().map(|k| k.alias).collect();
+    let al = aliases.join(", ");
+    let mut cols: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{} AS {}", k.expr, k.alias))
+        .collect();
+    if sel.combine == Combine::Sum {
+        cols.push("value".into());
+        return format!(
+            "SELECT {al}, sum(value) AS v FROM ({rows}) GROUP BY {al} HAVING v != 0",
+            rows = part_rows(db, sel, parts, &cols, filter),
+        );
+    }
+    cols.push("series_id".into());
+    cols.push("value".into());
+    let timed: Vec<&Key> = keys.iter().filter(|k| k.timed()).collect();
+    let on: Vec<String> = std::iter::once("series_id")
+        .chain(timed.iter().map(|k| k.alias))
+        .map(|a| format!("c.{a} = p.{a}"))
+        .collect();
+    let p_keys: Vec<String> = aliases.iter().map(|a| format!("p.{a} AS {a}")).collect();
+    format!(
+        "SELECT {al}, sum(pv) AS v FROM (\
+           SELECT {pk}, {div} AS pv \
+           FROM (SELECT {al}, series_id, sum(value) AS v FROM ({rows}) GROUP BY {al}, series_id) AS p \
+           LEFT JOIN ({counts}) AS c ON {on}) \
+         GROUP BY {al} HAVING v != 0",
+        pk = p_keys.join(", "),
+        div = per_profile(&sel.combine, "p.v", "c.n"),
+        rows = part_rows(db, sel, parts, &cols, filter),
+        counts = profile_counts(db, sel, &timed),
+        on = on.join(" AND "),
+    )
+}
+
+/// `(stack_id, v)`: the selection's values per stack (zero sums dropped).
+fn per_stack(db: &Ident, sel: &SelectionSql) -> String {
+    grouped(db, sel, &sel.parts, &[Key::stack()], "")
+}
+
+fn tree_options(max_nodes: &str, extra: &[(&str, String)]) -> String {
+    let mut parts = vec![format!("'max_nodes', {max_nodes}")];
     for (k, v) in extra {
-        parts.push(format!("{}, {}", sql_string(k), sql_string(v)));
+        parts.push(format!("{}, {v}", sql_string(k)));
     }
     format!("map({})", parts.join(", "))
+}
+
+/// `max_nodes` as the `String` expression the tree options take.
+fn max_nodes_lit(max_nodes: u32) -> String {
+    format!("'{max_nodes}'")
 }
 
 fn flame_rows(tree_expr: &str, from: &str, diff: bool) -> String {
@@ -726,10 +1099,15 @@ fn flame_rows(tree_expr: &str, from: &str, diff: bool) -> String {
 /// `max_nodes` 0 = every node.
 #[must_use]
 pub fn flame_sql(opts: &QueryOptions, sel: &Selection, max_nodes: u32) -> String {
-    let db = &opts.database;
+    flame_sql_of(&opts.database, &sel.sql(opts), &max_nodes_lit(max_nodes))
+}
+
+/// [`flame_sql`] of a [`SelectionSql`]; `max_nodes` a `String` expression.
+#[must_use]
+pub fn flame_sql_of(db: &Ident, sel: &SelectionSql, max_nodes: &str) -> String {
     let from = format!(
         "({}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id",
-        per_stack(opts, sel, sel.source(opts))
+        per_stack(db, sel)
     );
     flame_rows(
         &format!(
@@ -762,7 +1140,7 @@ pub fn profile_flame_sql(
     flame_rows(
         &format!(
             "stackTreeWith(groupArray((st.labels, x.v)), {})",
-            tree_options(max_nodes, &[])
+            tree_options(&max_nodes_lit(max_nodes), &[])
         ),
         &from,
         false,
@@ -770,10 +1148,13 @@ pub fn profile_flame_sql(
 }
 
 /// Diff of two selections of one profile type (baseline `a`: value/self,
-/// comparison `b`: valueRight/selfRight), both summed in ONE scan of the
-/// samples (`sumIf`). `normalize` scales the baseline to the comparison's
-/// total. The source is the rollup when either range is longer than the
-/// threshold.
+/// comparison `b`: valueRight/selfRight). Over the same range both are
+/// summed in ONE scan of each table read (`sumIf`); over different ranges
+/// each side reads its own. `normalize` scales the baseline to the
+/// comparison's total. Each side reads the hourly rollup for its whole
+/// hours and its edges from the samples, or from the per-minute rollup when
+/// either range is longer than the threshold (so both sides are on the same
+/// footing).
 ///
 /// # Errors
 /// [`Error::Usage`] when the two selections are of different types.
@@ -790,27 +1171,108 @@ pub fn diff_sql(
             a.profile_type, b.profile_type
         )));
     }
-    let db = &opts.database;
-    let source = pair_source(opts, a, b);
-    let (ca, cb) = (a.condition(db, source), b.condition(db, source));
-    let inner = format!(
-        "SELECT stack_id, sumIf(value, {ca}) AS va, sumIf(value, {cb}) AS vb \
-         FROM {db}.{t} WHERE profile_type = {ty} AND ({ca} OR {cb}) \
-         GROUP BY stack_id HAVING va != 0 OR vb != 0",
-        t = table(source),
-        ty = sql_string(&a.profile_type),
-    );
+    // Both sides on the rollup when either is long.
+    let long = a.source(opts) == Source::Rollup || b.source(opts) == Source::Rollup;
+    let side = |s: &Selection| {
+        let mut o = opts.clone();
+        if long {
+            o.rollup_after_seconds = o.rollup_after_seconds.min(-1);
+        }
+        s.sql(&o)
+    };
+    Ok(diff_sql_of(
+        &opts.database,
+        &side(a),
+        &side(b),
+        &max_nodes_lit(max_nodes),
+        if normalize { "'1'" } else { "'0'" },
+    ))
+}
+
+/// One side's `(series_id, stack_id, va, vb)` rows, `flag` its own column.
+fn side_rows(db: &Ident, s: &SelectionSql, a: bool) -> String {
+    let (fa, fb) = if a { ("1", "0") } else { ("0", "1") };
+    part_rows(
+        db,
+        s,
+        &s.parts,
+        &[
+            "series_id".into(),
+            "stack_id".into(),
+            format!("value * {fa} AS va"),
+            format!("value * {fb} AS vb"),
+        ],
+        "",
+    )
+}
+
+/// [`diff_sql`] of two [`SelectionSql`] of one type; `max_nodes` and
+/// `normalize` (`'1'` or `'0'`) `String` expressions.
+#[must_use]
+pub fn diff_sql_of(
+    db: &Ident,
+    a: &SelectionSql,
+    b: &SelectionSql,
+    max_nodes: &str,
+    normalize: &str,
+) -> String {
+    let gauge = a.combine != Combine::Sum;
+    // Rows (series_id, stack_id, va, vb).
+    let rows = if a.parts == b.parts {
+        let (ca, cb) = (
+            format!("({} AND {})", a.service, a.series_in(db)),
+            format!("({} AND {})", b.service, b.series_in(db)),
+        );
+        a.parts
+            .iter()
+            .map(|p| {
+                format!(
+                    "SELECT series_id, stack_id, if({ca}, value, 0) AS va, if({cb}, value, 0) AS vb \
+                     FROM {db}.{t} WHERE profile_type = {ty} AND {r} AND ({ca} OR {cb})",
+                    t = table(p.source),
+                    ty = a.profile_type,
+                    r = p.range,
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    } else {
+        format!(
+            "{} UNION ALL {}",
+            side_rows(db, a, true),
+            side_rows(db, b, false)
+        )
+    };
+    let inner = if gauge {
+        format!(
+            "SELECT stack_id, sum(pa) AS va, sum(pb) AS vb FROM (\
+               SELECT p.stack_id AS stack_id, {da} AS pa, {db_} AS pb \
+               FROM (SELECT series_id, stack_id, sum(va) AS va, sum(vb) AS vb FROM ({rows}) \
+                     GROUP BY series_id, stack_id) AS p \
+               LEFT JOIN ({na}) AS ca ON ca.series_id = p.series_id \
+               LEFT JOIN ({nb}) AS cb ON cb.series_id = p.series_id) \
+             GROUP BY stack_id HAVING va != 0 OR vb != 0",
+            da = per_profile(&a.combine, "p.va", "ca.n"),
+            db_ = per_profile(&b.combine, "p.vb", "cb.n"),
+            na = profile_counts(db, a, &[]),
+            nb = profile_counts(db, b, &[]),
+        )
+    } else {
+        format!(
+            "SELECT stack_id, sum(va) AS va, sum(vb) AS vb FROM ({rows}) \
+             GROUP BY stack_id HAVING va != 0 OR vb != 0"
+        )
+    };
     let from =
         format!("({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id");
-    let norm = if normalize { "1" } else { "0" };
-    Ok(flame_rows(
+    flame_rows(
         &format!(
             "stackDiffWith(groupArray((st.labels, x.va)), groupArray((st.labels, x.vb)), {})",
-            tree_options(max_nodes, &[("normalize", norm)])
+            tree_options(max_nodes, &[("normalize", normalize.to_string())])
         ),
         &from,
         true,
-    ))
+    )
 }
 
 /// Top functions of a selection: `(function, self, total, self_share,
@@ -827,8 +1289,7 @@ pub fn top_functions_sql(
     function_regex: Option<&str>,
     limit: u32,
 ) -> Result<String> {
-    let db = &opts.database;
-    let filter = match function_regex {
+    let re = match function_regex {
         Some(re) => {
             regex::Regex::new(re).map_err(|e| {
                 Error::Usage(format!(
@@ -836,25 +1297,45 @@ pub fn top_functions_sql(
                     e.to_string().lines().last().unwrap_or("invalid").trim()
                 ))
             })?;
-            format!("WHERE match(function, {})", sql_string(re))
+            Some(sql_string(re))
         }
-        None => String::new(),
+        None => None,
     };
+    Ok(top_functions_sql_of(
+        &opts.database,
+        &sel.sql(opts),
+        re.as_deref(),
+        limit,
+    ))
+}
+
+/// [`top_functions_sql`] of a [`SelectionSql`]; `function_regex` a
+/// `String` expression. The functions come from the selected stacks' own
+/// frames (the stacks joined once, each stack's distinct frames), not
+/// from a join with every stack of `stack_functions`.
+#[must_use]
+pub fn top_functions_sql_of(
+    db: &Ident,
+    sel: &SelectionSql,
+    function_regex: Option<&str>,
+    limit: u32,
+) -> String {
+    let filter = function_regex.map_or(String::new(), |re| format!(" WHERE match(f, {re})"));
     let limit = if limit == 0 {
         String::new()
     } else {
         format!(" LIMIT {limit}")
     };
-    Ok(format!(
-        "SELECT sf.function AS function, sumIf(x.v, sf.is_leaf = 1) AS self, sum(x.v) AS total, \
-                self / any(x.grand) AS self_share, total / any(x.grand) AS total_share \
-         FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
-         INNER JOIN (SELECT function, stack_id, max(is_leaf) AS is_leaf \
-                     FROM {db}.stack_functions {filter} GROUP BY function, stack_id) AS sf \
-         ON sf.stack_id = x.stack_id \
+    format!(
+        "SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, \
+                self / any(grand) AS self_share, total / any(grand) AS total_share \
+         FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf \
+               FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
+               ANY INNER JOIN {db}.stacks AS st ON st.stack_id = x.stack_id) \
+         ARRAY JOIN arrayDistinct(labels) AS f{filter} \
          GROUP BY function ORDER BY total DESC, function{limit}",
-        ps = per_stack(opts, sel, sel.source(opts)),
-    ))
+        ps = per_stack(db, sel),
+    )
 }
 
 /// Which half of a sandwich.
@@ -881,8 +1362,26 @@ pub fn sandwich_sql(
     side: SandwichSide,
     max_nodes: u32,
 ) -> String {
-    let db = &opts.database;
-    let f = sql_string(function);
+    sandwich_sql_of(
+        &opts.database,
+        &sel.sql(opts),
+        &sql_string(function),
+        side,
+        &max_nodes_lit(max_nodes),
+    )
+}
+
+/// [`sandwich_sql`] of a [`SelectionSql`]; `function` and `max_nodes`
+/// `String` expressions.
+#[must_use]
+pub fn sandwich_sql_of(
+    db: &Ident,
+    sel: &SelectionSql,
+    function: &str,
+    side: SandwichSide,
+    max_nodes: &str,
+) -> String {
+    let f = function;
     let path = match side {
         SandwichSide::Callers => {
             format!("arrayReverse(arraySlice(st.labels, 1, indexOf(st.labels, {f}) - 1))")
@@ -893,13 +1392,13 @@ pub fn sandwich_sql(
     };
     let from = format!(
         "({ps}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id \
-         WHERE x.stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function = {f})",
-        ps = per_stack(opts, sel, sel.source(opts)),
+         WHERE has(st.labels, {f})",
+        ps = per_stack(db, sel),
     );
     flame_rows(
         &format!(
             "stackTreeWith(groupArray(({path}, x.v)), {})",
-            tree_options(max_nodes, &[("root", function)])
+            tree_options(max_nodes, &[("root", f.to_string())])
         ),
         &from,
         false,
@@ -909,6 +1408,7 @@ pub fn sandwich_sql(
 /// Values over time per label value: `(time, value_of_key, value)`, one
 /// series per value of `key` (a missing label is `""`), `step_seconds` per
 /// point (0: one row per value for the whole range, time = its start).
+/// Gauge types: per step, the average per profile of each series.
 ///
 /// # Errors
 /// [`Error::Usage`] for a key that is not a label name.
@@ -921,32 +1421,98 @@ pub fn by_label_sql(
     if !is_label_key(key) {
         return Err(Error::Usage(format!("group by {key:?}: not a label name")));
     }
-    let db = &opts.database;
-    let source = sel.source(opts);
-    let tc = time_col(source);
-    let time = if step_seconds == 0 {
-        time_lit(sel.from_ms)
-    } else {
-        format!("toStartOfInterval({tc}, toIntervalSecond({step_seconds}))")
-    };
-    let ty = sql_string(&sel.profile_type);
+    let step = (step_seconds != 0).then(|| step_seconds.to_string());
     Ok(format!(
-        "SELECT x.time AS time, s.lv AS {k}, sum(x.v) AS value \
-         FROM (SELECT {time} AS time, series_id, sum(value) AS v FROM {db}.{t} \
-               WHERE profile_type = {ty} AND {c} GROUP BY time, series_id) AS x \
-         INNER JOIN (SELECT series_id, any(labels[{kl}]) AS lv FROM {db}.cp_series \
-                     WHERE profile_type = {ty} GROUP BY series_id) AS s \
-         ON s.series_id = x.series_id \
-         GROUP BY time, {k} ORDER BY time, {k}",
+        "SELECT time, lv AS {k}, value FROM ({core}) ORDER BY time, {k}",
         k = crate::storage::quote_ident(key),
-        kl = sql_string(key),
-        t = table(source),
-        c = sel.condition(db, source),
+        core = by_label_sql_of(
+            &opts.database,
+            &sel.sql(opts),
+            &sql_string(key),
+            step.as_deref()
+        ),
     ))
 }
 
+/// [`by_label_sql`] of a [`SelectionSql`]: `(time, lv, value)` ordered by
+/// time and value; `key` a `String` expression, `step_seconds` an integer
+/// expression (`None`: the whole range in one point at its start, read with
+/// the hourly rollup).
+#[must_use]
+pub fn by_label_sql_of(
+    db: &Ident,
+    sel: &SelectionSql,
+    key: &str,
+    step_seconds: Option<&str>,
+) -> String {
+    let (time, parts) = match step_seconds {
+        Some(step) => (
+            Key {
+                alias: "time",
+                expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step}))"),
+            },
+            &sel.fine_parts,
+        ),
+        None => (
+            Key {
+                alias: "time",
+                expr: sel.start.clone(),
+            },
+            &sel.parts,
+        ),
+    };
+    format!(
+        "SELECT x.time AS time, s.lv AS lv, sum(x.v) AS value \
+         FROM ({g}) AS x \
+         INNER JOIN (SELECT series_id, any(labels[{key}]) AS lv FROM {db}.cp_series \
+                     WHERE profile_type = {ty} GROUP BY series_id) AS s \
+         ON s.series_id = x.series_id \
+         GROUP BY time, lv ORDER BY time, lv",
+        g = grouped_by_series(db, sel, parts, &time),
+        ty = sel.profile_type,
+    )
+}
+
+/// `(time, series_id, v)`: [`grouped`] by a time key and the series
+/// itself; gauges divide each series' sum by its profiles in the step (in
+/// the whole range for a constant time key).
+fn grouped_by_series(db: &Ident, sel: &SelectionSql, parts: &[Part], time: &Key) -> String {
+    let series = Key {
+        alias: "series_id",
+        expr: "series_id".into(),
+    };
+    let rows = |cols: &[String]| part_rows(db, sel, parts, cols, "");
+    if sel.combine == Combine::Sum {
+        let t = Key {
+            alias: time.alias,
+            expr: time.expr.clone(),
+        };
+        return grouped(db, sel, parts, &[t, series], "");
+    }
+    let timed: Vec<&Key> = if time.timed() { vec![time] } else { vec![] };
+    let on = if time.timed() {
+        " AND c.time = p.time"
+    } else {
+        ""
+    };
+    format!(
+        "SELECT p.time AS time, p.series_id AS series_id, {div} AS v \
+         FROM (SELECT time, series_id, sum(value) AS v FROM ({rows}) \
+               GROUP BY time, series_id HAVING v != 0) AS p \
+         LEFT JOIN ({counts}) AS c ON c.series_id = p.series_id{on}",
+        div = per_profile(&sel.combine, "p.v", "c.n"),
+        rows = rows(&[
+            format!("{} AS time", time.expr),
+            "series_id".into(),
+            "value".into()
+        ]),
+        counts = profile_counts(db, sel, &timed),
+    )
+}
+
 /// Per-function totals over time: `(time, function, value)`, every stack
-/// through a function counted once per point.
+/// through a function counted once per point; gauges averaged per profile
+/// of each series and step.
 #[must_use]
 pub fn function_series_sql(
     opts: &QueryOptions,
@@ -955,24 +1521,27 @@ pub fn function_series_sql(
     step_seconds: u32,
 ) -> String {
     let db = &opts.database;
-    let source = sel.source(opts);
+    let s = sel.sql(opts);
     let list: Vec<String> = functions.iter().map(|f| sql_string(f)).collect();
     let fset = format!("({})", list.join(", "));
     let step = step_seconds.max(1);
+    let keys = [
+        Key {
+            alias: "time",
+            expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step}))"),
+        },
+        Key::stack(),
+    ];
+    let filter = format!(
+        " AND stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function IN {fset})"
+    );
     format!(
         "SELECT x.time AS time, sf.function AS function, sum(x.v) AS value \
-         FROM (SELECT toStartOfInterval({tc}, toIntervalSecond({step})) AS time, stack_id, \
-                      sum(value) AS v FROM {db}.{t} \
-               WHERE profile_type = {ty} AND {c} \
-                 AND stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function IN {fset}) \
-               GROUP BY time, stack_id) AS x \
+         FROM ({g}) AS x \
          INNER JOIN (SELECT DISTINCT stack_id, function FROM {db}.stack_functions \
                      WHERE function IN {fset}) AS sf ON sf.stack_id = x.stack_id \
          GROUP BY time, function ORDER BY time, function",
-        tc = time_col(source),
-        t = table(source),
-        ty = sql_string(&sel.profile_type),
-        c = sel.condition(db, source),
+        g = grouped(db, &s, &s.fine_parts, &keys, &filter),
     )
 }
 
@@ -1228,6 +1797,92 @@ mod tests {
         assert_eq!(
             sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o),
             Source::Rollup
+        );
+    }
+    #[test]
+    fn migration_7_keeps_the_gauge_pattern() {
+        let m7 = crate::storage::schema::MIGRATIONS
+            .iter()
+            .find(|(v, _, _)| *v == 7)
+            .unwrap()
+            .2;
+        let lit = sql_string(GAUGE_TYPE_PATTERN);
+        assert_eq!(
+            m7.matches(&format!("match(profile_type, {lit})")).count(),
+            2
+        );
+        for (t, g) in [
+            ("inuse_space:bytes", true),
+            ("inuse_objects:count", true),
+            ("goroutine:count", true),
+            ("alloc_space:bytes", false),
+            ("cpu:nanoseconds", false),
+            ("samples:count", false),
+            ("contentions:count", false),
+            ("delay:nanoseconds", false),
+            ("x_inuse_space:bytes", false),
+        ] {
+            assert_eq!(is_gauge_type(t), g, "{t}");
+        }
+    }
+
+    #[test]
+    fn whole_hours_read_the_hourly_rollup() {
+        let o = QueryOptions::default();
+        let h = 1_000 * HOUR_MS;
+        let plan = |from: i64, to: i64| {
+            Selection {
+                profile_type: "cpu:nanoseconds".into(),
+                from_ms: from,
+                to_ms: to,
+                selector: Selector::all(),
+            }
+            .sql(&o)
+            .parts
+            .into_iter()
+            .map(|p| (p.source, p.range))
+            .collect::<Vec<_>>()
+        };
+        let r = |col: &str, rs: &[(i64, i64)]| ranges_sql(col, rs);
+        // Within an hour: the samples only.
+        assert_eq!(
+            plan(h + 5, h + 10),
+            vec![(Source::Raw, r("ts", &[(h + 5, h + 10)]))]
+        );
+        assert_eq!(
+            plan(h + 5, h + HOUR_MS),
+            vec![(Source::Raw, r("ts", &[(h + 5, h + HOUR_MS)]))]
+        );
+        // One whole hour: the hourly rollup alone.
+        assert_eq!(
+            plan(h, h + HOUR_MS),
+            vec![(Source::Hourly, r("hour", &[(h, h + HOUR_MS)]))]
+        );
+        // Edges and hours.
+        assert_eq!(
+            plan(h - 5, h + 2 * HOUR_MS + 7),
+            vec![
+                (
+                    Source::Raw,
+                    r("ts", &[(h - 5, h), (h + 2 * HOUR_MS, h + 2 * HOUR_MS + 7)])
+                ),
+                (Source::Hourly, r("hour", &[(h, h + 2 * HOUR_MS)])),
+            ]
+        );
+        // Long: edges on the minute rollup, widened to whole minutes.
+        let day = 24 * HOUR_MS;
+        assert_eq!(
+            plan(h - 90_000, h + day + 1),
+            vec![
+                (
+                    Source::Rollup,
+                    r(
+                        "minute",
+                        &[(h - 120_000, h), (h + day, h + day + MINUTE_MS)]
+                    )
+                ),
+                (Source::Hourly, r("hour", &[(h, h + day)])),
+            ]
         );
     }
 }

@@ -567,6 +567,8 @@ fn main() {
     for table in [
         "cp_samples",
         "cp_samples_1m",
+        "cp_samples_1h",
+        "cp_series",
         "inline_samples",
         "stacks",
         "frames",
@@ -578,6 +580,26 @@ fn main() {
         "inline table built and every table merged in {:.1?}",
         t.elapsed()
     );
+    // BENCH_SAVE_TO=dir: a copy of the merged engine data directory, to
+    // iterate on queries with `flamehouse sql --data-dir` without reloading.
+    if let Some(to) = std::env::var_os("BENCH_SAVE_TO") {
+        let from = std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id()));
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&from)
+            .arg(&to)
+            .status()
+            .unwrap();
+        // A live directory: a part may go while it is copied.
+        progress(&format!(
+            "saved the engine data to {to:?}{}",
+            if st.success() {
+                ""
+            } else {
+                " (cp reported errors)"
+            }
+        ));
+    }
 
     // 5. Bytes on disk.
     let sizes = q(&format!(
@@ -595,6 +617,8 @@ fn main() {
     let ours_all: u64 = [
         "cp_samples",
         "cp_samples_1m",
+        "cp_samples_1h",
+        "cp_series_profiles",
         "cp_series",
         "cp_label_values",
         "cp_profiles",

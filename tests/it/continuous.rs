@@ -212,7 +212,7 @@ pub(crate) fn fresh(db: &str) {
         database: db.parse().unwrap(),
         cluster: None,
     };
-    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6, 8]);
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
 }
 
 pub(crate) fn copts(db: &str) -> ContinuousOptions {
@@ -836,7 +836,7 @@ fn hostile_selectors_are_refused_or_quoted() {
         q(&format!(
             "SELECT count() FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%'"
         )),
-        "11\n"
+        "15\n"
     );
     assert!(q(&format!("SELECT count() FROM {db}.cp_samples")).trim() != "0");
 }
@@ -904,7 +904,7 @@ fn loads_are_exact_and_retention_is_set() {
     ));
     assert_eq!(
         ttl,
-        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1m\ncp_series\n"
+        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1h\ncp_samples_1m\ncp_series\ncp_series_profiles\n"
     );
 }
 
@@ -926,6 +926,7 @@ fn expired_days_drop_whole_partitions() {
     for t in [
         "cp_samples",
         "cp_samples_1m",
+        "cp_samples_1h",
         "cp_series",
         "cp_profiles",
         "cp_label_values",
@@ -1075,4 +1076,224 @@ fn a_failed_load_run_again_stores_the_profile_once() {
         store(engine(), &dbi, &rows).unwrap();
         assert_eq!(state(&db), want, "and once more");
     }
+}
+
+/// `heap.pb.gz` as a new file: the raw profile with `time_nanos` (field 9)
+/// appended, so each copy is its own profile (its own bytes and time), as
+/// a Go service writing a heap profile every few minutes.
+fn heap_copy(dir: &std::path::Path, ms: i64) -> PathBuf {
+    let out = std::process::Command::new("gzip")
+        .arg("-dc")
+        .arg(self::dir().join("heap.pb.gz"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut bytes = out.stdout;
+    bytes.push(9 << 3);
+    let mut v = (ms * 1_000_000) as u64;
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            bytes.push(b);
+            break;
+        }
+        bytes.push(b | 0x80);
+    }
+    let p = dir.join(format!("heap-{ms}.pb"));
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Gauge types (`inuse_space`, `inuse_objects`) answer the average per
+/// profile of each series, summed over the series; additive types
+/// (`alloc_space`, `alloc_objects`) the sum. The real Go heap profile,
+/// loaded 4 times as service `a` and twice as `b` at times around an hour
+/// boundary (so the hourly rollup and both edges are read): top functions,
+/// the flame graph's root, a diff and the series by label equal one
+/// profile's `go tool pprof -top -sample_index=inuse_space` (times the
+/// number of series), and `alloc_space` equals 4 times its own golden; the
+/// same from the per-minute rollup (a 2-day range).
+#[test]
+fn gauge_types_average_per_profile() {
+    let db = "fh_cp_gauge";
+    fresh(db);
+    let o = qopts(db);
+    let tmp = flamehouse_fixtures::testing::temp_path("cp-gauge");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let hour = (now_ms() - 5 * 3_600_000) / 3_600_000 * 3_600_000;
+    let min = 60_000;
+    let times_a = [
+        hour - 10 * min,
+        hour + 15 * min,
+        hour + 40 * min,
+        hour + 65 * min,
+    ];
+    let times_b = [hour - 5 * min, hour + 20 * min];
+    for (svc, times) in [("a", &times_a[..]), ("b", &times_b[..])] {
+        for &ms in times {
+            let o = ContinuousOptions {
+                service: Some(svc.into()),
+                time_ns: Some(ms * 1_000_000),
+                ..copts(db)
+            };
+            let f = heap_copy(&tmp, ms + i64::from(svc == "b"));
+            load_pprof(engine(), &f, &o).unwrap();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let (from, to) = (hour - 20 * min, hour + 80 * min);
+    let sel = |ty: &str, s: &str, from: i64, to: i64| Selection {
+        profile_type: ty.into(),
+        from_ms: from,
+        to_ms: to,
+        selector: Selector::parse(s).unwrap(),
+    };
+    let times = |m: &BTreeMap<String, (i64, i64)>, k: i64| -> BTreeMap<String, (i64, i64)> {
+        m.iter()
+            .map(|(f, (s, t))| (f.clone(), (s * k, t * k)))
+            .collect()
+    };
+    let a = r#"{service="a"}"#;
+    for (long, from, to) in [(false, from, to), (true, to - 2 * 86_400_000, to)] {
+        let msg = if long { "minute rollup" } else { "samples" };
+        assert_eq!(
+            sel("inuse_space:bytes", a, from, to).source(&o),
+            if long { Source::Rollup } else { Source::Raw }
+        );
+        assert!(sel("inuse_space:bytes", a, from, to)
+            .sql(&o)
+            .parts
+            .iter()
+            .any(|p| p.source == Source::Hourly));
+        for kind in [
+            "inuse_space",
+            "inuse_objects",
+            "alloc_space",
+            "alloc_objects",
+        ] {
+            let ty = format!(
+                "{kind}:{}",
+                if kind.ends_with("space") {
+                    "bytes"
+                } else {
+                    "count"
+                }
+            );
+            let (one, total) = parse_top(&golden(&format!("heap.top.{kind}.txt")));
+            let gauge = kind.starts_with("inuse");
+            assert_eq!(flamehouse::continuous_query::is_gauge_type(&ty), gauge);
+            let k = if gauge { 1 } else { 4 };
+            assert_eq!(
+                top(&top_functions_sql(&o, &sel(&ty, a, from, to), None, 0).unwrap()),
+                times(&one, k),
+                "{ty} top, {msg}"
+            );
+            let root =
+                |s: &str| tree(&flame_sql(&o, &sel(&ty, s, from, to), 0))[&Vec::<String>::new()][0];
+            assert_eq!(root(a), total * k, "{ty} flame, {msg}");
+            // Two series: each its own average (b has 2 profiles), summed.
+            assert_eq!(
+                root(""),
+                total * if gauge { 2 } else { 6 },
+                "{ty} a+b, {msg}"
+            );
+            // Series by service: one point for the range per series.
+            let rows = q(&by_label_sql(&o, &sel(&ty, "", from, to), "service", 0).unwrap());
+            let by: Vec<(String, i64)> = rows
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.split('\t').collect();
+                    (f[1].to_string(), f[2].parse().unwrap())
+                })
+                .collect();
+            let kb = if gauge { 1 } else { 2 };
+            assert_eq!(
+                by,
+                vec![("a".to_string(), total * k), ("b".to_string(), total * kb)],
+                "{ty} by service, {msg}"
+            );
+        }
+    }
+    // Per step (10 minutes on the samples): each step holding a profile of
+    // `a` is one profile's heap.
+    let (_, total) = parse_top(&golden("heap.top.inuse_space.txt"));
+    let rows =
+        q(&by_label_sql(&o, &sel("inuse_space:bytes", a, from, to), "service", 600).unwrap());
+    let vals: Vec<i64> = rows
+        .lines()
+        .map(|l| l.split('\t').nth(2).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(vals, vec![total; 4], "{rows}");
+    // A diff of the range's first half (2 profiles of a) with its second (2
+    // others): equal averages, for a gauge; the sums for alloc_space.
+    let mid = hour + 30 * min;
+    for (ty, k) in [("inuse_space:bytes", 1), ("alloc_space:bytes", 2)] {
+        let (_, total) = parse_top(&golden(&format!(
+            "heap.top.{}.txt",
+            ty.split(':').next().unwrap()
+        )));
+        let sql = diff_sql(&o, &sel(ty, a, from, mid), &sel(ty, a, mid, to), 0, false).unwrap();
+        let t = tree(&sql);
+        let root = &t[&Vec::<String>::new()];
+        assert_eq!((root[0], root[2]), (total * k, total * k), "{ty} diff");
+        // Same range, two selectors: a (4 profiles) vs b (2).
+        let sql = diff_sql(
+            &o,
+            &sel(ty, a, from, to),
+            &sel(ty, r#"{service="b"}"#, from, to),
+            0,
+            false,
+        )
+        .unwrap();
+        let t = tree(&sql);
+        let root = &t[&Vec::<String>::new()];
+        let (ka, kb) = if k == 1 { (1, 1) } else { (4, 2) };
+        assert_eq!(
+            (root[0], root[2]),
+            (total * ka, total * kb),
+            "{ty} diff a vs b"
+        );
+    }
+}
+
+/// Migration 7 on a database that already holds samples fills the hourly
+/// rollup and the gauge profiles from them, once: running it again (its
+/// record removed) adds nothing.
+#[test]
+fn migration_7_fills_its_rollups_from_stored_samples_once() {
+    let db = "fh_cp_m7";
+    fresh(db);
+    load_as(db, "cpu.pb.gz", "api", &[]);
+    load_as(db, "heap.pb.gz", "heap", &[]);
+    let sums = || {
+        q(&format!(
+            "SELECT (SELECT sum(value) FROM {db}.cp_samples), (SELECT sum(value) FROM {db}.cp_samples_1h), \
+                    (SELECT uniqExact(profile_type, series_id, profile_id) FROM {db}.cp_samples \
+                     WHERE profile_type LIKE 'inuse%'), \
+                    (SELECT count() FROM {db}.cp_series_profiles)"
+        ))
+    };
+    let fed = sums();
+    // As a database of migration 6 would be: the new tables empty.
+    q(&format!("TRUNCATE TABLE {db}.cp_samples_1h"));
+    q(&format!("TRUNCATE TABLE {db}.cp_series_profiles"));
+    q(&format!(
+        "ALTER TABLE {db}.schema_migrations DELETE WHERE version = 7 SETTINGS mutations_sync = 1"
+    ));
+    let opts = SchemaOptions {
+        database: db.parse().unwrap(),
+        cluster: None,
+    };
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![7]);
+    let f: Vec<i64> = fed.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(f[0], f[1], "the views fed the hourly rollup: {fed}");
+    assert_eq!(f[2], f[3], "one row per gauge series and profile: {fed}");
+    assert!(f[3] > 0);
+    assert_eq!(sums(), fed, "backfilled");
+    q(&format!(
+        "ALTER TABLE {db}.schema_migrations DELETE WHERE version = 7 SETTINGS mutations_sync = 1"
+    ));
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![7]);
+    assert_eq!(sums(), fed, "a re-run adds nothing");
 }

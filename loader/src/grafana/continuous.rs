@@ -4,11 +4,14 @@
 //! panels flame graph, top functions, series by label, diff of two
 //! selections and sandwich (callers and callees of a chosen function).
 //!
-//! The panels send SQL of the same shape as `continuous_query`'s builders
-//! (one scan for a diff, stacks joined once, recursion counted once in
-//! totals), written here with Grafana variables in place of literals: the
-//! builders take Rust values, and Grafana can only substitute text. The
-//! schema's views (`cp_flame`, `cp_top_functions`) take an equality map
+//! Every panel's SQL comes from the builders of `continuous_query` (the
+//! `*_sql_of` functions over a [`SelectionSql::dynamic`] selection): the
+//! type, the range, the series condition and the options are Grafana
+//! variables and macros instead of literals, and the engine takes the
+//! choices the builders take from Rust values (the per-minute rollup for
+//! long ranges, whole hours from the hourly rollup, averaging gauge types
+//! per profile), so a query change reaches the CLI and the dashboard alike.
+//! The schema's views (`cp_flame`, `cp_top_functions`) take an equality map
 //! only, which a multi-value picker cannot fill.
 //!
 //! # Safety of variables
@@ -28,7 +31,9 @@
 //! own "All". The range is the dashboard's, `[$__fromTime_ms,
 //! $__toTime_ms)`; ranges longer than
 //! [`crate::continuous_query::DEFAULT_ROLLUP_AFTER_SECONDS`] read the
-//! per-minute rollup, as the builders and views do.
+//! per-minute rollup, whole hours the hourly one, as the builders do.
+//! Gauge types (`inuse_space`) show the average per profile
+//! ([`crate::continuous_query::is_gauge_type`]).
 //!
 //! # Diff
 //! Baseline: `$label` in `$baseline` over the range shifted back by
@@ -40,7 +45,9 @@
 //! numbers (`short`) in the type's own unit (`cpu:nanoseconds`: ns).
 
 use super::{ds, var, Layout};
-use crate::continuous_query::DEFAULT_ROLLUP_AFTER_SECONDS;
+use crate::continuous_query::{
+    self as cq, QueryOptions, SandwichSide, SelectionSql, DEFAULT_ROLLUP_AFTER_SECONDS,
+};
 use crate::storage::ident::Ident;
 use serde_json::{json, Value};
 
@@ -90,150 +97,73 @@ fn service_ok(col: &str) -> String {
     format!("(empty({s}) OR has({s}, {col}))")
 }
 
-/// Time range bounds, and the picker of label values, of one selection.
-struct Side {
-    from: String,
-    to: String,
-    values: String,
+/// One selection of the dashboard: the time range and the picker of label
+/// values, as [`SelectionSql::dynamic`] (the builders of
+/// `continuous_query` then write every panel's SQL).
+fn selection(db: &Ident, t1: &str, t2: &str, values: &str) -> SelectionSql {
+    SelectionSql::dynamic(
+        &QueryOptions {
+            database: db.clone(),
+            rollup_after_seconds: DEFAULT_ROLLUP_AFTER_SECONDS,
+        },
+        &ty(),
+        t1,
+        t2,
+        &format!(
+            "{svc} AND (empty({values}) OR has({values}, labels[{k}]))",
+            svc = service_ok("service"),
+            k = key(),
+        ),
+        &service_ok("service"),
+    )
 }
 
-fn main_side() -> Side {
-    Side {
-        from: from(),
-        to: to(),
-        values: list("value"),
-    }
+/// The main selection: `$service`, `$label` in `$value`, the range.
+fn main_side(db: &Ident) -> SelectionSql {
+    selection(db, &from(), &to(), &list("value"))
 }
 
-fn baseline_side() -> Side {
+/// The diff's baseline: `$label` in `$baseline`, the range shifted back by
+/// `$offset`.
+fn baseline_side(db: &Ident) -> SelectionSql {
     let off = format!("toIntervalSecond(toInt64OrZero({}))", var("offset"));
-    Side {
-        from: format!("({} - {off})", from()),
-        to: format!("({} - {off})", to()),
-        values: list("baseline"),
-    }
-}
-
-/// Whether the range is read from the rollup.
-fn rollup(s: &Side) -> String {
-    format!(
-        "dateDiff('second', {}, {}) > {DEFAULT_ROLLUP_AFTER_SECONDS}",
-        s.from, s.to
+    selection(
+        db,
+        &format!("({} - {off})", from()),
+        &format!("({} - {off})", to()),
+        &list("baseline"),
     )
 }
 
-/// The side's series (labels once per series and day).
-fn series_in(db: &Ident, s: &Side) -> String {
-    let v = &s.values;
-    format!(
-        "series_id IN (SELECT series_id FROM {db}.cp_series WHERE profile_type = {ty} \
-         AND date >= toDate({f}) AND date <= toDate({t}) AND {svc} \
-         AND (empty({v}) OR has({v}, labels[{k}])))",
-        ty = ty(),
-        f = s.from,
-        t = s.to,
-        svc = service_ok("service"),
-        k = key(),
-    )
+/// `max_nodes` as the tree options take it.
+fn max_nodes_opt() -> String {
+    format!("toString({})", max_nodes())
 }
 
-/// The side's rows of the raw samples (`raw`) or of the rollup.
-fn cond(db: &Ident, s: &Side, raw: bool) -> String {
-    let range = if raw {
-        format!("ts >= {} AND ts < {}", s.from, s.to)
-    } else {
-        format!(
-            "minute >= toStartOfMinute({}) AND minute < {}",
-            s.from, s.to
-        )
-    };
-    format!("({range} AND {})", series_in(db, s))
-}
-
-/// `SELECT {cols} FROM` both sources, each with `where(raw)` added.
-fn both(db: &Ident, s: &Side, cols: impl Fn(bool) -> String, extra: &str) -> String {
-    let svc = service_ok("service");
-    let part = |raw: bool| {
-        format!(
-            "SELECT {} FROM {db}.{} WHERE profile_type = {} AND {svc} AND {}{} AND {}{extra}",
-            cols(raw),
-            if raw { "cp_samples" } else { "cp_samples_1m" },
-            ty(),
-            if raw { "NOT " } else { "" },
-            rollup(s),
-            cond(db, s, raw),
-        )
-    };
-    format!("{} UNION ALL {}", part(true), part(false))
-}
-
-/// `(stack_id, v)` of the main selection, zero sums dropped.
-fn per_stack(db: &Ident) -> String {
-    format!(
-        "SELECT stack_id, sum(value) AS v FROM ({}) GROUP BY stack_id HAVING v != 0",
-        both(db, &main_side(), |_| "stack_id, value".into(), "")
-    )
-}
-
-fn flame_rows(tree: &str, from: &str, diff: bool) -> String {
-    let right = if diff {
-        ", n.valueRight AS valueRight, n.selfRight AS selfRight"
-    } else {
-        ""
-    };
-    format!(
-        "SELECT n.level AS level, n.label AS label, n.value AS value, n.self AS self{right} \
-         FROM (SELECT {tree} AS tree FROM {from}) \
-         ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i ORDER BY i"
-    )
+/// Grafana's flame graph frame: the builders' rows without `i`.
+fn frame(sql: &str, diff: bool) -> String {
+    let right = if diff { ", valueRight, selfRight" } else { "" };
+    format!("SELECT level, label, value, self{right} FROM ({sql}) ORDER BY i")
 }
 
 /// The flame graph of the main selection.
 pub fn flame_sql(db: &Ident) -> String {
-    flame_rows(
-        &format!(
-            "stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toString({})))",
-            max_nodes()
-        ),
-        &format!(
-            "({}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id",
-            per_stack(db)
-        ),
+    frame(
+        &cq::flame_sql_of(db, &main_side(db), &max_nodes_opt()),
         false,
     )
 }
 
-/// Baseline vs comparison, both summed in one scan of each source.
+/// Baseline vs comparison (the main selection).
 pub fn diff_sql(db: &Ident) -> String {
-    let (a, b) = (baseline_side(), main_side());
-    // One source for both: the rollup when the (equal-length) range is long.
-    let svc = service_ok("service");
-    let part = |raw: bool| {
-        format!(
-            "SELECT stack_id, value, {ca} AS in_a, {cb} AS in_b FROM {db}.{t} \
-             WHERE profile_type = {ty} AND {svc} AND {not}{long} AND (in_a OR in_b)",
-            ca = cond(db, &a, raw),
-            cb = cond(db, &b, raw),
-            t = if raw { "cp_samples" } else { "cp_samples_1m" },
-            ty = ty(),
-            not = if raw { "NOT " } else { "" },
-            long = rollup(&b),
-        )
-    };
-    let inner = format!(
-        "SELECT stack_id, sumIf(value, in_a) AS va, sumIf(value, in_b) AS vb \
-         FROM ({} UNION ALL {}) GROUP BY stack_id HAVING va != 0 OR vb != 0",
-        part(true),
-        part(false)
-    );
-    flame_rows(
-        &format!(
-            "stackDiffWith(groupArray((st.labels, x.va)), groupArray((st.labels, x.vb)), \
-             map('max_nodes', toString({}), 'normalize', if({} = '1', '1', '0')))",
-            max_nodes(),
-            var("diff_mode")
+    frame(
+        &cq::diff_sql_of(
+            db,
+            &baseline_side(db),
+            &main_side(db),
+            &max_nodes_opt(),
+            &format!("if({} = '1', '1', '0')", var("diff_mode")),
         ),
-        &format!("({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id"),
         true,
     )
 }
@@ -242,68 +172,38 @@ pub fn diff_sql(db: &Ident) -> String {
 /// self_share, total_share)`, shares of the selection's total; total counts
 /// every stack through a function once (recursion once).
 pub fn top_sql(db: &Ident) -> String {
-    format!(
-        "SELECT sf.function AS function, sumIf(x.v, sf.is_leaf = 1) AS self, sum(x.v) AS total, \
-                self / any(x.grand) AS self_share, total / any(x.grand) AS total_share \
-         FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
-         INNER JOIN (SELECT function, stack_id, max(is_leaf) AS is_leaf \
-                     FROM {db}.stack_functions GROUP BY function, stack_id) AS sf \
-         ON sf.stack_id = x.stack_id \
-         GROUP BY function ORDER BY total DESC, function LIMIT {TOP_LIMIT}",
-        ps = per_stack(db),
-    )
+    cq::top_functions_sql_of(db, &main_side(db), None, TOP_LIMIT)
 }
 
 /// One half of the sandwich of `$function` (as `sandwich_sql`: callers
 /// upwards from its outermost call, callees below its innermost).
 pub fn sandwich_sql(db: &Ident, callers: bool) -> String {
-    let f = function();
-    let path = if callers {
-        format!("arrayReverse(arraySlice(st.labels, 1, indexOf(st.labels, {f}) - 1))")
+    let side = if callers {
+        SandwichSide::Callers
     } else {
-        format!(
-            "arraySlice(st.labels, length(st.labels) - indexOf(arrayReverse(st.labels), {f}) + 2)"
-        )
+        SandwichSide::Callees
     };
-    flame_rows(
-        &format!(
-            "stackTreeWith(groupArray(({path}, x.v)), map('max_nodes', toString({}), 'root', {f}))",
-            max_nodes()
-        ),
-        &format!(
-            "({}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id \
-             WHERE x.stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function = {f})",
-            per_stack(db)
-        ),
+    frame(
+        &cq::sandwich_sql_of(db, &main_side(db), &function(), side, &max_nodes_opt()),
         false,
     )
 }
 
-/// The main selection summed per step and value of `$group_by`: `(time,
-/// series, value)`, `series` = `key=value`. Steps on the rollup are at
-/// least a minute.
+/// The main selection per step and value of `$group_by`: `(time, series,
+/// value)`, `series` = `key=value`. Steps on the rollup are at least a
+/// minute.
 pub fn by_label_sql(db: &Ident) -> String {
-    let s = main_side();
-    let step = format!(
-        "if({}, greatest($__interval_s, 60), greatest($__interval_s, 1))",
-        rollup(&s)
+    let long = format!(
+        "dateDiff('second', {}, {}) > {DEFAULT_ROLLUP_AFTER_SECONDS}",
+        from(),
+        to()
     );
+    let step = format!("if({long}, greatest($__interval_s, 60), greatest($__interval_s, 1))");
     let gk = var("group_by");
-    let time = |raw: bool| {
-        format!(
-            "toDateTime(toStartOfInterval({}, toIntervalSecond({step})), 'UTC') AS time, series_id, value",
-            if raw { "ts" } else { "minute" }
-        )
-    };
     format!(
-        "SELECT x.time AS time, concat({gk}, '=', s.lv) AS series, sum(x.v) AS value \
-         FROM (SELECT time, series_id, sum(value) AS v FROM ({}) GROUP BY time, series_id) AS x \
-         INNER JOIN (SELECT series_id, any(labels[{gk}]) AS lv FROM {db}.cp_series \
-                     WHERE profile_type = {ty} GROUP BY series_id) AS s \
-         ON s.series_id = x.series_id \
-         GROUP BY time, series ORDER BY time, series",
-        both(db, &s, time, ""),
-        ty = ty(),
+        "SELECT toDateTime(time, 'UTC') AS time, concat({gk}, '=', lv) AS series, value \
+         FROM ({}) ORDER BY time, series",
+        cq::by_label_sql_of(db, &main_side(db), &gk, Some(&step)),
     )
 }
 

@@ -925,13 +925,15 @@ pub fn load_reader(
     Ok(out)
 }
 
-/// The tables of migration 6 with a TTL, and their day expression.
+/// The tables of migrations 6 and 7 with a TTL, and their day expression.
 pub const RETENTION_TABLES: &[(&str, &str)] = &[
     ("cp_series", "date"),
     ("cp_label_values", "date"),
     ("cp_samples", "toDate(ts)"),
     ("cp_samples_1m", "toDate(minute)"),
     ("cp_profiles", "toDate(ts)"),
+    ("cp_samples_1h", "toDate(hour)"),
+    ("cp_series_profiles", "toDate(ts)"),
 ];
 
 /// Sets the retention of continuous profiles to `days` (`init --retention`):

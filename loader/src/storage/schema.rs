@@ -42,7 +42,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "continuous",
         include_str!("../../../sql/schema/006_continuous.sql"),
     ),
-    // 7 is taken by a migration of a parallel branch; the lead renumbers.
+    (
+        7,
+        "continuous_rollups",
+        include_str!("../../../sql/schema/007_continuous_rollups.sql"),
+    ),
     (
         8,
         "span_ids",
