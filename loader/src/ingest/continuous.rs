@@ -50,11 +50,13 @@
 //!   (pprof's `time_nanos`), else the time of the load; stored with
 //!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
-//!   bytes, the service and the user labels; every table gets one insert per
-//!   profile with the token `cp:<profile_id>:<table>`, the profile row last.
-//!   A load that fails half-way is run again: the tables that have the rows
-//!   drop the re-sent insert as a copy, the others get it; a listed profile
-//!   is complete. Loading the same file twice stores it once.
+//!   bytes, the service and the user labels; the tables are written in the
+//!   order frames, stacks, series, samples, profiles, and what of a profile
+//!   is stored already is looked up first and not sent again
+//!   ([`super::cp_batch::store_batch`], which stores many profiles per
+//!   insert; [`store`] is a batch of one). A load that fails half-way is
+//!   run again and stores what is missing; a listed profile is complete.
+//!   Loading the same file twice stores it once.
 
 use super::symbols::symbolize_stack;
 use crate::error::{Error, Result};
@@ -64,7 +66,7 @@ use crate::model::{Event, Frame, Source, ValueType};
 use crate::storage::ident::Ident;
 use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
 use crate::storage::schema::SchemaOptions;
-use crate::storage::{insert, sql_string, Backend};
+use crate::storage::{sql_string, Backend};
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -650,67 +652,15 @@ fn batch_rows(
     out
 }
 
-/// The ids among `ids` already in `db.table` (column `col`).
-fn known(
-    backend: &dyn Backend,
-    db: &Ident,
-    table: &str,
-    col: &str,
-    ids: &[u64],
-) -> Result<HashSet<u64>> {
-    let mut out = HashSet::new();
-    // Chunks keep each query text small.
-    for chunk in ids.chunks(10_000) {
-        let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
-        let tsv = backend.query_tsv(&format!(
-            "SELECT DISTINCT {col} FROM {db}.{table} WHERE {col} IN ({})",
-            list.join(",")
-        ))?;
-        out.extend(tsv.lines().filter_map(|l| l.trim().parse::<u64>().ok()));
-    }
-    Ok(out)
-}
-
-/// Stores the rows of one profile: dictionaries (only the frames and stacks
-/// not stored yet), series, samples, then the profile rows, each table in
-/// one insert with the token `cp:<profile_id>:<table>` (see the module
-/// docs).
+/// Stores the rows of one profile: [`super::cp_batch::store_batch`] of a
+/// batch of one (dictionaries: only the frames and stacks not stored yet;
+/// series, samples, then the profile rows; see the module docs).
 ///
 /// # Errors
 /// The engine's error of the first insert that fails; run again to finish.
 pub fn store(backend: &dyn Backend, db: &Ident, rows: &ProfileRows) -> Result<()> {
-    let tok = |t: &str| format!("cp:{:016x}:{t}", rows.profile_id);
-    let have = known(
-        backend,
-        db,
-        "frames",
-        "frame_id",
-        &rows.frames.iter().map(|f| f.frame_id).collect::<Vec<_>>(),
-    )?;
-    let frames: Vec<FrameRow> = rows
-        .frames
-        .iter()
-        .filter(|f| !have.contains(&f.frame_id))
-        .cloned()
-        .collect();
-    insert(backend, db, &frames, &tok("frames"))?;
-    let have = known(
-        backend,
-        db,
-        "stacks",
-        "stack_id",
-        &rows.stacks.iter().map(|s| s.stack_id).collect::<Vec<_>>(),
-    )?;
-    let stacks: Vec<StackRow> = rows
-        .stacks
-        .iter()
-        .filter(|s| !have.contains(&s.stack_id))
-        .cloned()
-        .collect();
-    insert(backend, db, &stacks, &tok("stacks"))?;
-    insert(backend, db, &rows.series, &tok("series"))?;
-    insert(backend, db, &rows.samples, &tok("samples"))?;
-    insert(backend, db, &rows.profiles, &tok("profiles"))?;
+    let mut known = super::cp_batch::Known::default();
+    super::cp_batch::store_batch(backend, db, std::slice::from_ref(rows), &mut known)?;
     Ok(())
 }
 
@@ -760,7 +710,7 @@ pub fn load_pprof(
 }
 
 /// Opens `path` with its format (`opts.format`, else detected) and reader.
-fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn ProfileReader>, String)> {
+pub(crate) fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn ProfileReader>, String)> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
     let format = match opts.format {
@@ -808,27 +758,32 @@ pub fn load_reader(
     let mut out = Vec::with_capacity(all.len());
     for rows in &all {
         store(backend, &opts.database, rows)?;
-        out.push(ContinuousSummary {
-            source: source.to_string(),
-            profile_id: rows.profile_id,
-            types: rows
-                .profiles
-                .iter()
-                .map(|p| p.profile_type.clone())
-                .collect(),
-            sample_rows: rows.samples.len(),
-            series: rows.series.len(),
-            stacks: rows.stacks.len(),
-            frames: rows.frames.len(),
-            symbolized_percent: sym.stats().symbolized_percent(),
-            missing_modules: sym
-                .missing_modules()
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-        });
+        out.push(summary(rows, source, &sym));
     }
     Ok(out)
+}
+
+/// The summary of one profile's rows, read from `source` with `sym`.
+pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> ContinuousSummary {
+    ContinuousSummary {
+        source: source.to_string(),
+        profile_id: rows.profile_id,
+        types: rows
+            .profiles
+            .iter()
+            .map(|p| p.profile_type.clone())
+            .collect(),
+        sample_rows: rows.samples.len(),
+        series: rows.series.len(),
+        stacks: rows.stacks.len(),
+        frames: rows.frames.len(),
+        symbolized_percent: sym.stats().symbolized_percent(),
+        missing_modules: sym
+            .missing_modules()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
 }
 
 /// The tables of migration 6 with a TTL, and their day expression.
