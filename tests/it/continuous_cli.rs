@@ -174,7 +174,9 @@ fn load_detects_pprof_and_top_equals_go_tool_pprof() {
     let mut args = vec!["load"];
     args.extend(paths.iter().map(String::as_str));
     let out = fh(&data, &args);
-    assert_eq!(out.lines().count(), 4, "{out}");
+    // One line per file, then the load's closing line.
+    assert_eq!(out.lines().count(), 5, "{out}");
+    assert!(out.lines().last().unwrap().starts_with("continuous: 4 files, 4 profiles"), "{out}");
     assert!(
         out.contains("types samples:count, cpu:nanoseconds"),
         "{out}"

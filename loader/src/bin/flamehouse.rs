@@ -1041,7 +1041,8 @@ fn run() -> anyhow::Result<()> {
                     ),
                 })?;
                 failed += s.failed;
-                if s.files > 1 || s.expired > 0 {
+                {
+                    // Always, so scripts can read it.
                     println!(
                         "continuous: {} files, {} profiles ({} already stored, {} older than the retention, not stored), {} sample rows in {} batches{}",
                         s.files,
@@ -1050,7 +1051,11 @@ fn run() -> anyhow::Result<()> {
                         s.expired,
                         s.sample_rows,
                         s.batches,
-                        if s.failed > 0 { format!(", {} files failed", s.failed) } else { String::new() }
+                        if s.failed > 0 {
+                            format!(", {} files failed", s.failed)
+                        } else {
+                            String::new()
+                        }
                     );
                 }
             }

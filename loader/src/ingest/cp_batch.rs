@@ -495,7 +495,14 @@ pub fn load_files(
         .map(|d| d.as_secs() as i64 / 86_400)
         .unwrap_or(0);
     let mut known = Known::default();
-    std::thread::scope(|scope| -> Result<FilesSummary> {
+    // As the MemHawk loader: the embedded engine's merges would take cores
+    // from decoding and inserting, and a short-lived loader that exits
+    // cancels them (their work lost); paused in memory only, until the end.
+    let pause = backend
+        .merges_in_process()
+        .then(|| super::writer::MergePause::new(backend, &opts.database))
+        .transpose()?;
+    let r = std::thread::scope(|scope| -> Result<FilesSummary> {
         // A few files ahead: the reader never waits on a short insert, and
         // memory stays bounded by the batch.
         let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(64);
@@ -565,7 +572,12 @@ pub fn load_files(
         }
         flush(&mut pending, &mut pending_files, &mut out, report)?;
         Ok(out)
-    })
+    });
+    // The load's own error first: a failed resume only follows from it.
+    let resumed = pause.map_or(Ok(()), super::writer::MergePause::resume);
+    let out = r?;
+    resumed?;
+    Ok(out)
 }
 
 #[cfg(test)]
