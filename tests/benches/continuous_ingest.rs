@@ -16,7 +16,7 @@
 //! BENCH_HOURS=1 BENCH_PERF_MINUTES=2 cargo bench -p flamehouse-tests --bench continuous_ingest   # quick
 //! ```
 //!
-//! Env: BENCH_HOURS (pprof, default 24), BENCH_PERF_MINUTES (perf script,
+//! Env: BENCH_HOURS (pprof, default 24; 0 skips it), BENCH_PERF_MINUTES (perf script,
 //! default 10; 0 skips it), BENCH_STACKS (default 6), BENCH_POOL (default
 //! 800), BENCH_BATCH_ROWS (default the loader's), BENCH_KEEP=1 keeps the
 //! files. Prints where the load's time goes (reading + decoding + rows on
@@ -26,7 +26,7 @@
 mod fleet;
 
 use flamehouse::ingest::continuous::{
-    reader_rows, ContinuousOptions, CpProfileRow, CpSampleRow, SeriesRow,
+    reader_rows_cached, ContinuousOptions, CpProfileRow, CpSampleRow, LoadCache, SeriesRow,
 };
 use flamehouse::ingest::cp_batch::{load_files, BatchOptions};
 use flamehouse::storage::rows::{FrameRow, RowBinary, StackRow};
@@ -87,6 +87,8 @@ fn fresh(db: &str) {
 fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
     let t = Instant::now();
     let mut rows = 0;
+    // As the loader: one cache for the load.
+    let mut cache = LoadCache::default();
     for f in files {
         let file = std::fs::File::open(f).unwrap();
         let format = flamehouse::formats::detect_open(&file, f).unwrap();
@@ -95,7 +97,7 @@ fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
             .open(file, f, &Default::default())
             .unwrap();
         let mut sym = flamehouse::symbolize::Symbolizer::new(Default::default());
-        for r in reader_rows(&mut *reader, &mut sym, "bench", opts).unwrap() {
+        for r in reader_rows_cached(&mut *reader, &mut sym, "bench", opts, &mut cache).unwrap() {
             rows += r.samples.len();
         }
     }
@@ -227,7 +229,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
 }
 
 fn main() {
-    let hours = env_or("BENCH_HOURS", 24i64).max(1);
+    let hours = env_or("BENCH_HOURS", 24i64).max(0);
     let perf_minutes = env_or("BENCH_PERF_MINUTES", 10i64).max(0);
     let stacks = env_or("BENCH_STACKS", 6usize).max(1);
     let pool = env_or("BENCH_POOL", 800usize).max(40);
@@ -244,22 +246,24 @@ fn main() {
     };
     let base = flamehouse_fixtures::testing::temp_path("bench-cpingest");
 
-    // pprof: the whole range from files.
-    let dir = base.join("pprof");
-    std::fs::create_dir_all(&dir).unwrap();
-    let t = Instant::now();
-    let ticks = hours * 3600 * 1000 / TICK_MS;
-    let gen = generate_pprof(&dir, start_ms, ticks, stacks, pool);
-    say(format!(
-        "pprof: generated {} files ({hours} h x 100 series, {stacks} stacks per series and profile), {:.1} MB, {} samples in {:.1?}",
-        gen.files.len(),
-        gen.bytes as f64 / 1e6,
-        gen.samples,
-        t.elapsed()
-    ));
-    measure("pprof", "cpi_pprof", &gen, &dir, &mut say);
-    if !keep {
-        let _ = std::fs::remove_dir_all(&dir);
+    // pprof: the whole range from files (BENCH_HOURS=0 skips it).
+    if hours > 0 {
+        let dir = base.join("pprof");
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = Instant::now();
+        let ticks = hours * 3600 * 1000 / TICK_MS;
+        let gen = generate_pprof(&dir, start_ms, ticks, stacks, pool);
+        say(format!(
+            "pprof: generated {} files ({hours} h x 100 series, {stacks} stacks per series and profile), {:.1} MB, {} samples in {:.1?}",
+            gen.files.len(),
+            gen.bytes as f64 / 1e6,
+            gen.samples,
+            t.elapsed()
+        ));
+        measure("pprof", "cpi_pprof", &gen, &dir, &mut say);
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     // perf script: a slice of the same draws.

@@ -304,7 +304,29 @@ pub struct ProfileRows {
     pub samples: Vec<CpSampleRow>,
     /// One row per type.
     pub profiles: Vec<CpProfileRow>,
+    /// Distinct stacks of the profile (`stacks` leaves out those an
+    /// earlier profile of the same load sent: see [`LoadCache`]).
+    pub stack_count: usize,
+    /// Distinct frames of the profile.
+    pub frame_count: usize,
 }
+
+/// What one load keeps across its files: stacks the profiles name entirely
+/// (every frame a symbol, so they resolve the same in every file whatever
+/// its mappings) already resolved, and the frames and stacks a profile of
+/// this load already holds in its rows, which later profiles do not repeat
+/// (they are stored with or before them: a load stops at its first failed
+/// batch). A fresh cache per file gives every profile all its rows.
+#[derive(Debug, Default)]
+pub struct LoadCache {
+    named: rustc_hash::FxHashMap<Vec<Frame>, Resolved>,
+    sent_stacks: HashSet<u64>,
+    sent_frames: HashSet<u64>,
+}
+
+/// Entries past which [`LoadCache`] forgets its resolved stacks (memory
+/// stays bounded on loads of very many distinct stacks).
+const LOAD_CACHE_STACKS: usize = 200_000;
 
 /// The profile type name of a pprof sample type: `type:unit`.
 #[must_use]
@@ -361,7 +383,7 @@ pub fn pprof_rows(
 }
 
 /// A stack already symbolized: its id, frame rows and labels (root first).
-type Resolved = (u64, Vec<FrameRow>, Vec<String>);
+type Resolved = std::sync::Arc<(u64, Vec<FrameRow>, Vec<String>)>;
 
 /// Builds the rows of every profile an additive reader gives (one per
 /// [`crate::model::Batch`]: pprof has one, a perf script cut in time
@@ -379,6 +401,24 @@ pub fn reader_rows(
     source: &str,
     opts: &ContinuousOptions,
 ) -> Result<Vec<ProfileRows>> {
+    reader_rows_cached(reader, sym, source, opts, &mut LoadCache::default())
+}
+
+/// [`reader_rows`] with a cache kept across the files of one load (see
+/// [`LoadCache`]).
+///
+/// # Errors
+/// As [`reader_rows`].
+pub fn reader_rows_cached(
+    reader: &mut dyn ProfileReader,
+    sym: &mut Symbolizer,
+    source: &str,
+    opts: &ContinuousOptions,
+    cache: &mut LoadCache,
+) -> Result<Vec<ProfileRows>> {
+    if cache.named.len() > LOAD_CACHE_STACKS {
+        cache.named.clear();
+    }
     let base = base_labels(opts)?;
     let types: Vec<String> = reader
         .value_types()
@@ -427,6 +467,7 @@ pub fn reader_rows(
             &mut resolved,
             &mut frames,
             opts,
+            cache,
         );
         let mut id_parts: Vec<&[u8]> = src.identity.iter().map(Vec::as_slice).collect();
         let idx = index.to_le_bytes();
@@ -467,6 +508,7 @@ fn batch_rows(
     resolved: &mut HashMap<u64, Resolved>,
     frames: &mut Vec<Frame>,
     opts: &ContinuousOptions,
+    cache: &mut LoadCache,
 ) -> ProfileRows {
     let n = types.len();
     let ts_ns = opts.time_ns.unwrap_or(if batch.time_ns != 0 {
@@ -499,24 +541,39 @@ fn batch_rows(
         if values.iter().all(|&v| v == 0) {
             continue;
         }
-        let (stack_id, frame_rows, stack_labels) = resolved.entry(key).or_insert_with(|| {
+        let r = resolved.entry(key).or_insert_with(|| {
             reader.stack(key, frames);
+            // A stack the profile names entirely resolves the same in every
+            // file of the load.
+            let named = frames.iter().all(|f| matches!(f, Frame::Symbol(_)));
+            if named {
+                if let Some(r) = cache.named.get(frames.as_slice()) {
+                    return r.clone();
+                }
+            }
             symbolize_stack(sym, frames, &mut labels, &mut rows);
             let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
-            (stable_hash(&parts), rows.clone(), labels.clone())
+            let r = std::sync::Arc::new((stable_hash(&parts), rows.clone(), labels.clone()));
+            if named {
+                cache.named.insert(frames.clone(), r.clone());
+            }
+            r
         });
+        let (stack_id, frame_rows, stack_labels) = &**r;
         let stack_id = *stack_id;
         if stacks_seen.insert(stack_id) {
-            for row in frame_rows.iter() {
-                if frames_seen.insert(row.frame_id) {
+            for row in frame_rows {
+                if frames_seen.insert(row.frame_id) && cache.sent_frames.insert(row.frame_id) {
                     out.frames.push(row.clone());
                 }
             }
-            out.stacks.push(StackRow {
-                stack_id,
-                frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
-                labels: stack_labels.clone(),
-            });
+            if cache.sent_stacks.insert(stack_id) {
+                out.stacks.push(StackRow {
+                    stack_id,
+                    frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
+                    labels: stack_labels.clone(),
+                });
+            }
         }
         // Label sets of the batch differing only in numeric labels are one
         // series: look the series up by its string labels.
@@ -649,6 +706,8 @@ fn batch_rows(
             source: String::new(),
         });
     }
+    out.stack_count = stacks_seen.len();
+    out.frame_count = frames_seen.len();
     out
 }
 
@@ -775,8 +834,8 @@ pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> Con
             .collect(),
         sample_rows: rows.samples.len(),
         series: rows.series.len(),
-        stacks: rows.stacks.len(),
-        frames: rows.frames.len(),
+        stacks: rows.stack_count,
+        frames: rows.frame_count,
         symbolized_percent: sym.stats().symbolized_percent(),
         missing_modules: sym
             .missing_modules()

@@ -30,8 +30,8 @@
 //! (one line naming it); the others are still loaded.
 
 use super::continuous::{
-    retention_days, ContinuousOptions, ContinuousSummary, CpProfileRow, CpSampleRow, ProfileRows,
-    SeriesRow,
+    retention_days, ContinuousOptions, ContinuousSummary, CpProfileRow, CpSampleRow, LoadCache,
+    ProfileRows, SeriesRow,
 };
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
@@ -57,6 +57,11 @@ pub struct BatchOptions {
     /// ... or once this many profiles are pending. Default:
     /// [`DEFAULT_BATCH_PROFILES`] (20,000).
     pub batch_profiles: usize,
+    /// Threads reading, decoding and building rows (files are dealt round
+    /// robin and stored in the given order). Default: 2 (decoding a small
+    /// profile costs about as much as inserting its rows, so two keep the
+    /// engine busy on a 2-core machine).
+    pub readers: usize,
 }
 
 impl Default for BatchOptions {
@@ -64,6 +69,7 @@ impl Default for BatchOptions {
         BatchOptions {
             batch_rows: DEFAULT_BATCH_ROWS,
             batch_profiles: DEFAULT_BATCH_PROFILES,
+            readers: 2,
         }
     }
 }
@@ -148,23 +154,26 @@ pub fn store_batch(
     batch: &[ProfileRows],
     known: &mut Known,
 ) -> Result<BatchStored> {
+    // Rows without profile rows only carry dictionary rows (an expired
+    // profile's, see `load_files`).
+    let dicts: Vec<&ProfileRows> = batch.iter().filter(|p| p.profiles.is_empty()).collect();
     let mut seen_profiles = HashSet::new();
     let batch: Vec<&ProfileRows> = batch
         .iter()
-        .filter(|p| seen_profiles.insert(p.profile_id))
+        .filter(|p| !p.profiles.is_empty() && seen_profiles.insert(p.profile_id))
         .collect();
     let mut stored = BatchStored {
         profiles: batch.len(),
         ..BatchStored::default()
     };
-    if batch.is_empty() {
+    if batch.is_empty() && dicts.is_empty() {
         return Ok(stored);
     }
 
     // Frames.
     let mut frames: Vec<&FrameRow> = Vec::new();
     let mut ids = HashSet::new();
-    for p in &batch {
+    for p in batch.iter().chain(&dicts) {
         for f in &p.frames {
             if !known.frames.contains(&f.frame_id) && ids.insert(f.frame_id) {
                 frames.push(f);
@@ -194,7 +203,7 @@ pub fn store_batch(
     // Stacks.
     let mut stacks: Vec<&StackRow> = Vec::new();
     let mut ids = HashSet::new();
-    for p in &batch {
+    for p in batch.iter().chain(&dicts) {
         for s in &p.stacks {
             if !known.stacks.contains(&s.stack_id) && ids.insert(s.stack_id) {
                 stacks.push(s);
@@ -274,6 +283,9 @@ pub fn store_batch(
     // Looked up by id whatever their time: a profile is the same one when
     // loaded again with another time (`time_ns`, or the load's own time for
     // formats without one).
+    if batch.is_empty() {
+        return Ok(stored);
+    }
     let pids: Vec<u64> = batch.iter().map(|p| p.profile_id).collect();
     let mut listed: HashSet<(u64, String)> = HashSet::new();
     lookup(
@@ -437,10 +449,15 @@ pub struct FilesSummary {
 /// A file read and turned into rows on the reader thread.
 type Read = (PathBuf, Result<Vec<(ProfileRows, ContinuousSummary)>>);
 
-fn read_one(path: &Path, opts: &ContinuousOptions) -> Result<Vec<(ProfileRows, ContinuousSummary)>> {
+fn read_one(
+    path: &Path,
+    opts: &ContinuousOptions,
+    cache: &mut LoadCache,
+) -> Result<Vec<(ProfileRows, ContinuousSummary)>> {
     let (mut reader, source) = super::continuous::open_reader(path, opts)?;
     let mut sym = crate::symbolize::Symbolizer::new(opts.symbolizer.clone());
-    let all = super::continuous::reader_rows(&mut *reader, &mut sym, &source, opts)?;
+    let all =
+        super::continuous::reader_rows_cached(&mut *reader, &mut sym, &source, opts, cache)?;
     Ok(all
         .into_iter()
         .map(|rows| {
@@ -503,18 +520,26 @@ pub fn load_files(
         .then(|| super::writer::MergePause::new(backend, &opts.database))
         .transpose()?;
     let r = std::thread::scope(|scope| -> Result<FilesSummary> {
-        // A few files ahead: the reader never waits on a short insert, and
-        // memory stays bounded by the batch.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(64);
-        let reader_opts = opts.clone();
-        scope.spawn(move || {
-            for p in paths {
-                let r = read_one(p, &reader_opts);
-                if tx.send((p.clone(), r)).is_err() {
-                    break;
+        // Each reader a few files ahead: none waits on a short insert, and
+        // memory stays bounded by the batch. Reader k reads files k, k + n,
+        // ... with a cache of its own: the frames and stacks it leaves out
+        // of a profile are in one of its earlier files, stored first.
+        let n = batch.readers.clamp(1, paths.len().max(1));
+        let mut rxs = Vec::with_capacity(n);
+        for k in 0..n {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(32);
+            rxs.push(rx);
+            let reader_opts = opts.clone();
+            scope.spawn(move || {
+                let mut cache = LoadCache::default();
+                for p in paths.iter().skip(k).step_by(n) {
+                    let r = read_one(p, &reader_opts, &mut cache);
+                    if tx.send((p.clone(), r)).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
+        }
         let mut pending: Vec<ProfileRows> = Vec::new();
         let mut pending_files: Vec<Vec<ContinuousSummary>> = Vec::new();
         let mut pending_rows = 0usize;
@@ -536,7 +561,10 @@ pub fn load_files(
             files.clear();
             Ok(())
         };
-        for (path, r) in rx {
+        for i in 0..paths.len() {
+            let Ok((path, r)) = rxs[i % n].recv() else {
+                break; // a reader panicked: its files are not loaded
+            };
             let profiles = match r {
                 Ok(p) => p,
                 Err(e) => {
@@ -556,6 +584,14 @@ pub fn load_files(
                             source: &s.source,
                             ts_ms: ts,
                             retention_days: days,
+                        });
+                        // Its frames and stacks are not repeated by later
+                        // profiles of the load (`LoadCache`): they are
+                        // stored all the same, nothing else of it.
+                        pending.push(ProfileRows {
+                            frames: rows.frames,
+                            stacks: rows.stacks,
+                            ..ProfileRows::default()
                         });
                         continue;
                     }
