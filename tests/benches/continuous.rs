@@ -214,7 +214,13 @@ fn main() {
     // 1. Generate the files.
     let dir = flamehouse_fixtures::testing::temp_path("bench-continuous");
     let t = Instant::now();
-    let gen = generate_pprof(&dir, shape.start_ms, shape.ticks(), shape.stacks, shape.pool);
+    let gen = generate_pprof(
+        &dir,
+        shape.start_ms,
+        shape.ticks(),
+        shape.stacks,
+        shape.pool,
+    );
     say(format!(
         "generate: {} pprof files (gzipped), {:.1} MB, {} pprof samples in {:.1?}",
         gen.files.len(),
@@ -270,8 +276,14 @@ fn main() {
             service: Some(service.to_string()),
             ..Default::default()
         };
-        let s = load_files(engine(), &files, &opts, &BatchOptions::default(), &mut |_| {})
-            .unwrap_or_else(|e| panic!("{e}"));
+        let s = load_files(
+            engine(),
+            &files,
+            &opts,
+            &BatchOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((s.failed, s.expired), (0, 0));
         loaded_rows += s.sample_rows;
         progress(&format!(

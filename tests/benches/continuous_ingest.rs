@@ -92,10 +92,7 @@ fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
     for f in files {
         let file = std::fs::File::open(f).unwrap();
         let format = flamehouse::formats::detect_open(&file, f).unwrap();
-        let mut reader = format
-            .spec()
-            .open(file, f, &Default::default())
-            .unwrap();
+        let mut reader = format.spec().open(file, f, &Default::default()).unwrap();
         let mut sym = flamehouse::symbolize::Symbolizer::new(Default::default());
         for r in reader_rows_cached(&mut *reader, &mut sym, "bench", opts, &mut cache).unwrap() {
             rows += r.samples.len();
@@ -141,8 +138,8 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
             batch_rows,
             ..Default::default()
         };
-        let s = load_files(engine(), &files, &opts, &bo, &mut |_| {})
-            .unwrap_or_else(|e| panic!("{e}"));
+        let s =
+            load_files(engine(), &files, &opts, &bo, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((s.failed, s.expired, s.already_stored), (0, 0, 0), "{s:?}");
         loaded += s.sample_rows;
         batches += s.batches;
@@ -211,7 +208,11 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
     for (t, _) in TABLES {
         q(&format!("SYSTEM START MERGES {bulk}.{t}"));
     }
-    assert_eq!(counts(&bulk), c, "the bulk copy holds the same rows, views included");
+    assert_eq!(
+        counts(&bulk),
+        c,
+        "the bulk copy holds the same rows, views included"
+    );
     let bulk_rate = rows as f64 / bulk_s;
     say(format!(
         "{name}: engine bulk INSERT ... SELECT FROM file() of the same rows into the 5 tables of a fresh schema (views included): {bulk_s:.2} s = {bulk_rate:.0} rows/s (load average {la_bulk})"
@@ -219,7 +220,11 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
     say(format!(
         "RATIO {name} ingest / bulk insert = {:.3}x (goal >= 0.5) {}",
         load_rate / bulk_rate,
-        if load_rate / bulk_rate >= 0.5 { "met" } else { "MISSED" }
+        if load_rate / bulk_rate >= 0.5 {
+            "met"
+        } else {
+            "MISSED"
+        }
     ));
     for (_, _, p) in &exports {
         let _ = std::fs::remove_file(p);

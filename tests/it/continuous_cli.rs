@@ -176,7 +176,13 @@ fn load_detects_pprof_and_top_equals_go_tool_pprof() {
     let out = fh(&data, &args);
     // One line per file, then the load's closing line.
     assert_eq!(out.lines().count(), 5, "{out}");
-    assert!(out.lines().last().unwrap().starts_with("continuous: 4 files, 4 profiles"), "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("continuous: 4 files, 4 profiles"),
+        "{out}"
+    );
     assert!(
         out.contains("types samples:count, cpu:nanoseconds"),
         "{out}"

@@ -15,9 +15,9 @@ use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse_fixtures::pprof_writer::PprofWriter;
 use flamehouse_fixtures::testing::temp_path;
 use flamehouse_tests::*;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -769,7 +769,10 @@ pub fn load_pprof(
 }
 
 /// Opens `path` with its format (`opts.format`, else detected) and reader.
-pub(crate) fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn ProfileReader>, String)> {
+pub(crate) fn open_reader(
+    path: &Path,
+    opts: &ContinuousOptions,
+) -> Result<(Box<dyn ProfileReader>, String)> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
     let format = match opts.format {

@@ -456,8 +456,7 @@ fn read_one(
 ) -> Result<Vec<(ProfileRows, ContinuousSummary)>> {
     let (mut reader, source) = super::continuous::open_reader(path, opts)?;
     let mut sym = crate::symbolize::Symbolizer::new(opts.symbolizer.clone());
-    let all =
-        super::continuous::reader_rows_cached(&mut *reader, &mut sym, &source, opts, cache)?;
+    let all = super::continuous::reader_rows_cached(&mut *reader, &mut sym, &source, opts, cache)?;
     Ok(all
         .into_iter()
         .map(|rows| {

@@ -164,7 +164,13 @@ pub fn host_name(h: usize) -> String {
 
 /// Writes one gzipped pprof per service and tick into `dir` (`version` and
 /// `host` are sample labels, as `pprof.Do` writes them).
-pub fn generate_pprof(dir: &Path, start_ms: i64, ticks: i64, stacks: usize, pool: usize) -> Generated {
+pub fn generate_pprof(
+    dir: &Path,
+    start_ms: i64,
+    ticks: i64,
+    stacks: usize,
+    pool: usize,
+) -> Generated {
     let mut fleet = Fleet::new(pool, stacks);
     let mut g = Generated {
         files: Vec::new(),
@@ -221,7 +227,13 @@ fn addr_of(sym: &str) -> u64 {
 /// `service-version-host` (perf has no other labels: the 20 processes of a
 /// file are its 20 series); the file's modification time is the last
 /// sample's, so the profile's time is the tick's.
-pub fn generate_perf(dir: &Path, start_ms: i64, ticks: i64, stacks: usize, pool: usize) -> Generated {
+pub fn generate_perf(
+    dir: &Path,
+    start_ms: i64,
+    ticks: i64,
+    stacks: usize,
+    pool: usize,
+) -> Generated {
     let mut fleet = Fleet::new(pool, stacks);
     let mut g = Generated {
         files: Vec::new(),
@@ -243,9 +255,14 @@ pub fn generate_perf(dir: &Path, start_ms: i64, ticks: i64, stacks: usize, pool:
                 let pid = 1000 + d.version * 100 + d.host;
                 for _ in 0..d.count {
                     // Spread over [0, 9.99] s of the tick, the last at 9.99.
-                    let t = boot_s + (tick * TICK_MS) as f64 / 1000.0 + 9.99 * k as f64 / (n - 1).max(1) as f64;
+                    let t = boot_s
+                        + (tick * TICK_MS) as f64 / 1000.0
+                        + 9.99 * k as f64 / (n - 1).max(1) as f64;
                     k += 1;
-                    let _ = writeln!(text, "{comm} {pid:>6} {t:.6}: {PERIOD_NS:>10} cpu-clock:pppH: ");
+                    let _ = writeln!(
+                        text,
+                        "{comm} {pid:>6} {t:.6}: {PERIOD_NS:>10} cpu-clock:pppH: "
+                    );
                     for (depth, sym) in fleet.pools[si][d.stack].iter().rev().enumerate() {
                         let a = addr_of(sym);
                         let off = 0x10 + (depth as u64 * 7) % 0x80;
@@ -260,8 +277,10 @@ pub fn generate_perf(dir: &Path, start_ms: i64, ticks: i64, stacks: usize, pool:
             std::fs::write(&path, &text).unwrap();
             let last_ms = start_ms + tick * TICK_MS + 9_990;
             let f = std::fs::File::options().write(true).open(&path).unwrap();
-            f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_millis(last_ms as u64))
-                .unwrap();
+            f.set_modified(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(last_ms as u64),
+            )
+            .unwrap();
             g.bytes += text.len() as u64;
             g.files.push(path);
         }
