@@ -1780,8 +1780,14 @@ mod tests {
             ..sel.clone()
         };
         assert_eq!(plain.source(&o), Source::Rollup);
-        assert_eq!(pair_source(&o, &plain, &sel), Source::Raw);
-        assert_eq!(pair_source(&o, &plain, &plain), Source::Rollup);
+        // Neither rollup (they have no span ids) for the span's side.
+        let f = flame_sql(&o, &sel, 0);
+        assert!(
+            !f.contains("cp_samples_1m") && !f.contains("cp_samples_1h"),
+            "{f}"
+        );
+        let d = diff_sql(&o, &plain, &sel, 0, false).unwrap();
+        assert!(d.contains("FROM flamehouse.cp_samples WHERE"), "{d}");
     }
 
     #[test]

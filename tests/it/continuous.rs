@@ -206,13 +206,27 @@ fn parse_peek(text: &str) -> Peek {
 // ---------------------------------------------------------------------------
 // Engine helpers.
 
-pub(crate) fn fresh(db: &str) {
+/// A new database, the default retention.
+fn fresh_default(db: &str) -> SchemaOptions {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
     let opts = SchemaOptions {
         database: db.parse().unwrap(),
         cluster: None,
     };
-    assert_eq!(migrate(engine(), &opts).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(
+        migrate(engine(), &opts).unwrap(),
+        vec![1, 2, 3, 4, 5, 6, 7, 8]
+    );
+    opts
+}
+
+/// A new database that keeps the fixtures whatever today's date.
+pub(crate) fn fresh(db: &str) {
+    let opts = fresh_default(db);
+    // The fixtures keep the times they were recorded at (2026-12-01) and a
+    // load does not store what is older than the retention: 100 years, so
+    // these tests do not expire with the calendar.
+    flamehouse::ingest::continuous::set_retention(engine(), &opts, 36500).unwrap();
 }
 
 pub(crate) fn copts(db: &str) -> ContinuousOptions {
@@ -884,12 +898,16 @@ fn loads_are_exact_and_retention_is_set() {
     assert!(e.contains(&bad.display().to_string()), "{e}");
     assert!(!e.contains('\n'), "{e}");
     assert_eq!(counts(), before);
-    // Retention.
-    let dbi: flamehouse::Ident = db.parse().unwrap();
+    // Retention: a new database's default, then what `fresh` and
+    // `set_retention` set.
+    let plain = format!("{db}_plain");
+    fresh_default(&plain);
     assert_eq!(
-        retention_days(engine(), &dbi).unwrap(),
+        retention_days(engine(), &plain.parse().unwrap()).unwrap(),
         Some(DEFAULT_RETENTION_DAYS)
     );
+    let dbi: flamehouse::Ident = db.parse().unwrap();
+    assert_eq!(retention_days(engine(), &dbi).unwrap(), Some(36500));
     let so = SchemaOptions {
         database: dbi.clone(),
         cluster: None,
@@ -913,7 +931,7 @@ fn loads_are_exact_and_retention_is_set() {
 #[test]
 fn expired_days_drop_whole_partitions() {
     let db = "fh_cp_ttl";
-    fresh(db);
+    fresh_default(db);
     let now_ms = now_ms();
     for (ms, svc) in [(now_ms - 40 * 86_400_000, "old"), (now_ms, "new")] {
         let o = ContinuousOptions {

@@ -25,12 +25,36 @@ fn golden(name: &str) -> String {
 
 /// `flamehouse ARGS --data DATA`, whatever its status.
 fn fh_out(data: &Path, args: &[&str]) -> Output {
+    keep_fixtures(data, args);
     Command::new(bin())
         .args(args)
         .arg("--data")
         .arg(data)
         .output()
         .expect("flamehouse runs")
+}
+
+/// The Go fixtures keep the times they were recorded at (2026-12-01), and
+/// `load` does not store a profile older than the retention: before the
+/// first command on a data directory (unless that is an `init`, which a test
+/// of the retention runs itself), `init --retention 36500`, so these tests
+/// do not expire with the calendar.
+fn keep_fixtures(data: &Path, args: &[&str]) {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    if !SEEN.lock().unwrap().insert(data.to_path_buf()) || args.first() == Some(&"init") {
+        return;
+    }
+    let out = Command::new(bin())
+        .args(["init", "--retention", "36500", "--data"])
+        .arg(data)
+        .output()
+        .expect("flamehouse runs");
+    assert!(
+        out.status.success(),
+        "flamehouse init --retention 36500 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `flamehouse ARGS --data DATA`, which must succeed; its stdout.
@@ -174,7 +198,15 @@ fn load_detects_pprof_and_top_equals_go_tool_pprof() {
     let mut args = vec!["load"];
     args.extend(paths.iter().map(String::as_str));
     let out = fh(&data, &args);
-    assert_eq!(out.lines().count(), 4, "{out}");
+    // One line per file, then the load's closing line.
+    assert_eq!(out.lines().count(), 5, "{out}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap()
+            .starts_with("continuous: 4 files, 4 profiles"),
+        "{out}"
+    );
     assert!(
         out.contains("types samples:count, cpu:nanoseconds"),
         "{out}"
@@ -948,7 +980,8 @@ fn bad_input_reload_raw_and_retention() {
         "590000000"
     );
 
-    // Retention: the default, then set.
+    // Retention: the default of a new data directory, then set.
+    let data = temp_path("cpcli-retention");
     let out = fh(&data, &["init"]);
     assert!(out.contains("continuous profiles kept 30 days"), "{out}");
     let out = fh(&data, &["init", "--retention", "7"]);

@@ -5,6 +5,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use flamehouse::continuous_query::QueryOptions;
 use flamehouse::flame;
 use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
+use flamehouse::ingest::cp_batch::{self, BatchOptions, FileEvent};
 use flamehouse::ingest::{self, LoadOptions, LoadSummary, Loaded};
 use flamehouse::profiles;
 use flamehouse::render;
@@ -262,6 +263,10 @@ enum Command {
         /// Largest decompressed record accepted, in MiB.
         #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
+        /// Continuous profiles: store a batch (one insert per table for
+        /// many files) once this many sample rows are pending.
+        #[arg(long, default_value_t = cp_batch::DEFAULT_BATCH_ROWS)]
+        batch_rows: usize,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -642,6 +647,7 @@ fn run() -> anyhow::Result<()> {
             binary,
             max_record_mib,
             max_decompressed_mib,
+            batch_rows,
             target,
         } => {
             let engine = target.backend()?;
@@ -682,7 +688,78 @@ fn run() -> anyhow::Result<()> {
                 ..Default::default()
             };
             let mut failed = 0usize;
-            for f in &files {
+            // Continuous profiles load in batches, many files per insert;
+            // MemHawk streams (and files no format claims, for MemHawk's
+            // message) one by one.
+            let (batched, single): (Vec<PathBuf>, Vec<PathBuf>) =
+                files.iter().cloned().partition(|f| {
+                    let format = format.or_else(|| {
+                        std::fs::File::open(f)
+                            .ok()
+                            .and_then(|file| flamehouse::formats::detect_open(&file, f).ok())
+                    });
+                    format.is_some_and(|f| f != flamehouse::formats::Format::Binpb)
+                        && !watch
+                        && !replace
+                });
+            if !batched.is_empty() {
+                let copts = ContinuousOptions {
+                    database: schema.database.clone(),
+                    decode: lo.read.pprof,
+                    read: lo.read.clone(),
+                    format,
+                    symbolizer: lo.symbolizer.clone(),
+                    main_binary: lo.main_binary.clone(),
+                    ..copts.clone()
+                };
+                let bo = BatchOptions {
+                    batch_rows: batch_rows.max(1),
+                    ..Default::default()
+                };
+                let s = cp_batch::load_files(&*engine, &batched, &copts, &bo, &mut |e| match e {
+                    FileEvent::Stored(profiles) => {
+                        for p in profiles {
+                            print_continuous(p);
+                        }
+                    }
+                    FileEvent::Failed(f, e) => {
+                        let m = e.to_string().replace('\n', " ");
+                        if e.names_file() {
+                            eprintln!("flamehouse: {m}");
+                        } else {
+                            eprintln!("flamehouse: loading {}: {m}", f.display());
+                        }
+                    }
+                    FileEvent::Expired {
+                        source,
+                        ts_ms,
+                        retention_days,
+                    } => eprintln!(
+                        "flamehouse: warning: {source}: profile at {} is older than the retention \
+                         ({retention_days} days): not stored (raise it with init --retention)",
+                        flame::format_utc_ms(ts_ms)
+                    ),
+                })?;
+                failed += s.failed;
+                {
+                    // Always, so scripts can read it.
+                    println!(
+                        "continuous: {} files, {} profiles ({} already stored, {} older than the retention, not stored), {} sample rows in {} batches{}",
+                        s.files,
+                        s.profiles,
+                        s.already_stored,
+                        s.expired,
+                        s.sample_rows,
+                        s.batches,
+                        if s.failed > 0 {
+                            format!(", {} files failed", s.failed)
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+            }
+            for f in &single {
                 let bar = if std::io::stderr().is_terminal() {
                     let b = indicatif::ProgressBar::new(0);
                     b.set_style(

@@ -384,7 +384,7 @@ pub fn parse(
         b.add(&ids, &e.labels, &[(e.map, e.value)]);
     }
     let source = Source {
-        identity: text::identity("bpftrace", text),
+        identity: text::identity_with("bpftrace", text, options),
         ..Default::default()
     };
     Ok(b.finish(

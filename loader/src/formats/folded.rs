@@ -207,7 +207,7 @@ pub fn parse(
         options.unit.clone(),
     )]);
     let source = Source {
-        identity: text::identity("folded", text),
+        identity: text::identity_with("folded", text, options),
         ..Default::default()
     };
     Ok(b.finish(Format::Folded, types, source, text.len() as u64))

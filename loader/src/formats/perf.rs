@@ -461,7 +461,7 @@ pub fn parse(
     }
     let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
     let source = Source {
-        identity: text::identity("perf", text),
+        identity: text::identity_with("perf", text, options),
         pid: if pids.len() == 1 {
             pids.iter().next().copied().unwrap_or(0)
         } else {

@@ -389,6 +389,23 @@ impl ProfileReader for TextReader {
     }
 }
 
+/// [`identity`] of a text read with `options`. Options other than the
+/// defaults join the identity: the same file read another way (other
+/// windows, types, times, labels) is another profile, while the same file
+/// read the same way again is the same profile (stored once).
+#[must_use]
+pub fn identity_with<O: std::fmt::Debug + Default + PartialEq>(
+    format: &str,
+    text: &str,
+    options: &O,
+) -> Vec<Vec<u8>> {
+    let mut id = identity(format, text);
+    if *options != O::default() {
+        id.push(format!("{options:?}").into_bytes());
+    }
+    id
+}
+
 /// A stable identity of a text profile: its format and a hash of its
 /// bytes, the same from any copy of the file.
 #[must_use]

@@ -58,11 +58,13 @@
 //!   (pprof's `time_nanos`), else the time of the load; stored with
 //!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
-//!   bytes, the service and the user labels; every table gets one insert per
-//!   profile with the token `cp:<profile_id>:<table>`, the profile row last.
-//!   A load that fails half-way is run again: the tables that have the rows
-//!   drop the re-sent insert as a copy, the others get it; a listed profile
-//!   is complete. Loading the same file twice stores it once.
+//!   bytes, the service and the user labels; the tables are written in the
+//!   order frames, stacks, series, samples, profiles, and what of a profile
+//!   is stored already is looked up first and not sent again
+//!   ([`super::cp_batch::store_batch`], which stores many profiles per
+//!   insert; [`store`] is a batch of one). A load that fails half-way is
+//!   run again and stores what is missing; a listed profile is complete.
+//!   Loading the same file twice stores it once.
 
 use super::symbols::symbolize_stack;
 use crate::error::{Error, Result};
@@ -72,7 +74,7 @@ use crate::model::{Event, Frame, Source, ValueType};
 use crate::storage::ident::Ident;
 use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
 use crate::storage::schema::SchemaOptions;
-use crate::storage::{insert, sql_string, Backend};
+use crate::storage::{sql_string, Backend};
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -129,6 +131,11 @@ pub struct ContinuousOptions {
     /// sample has wins). Default: [`DEFAULT_SPAN_LABELS`]; empty keeps
     /// every label a series label.
     pub span_labels: Vec<String>,
+    /// The text readers' options (perf script, bpftrace, folded stacks:
+    /// `load`'s `--perf-*`, `--bpftrace-labels`, `--folded-type`, `--time`,
+    /// `--duration`); pprof's are [`ContinuousOptions::decode`]. Default:
+    /// [`ReadOptions::default`].
+    pub read: ReadOptions,
 }
 
 impl Default for ContinuousOptions {
@@ -146,6 +153,7 @@ impl Default for ContinuousOptions {
                 .iter()
                 .map(|k| (*k).to_string())
                 .collect(),
+            read: ReadOptions::default(),
         }
     }
 }
@@ -382,7 +390,29 @@ pub struct ProfileRows {
     pub samples: Vec<CpSampleRow>,
     /// One row per type.
     pub profiles: Vec<CpProfileRow>,
+    /// Distinct stacks of the profile (`stacks` leaves out those an
+    /// earlier profile of the same load sent: see [`LoadCache`]).
+    pub stack_count: usize,
+    /// Distinct frames of the profile.
+    pub frame_count: usize,
 }
+
+/// What one load keeps across its files: stacks the profiles name entirely
+/// (every frame a symbol, so they resolve the same in every file whatever
+/// its mappings) already resolved, and the frames and stacks a profile of
+/// this load already holds in its rows, which later profiles do not repeat
+/// (they are stored with or before them: a load stops at its first failed
+/// batch). A fresh cache per file gives every profile all its rows.
+#[derive(Debug, Default)]
+pub struct LoadCache {
+    named: rustc_hash::FxHashMap<Vec<Frame>, Resolved>,
+    sent_stacks: HashSet<u64>,
+    sent_frames: HashSet<u64>,
+}
+
+/// Entries past which [`LoadCache`] forgets its resolved stacks (memory
+/// stays bounded on loads of very many distinct stacks).
+const LOAD_CACHE_STACKS: usize = 200_000;
 
 /// The profile type name of a pprof sample type: `type:unit`.
 #[must_use]
@@ -439,7 +469,7 @@ pub fn pprof_rows(
 }
 
 /// A stack already symbolized: its id, frame rows and labels (root first).
-type Resolved = (u64, Vec<FrameRow>, Vec<String>);
+type Resolved = std::sync::Arc<(u64, Vec<FrameRow>, Vec<String>)>;
 
 /// Builds the rows of every profile an additive reader gives (one per
 /// [`crate::model::Batch`]: pprof has one, a perf script cut in time
@@ -457,6 +487,24 @@ pub fn reader_rows(
     source: &str,
     opts: &ContinuousOptions,
 ) -> Result<Vec<ProfileRows>> {
+    reader_rows_cached(reader, sym, source, opts, &mut LoadCache::default())
+}
+
+/// [`reader_rows`] with a cache kept across the files of one load (see
+/// [`LoadCache`]).
+///
+/// # Errors
+/// As [`reader_rows`].
+pub fn reader_rows_cached(
+    reader: &mut dyn ProfileReader,
+    sym: &mut Symbolizer,
+    source: &str,
+    opts: &ContinuousOptions,
+    cache: &mut LoadCache,
+) -> Result<Vec<ProfileRows>> {
+    if cache.named.len() > LOAD_CACHE_STACKS {
+        cache.named.clear();
+    }
     let base = base_labels(opts)?;
     let types: Vec<String> = reader
         .value_types()
@@ -506,6 +554,7 @@ pub fn reader_rows(
             &mut resolved,
             &mut frames,
             opts,
+            cache,
         );
         let mut id_parts: Vec<&[u8]> = src.identity.iter().map(Vec::as_slice).collect();
         let idx = index.to_le_bytes();
@@ -546,6 +595,7 @@ fn batch_rows(
     resolved: &mut HashMap<u64, Resolved>,
     frames: &mut Vec<Frame>,
     opts: &ContinuousOptions,
+    cache: &mut LoadCache,
 ) -> ProfileRows {
     let n = types.len();
     let ts_ns = opts.time_ns.unwrap_or(if batch.time_ns != 0 {
@@ -579,24 +629,39 @@ fn batch_rows(
         if values.iter().all(|&v| v == 0) {
             continue;
         }
-        let (stack_id, frame_rows, stack_labels) = resolved.entry(key).or_insert_with(|| {
+        let r = resolved.entry(key).or_insert_with(|| {
             reader.stack(key, frames);
+            // A stack the profile names entirely resolves the same in every
+            // file of the load.
+            let named = frames.iter().all(|f| matches!(f, Frame::Symbol(_)));
+            if named {
+                if let Some(r) = cache.named.get(frames.as_slice()) {
+                    return r.clone();
+                }
+            }
             symbolize_stack(sym, frames, &mut labels, &mut rows);
             let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
-            (stable_hash(&parts), rows.clone(), labels.clone())
+            let r = std::sync::Arc::new((stable_hash(&parts), rows.clone(), labels.clone()));
+            if named {
+                cache.named.insert(frames.clone(), r.clone());
+            }
+            r
         });
+        let (stack_id, frame_rows, stack_labels) = &**r;
         let stack_id = *stack_id;
         if stacks_seen.insert(stack_id) {
-            for row in frame_rows.iter() {
-                if frames_seen.insert(row.frame_id) {
+            for row in frame_rows {
+                if frames_seen.insert(row.frame_id) && cache.sent_frames.insert(row.frame_id) {
                     out.frames.push(row.clone());
                 }
             }
-            out.stacks.push(StackRow {
-                stack_id,
-                frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
-                labels: stack_labels.clone(),
-            });
+            if cache.sent_stacks.insert(stack_id) {
+                out.stacks.push(StackRow {
+                    stack_id,
+                    frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
+                    labels: stack_labels.clone(),
+                });
+            }
         }
         // Label sets of the batch differing only in numeric labels or span
         // ids are one series: look the series up by its string labels.
@@ -741,70 +806,20 @@ fn batch_rows(
             source: String::new(),
         });
     }
+    out.stack_count = stacks_seen.len();
+    out.frame_count = frames_seen.len();
     out
 }
 
-/// The ids among `ids` already in `db.table` (column `col`).
-fn known(
-    backend: &dyn Backend,
-    db: &Ident,
-    table: &str,
-    col: &str,
-    ids: &[u64],
-) -> Result<HashSet<u64>> {
-    let mut out = HashSet::new();
-    // Chunks keep each query text small.
-    for chunk in ids.chunks(10_000) {
-        let list: Vec<String> = chunk.iter().map(u64::to_string).collect();
-        let tsv = backend.query_tsv(&format!(
-            "SELECT DISTINCT {col} FROM {db}.{table} WHERE {col} IN ({})",
-            list.join(",")
-        ))?;
-        out.extend(tsv.lines().filter_map(|l| l.trim().parse::<u64>().ok()));
-    }
-    Ok(out)
-}
-
-/// Stores the rows of one profile: dictionaries (only the frames and stacks
-/// not stored yet), series, samples, then the profile rows, each table in
-/// one insert with the token `cp:<profile_id>:<table>` (see the module
-/// docs).
+/// Stores the rows of one profile: [`super::cp_batch::store_batch`] of a
+/// batch of one (dictionaries: only the frames and stacks not stored yet;
+/// series, samples, then the profile rows; see the module docs).
 ///
 /// # Errors
 /// The engine's error of the first insert that fails; run again to finish.
 pub fn store(backend: &dyn Backend, db: &Ident, rows: &ProfileRows) -> Result<()> {
-    let tok = |t: &str| format!("cp:{:016x}:{t}", rows.profile_id);
-    let have = known(
-        backend,
-        db,
-        "frames",
-        "frame_id",
-        &rows.frames.iter().map(|f| f.frame_id).collect::<Vec<_>>(),
-    )?;
-    let frames: Vec<FrameRow> = rows
-        .frames
-        .iter()
-        .filter(|f| !have.contains(&f.frame_id))
-        .cloned()
-        .collect();
-    insert(backend, db, &frames, &tok("frames"))?;
-    let have = known(
-        backend,
-        db,
-        "stacks",
-        "stack_id",
-        &rows.stacks.iter().map(|s| s.stack_id).collect::<Vec<_>>(),
-    )?;
-    let stacks: Vec<StackRow> = rows
-        .stacks
-        .iter()
-        .filter(|s| !have.contains(&s.stack_id))
-        .cloned()
-        .collect();
-    insert(backend, db, &stacks, &tok("stacks"))?;
-    insert(backend, db, &rows.series, &tok("series"))?;
-    insert(backend, db, &rows.samples, &tok("samples"))?;
-    insert(backend, db, &rows.profiles, &tok("profiles"))?;
+    let mut known = super::cp_batch::Known::default();
+    super::cp_batch::store_batch(backend, db, std::slice::from_ref(rows), &mut known)?;
     Ok(())
 }
 
@@ -854,7 +869,10 @@ pub fn load_pprof(
 }
 
 /// Opens `path` with its format (`opts.format`, else detected) and reader.
-fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn ProfileReader>, String)> {
+pub(crate) fn open_reader(
+    path: &Path,
+    opts: &ContinuousOptions,
+) -> Result<(Box<dyn ProfileReader>, String)> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
     let format = match opts.format {
@@ -863,7 +881,7 @@ fn open_reader(path: &Path, opts: &ContinuousOptions) -> Result<(Box<dyn Profile
     };
     let read = ReadOptions {
         pprof: opts.decode,
-        ..ReadOptions::default()
+        ..opts.read.clone()
     };
     let reader = format.spec().open(file, &abs, &read)?;
     Ok((reader, abs.display().to_string()))
@@ -902,27 +920,32 @@ pub fn load_reader(
     let mut out = Vec::with_capacity(all.len());
     for rows in &all {
         store(backend, &opts.database, rows)?;
-        out.push(ContinuousSummary {
-            source: source.to_string(),
-            profile_id: rows.profile_id,
-            types: rows
-                .profiles
-                .iter()
-                .map(|p| p.profile_type.clone())
-                .collect(),
-            sample_rows: rows.samples.len(),
-            series: rows.series.len(),
-            stacks: rows.stacks.len(),
-            frames: rows.frames.len(),
-            symbolized_percent: sym.stats().symbolized_percent(),
-            missing_modules: sym
-                .missing_modules()
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-        });
+        out.push(summary(rows, source, &sym));
     }
     Ok(out)
+}
+
+/// The summary of one profile's rows, read from `source` with `sym`.
+pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> ContinuousSummary {
+    ContinuousSummary {
+        source: source.to_string(),
+        profile_id: rows.profile_id,
+        types: rows
+            .profiles
+            .iter()
+            .map(|p| p.profile_type.clone())
+            .collect(),
+        sample_rows: rows.samples.len(),
+        series: rows.series.len(),
+        stacks: rows.stack_count,
+        frames: rows.frame_count,
+        symbolized_percent: sym.stats().symbolized_percent(),
+        missing_modules: sym
+            .missing_modules()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
 }
 
 /// The tables of migrations 6 and 7 with a TTL, and their day expression.

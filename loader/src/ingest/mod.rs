@@ -31,6 +31,7 @@
 
 mod batch;
 pub mod continuous;
+pub mod cp_batch;
 mod intern;
 mod memhawk;
 mod read;

@@ -247,7 +247,7 @@ pub struct Location {
 }
 
 /// A numeric label of a sample, e.g. Go heap profiles' `bytes` (object size).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NumLabel {
     /// The key.
     pub key: String,

@@ -21,7 +21,6 @@ use crate::model::{
     ValueType,
 };
 use crate::storage::rows::stable_hash;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
@@ -270,8 +269,13 @@ impl PprofReader {
             })
             .collect();
         let mut stacks: Vec<Vec<Frame>> = Vec::new();
-        let mut stack_index: HashMap<&[usize], u64> = HashMap::new();
-        let mut set_index: HashMap<SampleLabels, u32> = HashMap::new();
+        // Fx: these maps are hashed once per sample (SipHash showed in
+        // profiles of loads of many small files).
+        let mut stack_index: rustc_hash::FxHashMap<&[usize], u64> = Default::default();
+        // Looked up by the sample's own label lists: a set repeated by many
+        // samples is built once.
+        type SetKey<'a> = (&'a [(String, String)], &'a [super::NumLabel]);
+        let mut set_index: rustc_hash::FxHashMap<SetKey<'_>, u32> = Default::default();
         let mut batch = Batch {
             time_ns: u64::try_from(p.time_nanos).unwrap_or(0),
             duration_ns: u64::try_from(p.duration_nanos).unwrap_or(0),
@@ -305,30 +309,31 @@ impl PprofReader {
             batch.stacks.push(key);
             batch.values.extend_from_slice(&s.values);
             if any_labels {
-                let set = SampleLabels {
-                    labels: s
-                        .labels
-                        .iter()
-                        .map(|(k, v)| Label {
-                            key: k.clone(),
-                            value: v.clone(),
-                        })
-                        .collect(),
-                    num_labels: s
-                        .num_labels
-                        .iter()
-                        .map(|n| NumLabel {
-                            key: n.key.clone(),
-                            value: n.value,
-                            unit: n.unit.clone(),
-                        })
-                        .collect(),
-                };
                 let next = set_index.len() as u32;
-                let i = *set_index.entry(set.clone()).or_insert_with(|| {
-                    batch.label_sets.push(set);
-                    next
-                });
+                let i = *set_index
+                    .entry((s.labels.as_slice(), s.num_labels.as_slice()))
+                    .or_insert_with(|| {
+                        batch.label_sets.push(SampleLabels {
+                            labels: s
+                                .labels
+                                .iter()
+                                .map(|(k, v)| Label {
+                                    key: k.clone(),
+                                    value: v.clone(),
+                                })
+                                .collect(),
+                            num_labels: s
+                                .num_labels
+                                .iter()
+                                .map(|n| NumLabel {
+                                    key: n.key.clone(),
+                                    value: n.value,
+                                    unit: n.unit.clone(),
+                                })
+                                .collect(),
+                        });
+                        next
+                    });
                 batch.sample_labels.push(i);
             }
         }

@@ -1,0 +1,646 @@
+//! Batched loads of continuous profiles: many files, many profiles per
+//! engine round trip (`flamehouse load a.pb.gz b.pb.gz ...`).
+//!
+//! This module owns storing the rows of many profiles at once
+//! ([`store_batch`], one insert per table), what a load already knows is
+//! stored ([`Known`]: frames, stacks and series looked up once and kept for
+//! the whole load), and the load of a list of files ([`load_files`]): files
+//! are read, decoded and turned into rows on a reader thread while the
+//! calling thread stores the previous batch, and profiles older than the
+//! retention are reported and left out.
+//!
+//! # Whole or nothing, with batches
+//!
+//! A batch is stored table by table in the order frames, stacks,
+//! `cp_series`, `cp_samples`, `cp_profiles` (the views fill the rollup,
+//! label values and stack functions from the same inserts), so a profile
+//! listed in `cp_profiles` is complete. Before the inserts one round trip
+//! per table asks what of the batch is stored already: frames, stacks and
+//! series by id; profiles by `(profile_id, profile_type)`; samples by
+//! profile (their row count). What is stored is not sent again, so a load
+//! that stopped half-way (an engine error, a crash) and is run again, with
+//! the same files or with other batches around them, stores every profile
+//! exactly once; a profile whose samples were cut inside one insert (the
+//! engine writes a large insert as several parts) gets its missing rows
+//! only, found by their key. Each insert also carries a deduplication token
+//! that hashes its bytes (`cp:<hash>:<len>:<table>`), so an insert the
+//! engine took but did not acknowledge is dropped when sent again.
+//!
+//! A file that cannot be read stores nothing of itself and is reported
+//! (one line naming it); the others are still loaded.
+
+use super::continuous::{
+    retention_days, ContinuousOptions, ContinuousSummary, CpProfileRow, CpSampleRow, LoadCache,
+    ProfileRows, SeriesRow,
+};
+use crate::error::{Error, Result};
+use crate::storage::ident::Ident;
+use crate::storage::rows::{encode_all, FrameRow, RowBinary, StackRow};
+use crate::storage::Backend;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// Default of [`BatchOptions::batch_rows`].
+pub const DEFAULT_BATCH_ROWS: usize = 500_000;
+
+/// Default of [`BatchOptions::batch_profiles`].
+pub const DEFAULT_BATCH_PROFILES: usize = 20_000;
+
+/// How many profiles one batch (one insert per table) holds.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOptions {
+    /// Store a batch once this many sample rows are pending (about 60
+    /// bytes each in memory). Larger batches make fewer, larger parts; the
+    /// engine's own bulk insert reaches its rate from about 100,000 rows.
+    /// Default: [`DEFAULT_BATCH_ROWS`] (500,000).
+    pub batch_rows: usize,
+    /// ... or once this many profiles are pending. Default:
+    /// [`DEFAULT_BATCH_PROFILES`] (20,000).
+    pub batch_profiles: usize,
+    /// Threads reading, decoding and building rows (files are dealt round
+    /// robin and stored in the given order). Default: 2 (decoding a small
+    /// profile costs about as much as inserting its rows, so two keep the
+    /// engine busy on a 2-core machine).
+    pub readers: usize,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            batch_rows: DEFAULT_BATCH_ROWS,
+            batch_profiles: DEFAULT_BATCH_PROFILES,
+            readers: 2,
+        }
+    }
+}
+
+/// What a load knows is stored: frames, stacks and series (per day), kept
+/// for the whole load so each is looked up once.
+#[derive(Debug, Default)]
+pub struct Known {
+    frames: HashSet<u64>,
+    stacks: HashSet<u64>,
+    series: HashSet<(u16, u64)>,
+}
+
+/// What [`store_batch`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStored {
+    /// Profiles of the batch (distinct ids).
+    pub profiles: usize,
+    /// Of which were complete before (nothing of them sent).
+    pub already_stored: usize,
+    /// Sample rows inserted.
+    pub sample_rows: usize,
+}
+
+/// A word-at-a-time hash of an insert's bytes (its deduplication token):
+/// content-exact and far cheaper than byte-wise FNV on large batches.
+fn content_hash(b: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h: u64 = 0x243f_6a88_85a3_08d3 ^ b.len() as u64;
+    let mut chunks = b.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h = (h ^ w).wrapping_mul(K).rotate_left(29);
+    }
+    for &x in chunks.remainder() {
+        h = (h ^ u64::from(x)).wrapping_mul(K).rotate_left(29);
+    }
+    h ^ (h >> 31)
+}
+
+fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let bytes = encode_all(rows);
+    let token = format!(
+        "cp:{:016x}:{}:{}",
+        content_hash(&bytes),
+        bytes.len(),
+        R::TABLE
+    );
+    backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)
+}
+
+/// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
+/// and gives every output line.
+fn lookup<T: ToString>(
+    backend: &dyn Backend,
+    ids: &[T],
+    sql_of: impl Fn(&str) -> String,
+    mut line: impl FnMut(&str),
+) -> Result<()> {
+    for chunk in ids.chunks(10_000) {
+        let list: Vec<String> = chunk.iter().map(ToString::to_string).collect();
+        let tsv = backend.query_tsv(&sql_of(&list.join(",")))?;
+        tsv.lines().for_each(&mut line);
+    }
+    Ok(())
+}
+
+/// Stores the rows of many profiles with one insert per table (see the
+/// module docs): only the frames, stacks and series neither `known` nor
+/// found in the engine, only the samples and profile rows not stored yet.
+/// A profile id repeated in `batch` is stored once.
+///
+/// # Errors
+/// The engine's error of the first lookup or insert that fails; run the
+/// load again to finish it.
+pub fn store_batch(
+    backend: &dyn Backend,
+    db: &Ident,
+    batch: &[ProfileRows],
+    known: &mut Known,
+) -> Result<BatchStored> {
+    // Rows without profile rows only carry dictionary rows (an expired
+    // profile's, see `load_files`).
+    let dicts: Vec<&ProfileRows> = batch.iter().filter(|p| p.profiles.is_empty()).collect();
+    let mut seen_profiles = HashSet::new();
+    let batch: Vec<&ProfileRows> = batch
+        .iter()
+        .filter(|p| !p.profiles.is_empty() && seen_profiles.insert(p.profile_id))
+        .collect();
+    let mut stored = BatchStored {
+        profiles: batch.len(),
+        ..BatchStored::default()
+    };
+    if batch.is_empty() && dicts.is_empty() {
+        return Ok(stored);
+    }
+
+    // Frames.
+    let mut frames: Vec<&FrameRow> = Vec::new();
+    let mut ids = HashSet::new();
+    for p in batch.iter().chain(&dicts) {
+        for f in &p.frames {
+            if !known.frames.contains(&f.frame_id) && ids.insert(f.frame_id) {
+                frames.push(f);
+            }
+        }
+    }
+    if !frames.is_empty() {
+        let ids: Vec<u64> = frames.iter().map(|f| f.frame_id).collect();
+        let mut have = HashSet::new();
+        lookup(
+            backend,
+            &ids,
+            |l| format!("SELECT DISTINCT frame_id FROM {db}.frames WHERE frame_id IN ({l})"),
+            |l| {
+                have.extend(l.trim().parse::<u64>().ok());
+            },
+        )?;
+        let rows: Vec<FrameRow> = frames
+            .iter()
+            .filter(|f| !have.contains(&f.frame_id))
+            .map(|&f| f.clone())
+            .collect();
+        insert_rows(backend, db, &rows)?;
+        known.frames.extend(ids);
+    }
+
+    // Stacks.
+    let mut stacks: Vec<&StackRow> = Vec::new();
+    let mut ids = HashSet::new();
+    for p in batch.iter().chain(&dicts) {
+        for s in &p.stacks {
+            if !known.stacks.contains(&s.stack_id) && ids.insert(s.stack_id) {
+                stacks.push(s);
+            }
+        }
+    }
+    if !stacks.is_empty() {
+        let ids: Vec<u64> = stacks.iter().map(|s| s.stack_id).collect();
+        let mut have = HashSet::new();
+        lookup(
+            backend,
+            &ids,
+            |l| format!("SELECT DISTINCT stack_id FROM {db}.stacks WHERE stack_id IN ({l})"),
+            |l| {
+                have.extend(l.trim().parse::<u64>().ok());
+            },
+        )?;
+        let rows: Vec<StackRow> = stacks
+            .iter()
+            .filter(|s| !have.contains(&s.stack_id))
+            .map(|&s| s.clone())
+            .collect();
+        insert_rows(backend, db, &rows)?;
+        known.stacks.extend(ids);
+    }
+
+    // Series, once per day.
+    let mut series: Vec<&SeriesRow> = Vec::new();
+    let mut keys = HashSet::new();
+    for p in &batch {
+        for s in &p.series {
+            let k = (s.date, s.series_id);
+            if !known.series.contains(&k) && keys.insert(k) {
+                series.push(s);
+            }
+        }
+    }
+    if !series.is_empty() {
+        let ids: Vec<u64> = keys
+            .iter()
+            .map(|k| k.1)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let dates: HashSet<u16> = keys.iter().map(|k| k.0).collect();
+        let dates: Vec<String> = dates.iter().map(u16::to_string).collect();
+        let mut have = HashSet::new();
+        lookup(
+            backend,
+            &ids,
+            |l| {
+                format!(
+                    "SELECT DISTINCT toUInt16(date), series_id FROM {db}.cp_series \
+                     WHERE toUInt16(date) IN ({}) AND series_id IN ({l})",
+                    dates.join(",")
+                )
+            },
+            |l| {
+                if let Some((d, s)) = l.trim().split_once('\t') {
+                    if let (Ok(d), Ok(s)) = (d.parse::<u16>(), s.parse::<u64>()) {
+                        have.insert((d, s));
+                    }
+                }
+            },
+        )?;
+        let rows: Vec<SeriesRow> = series
+            .iter()
+            .filter(|s| !have.contains(&(s.date, s.series_id)))
+            .map(|&s| s.clone())
+            .collect();
+        insert_rows(backend, db, &rows)?;
+        known.series.extend(keys);
+    }
+
+    // What of the profiles is stored: their rows in cp_profiles, the count
+    // of their samples.
+    // Looked up by id whatever their time: a profile is the same one when
+    // loaded again with another time (`time_ns`, or the load's own time for
+    // formats without one).
+    if batch.is_empty() {
+        return Ok(stored);
+    }
+    let pids: Vec<u64> = batch.iter().map(|p| p.profile_id).collect();
+    let mut listed: HashSet<(u64, String)> = HashSet::new();
+    lookup(
+        backend,
+        &pids,
+        |l| {
+            format!(
+                "SELECT DISTINCT profile_id, profile_type FROM {db}.cp_profiles \
+                 WHERE profile_id IN ({l})"
+            )
+        },
+        |l| {
+            if let Some((id, ty)) = l.split_once('\t') {
+                if let Ok(id) = id.parse::<u64>() {
+                    listed.insert((id, ty.to_string()));
+                }
+            }
+        },
+    )?;
+    // Samples of the profiles not listed (complete) yet.
+    let unlisted: Vec<u64> = batch
+        .iter()
+        .filter(|p| {
+            !p.profiles
+                .iter()
+                .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())))
+        })
+        .map(|p| p.profile_id)
+        .collect();
+    let mut sample_counts: HashMap<u64, usize> = HashMap::new();
+    lookup(
+        backend,
+        &unlisted,
+        |l| {
+            format!(
+                "SELECT profile_id, count() FROM {db}.cp_samples \
+                 WHERE profile_id IN ({l}) GROUP BY profile_id"
+            )
+        },
+        |l| {
+            if let Some((id, n)) = l.trim().split_once('\t') {
+                if let (Ok(id), Ok(n)) = (id.parse::<u64>(), n.parse::<usize>()) {
+                    sample_counts.insert(id, n);
+                }
+            }
+        },
+    )?;
+    // Profiles whose samples were cut inside one insert: the keys of the
+    // rows they have.
+    let partial: Vec<u64> = batch
+        .iter()
+        .filter(|p| {
+            let n = sample_counts.get(&p.profile_id).copied().unwrap_or(0);
+            n > 0 && n < p.samples.len()
+        })
+        .map(|p| p.profile_id)
+        .collect();
+    let mut have_rows: HashSet<String> = HashSet::new();
+    lookup(
+        backend,
+        &partial,
+        |l| {
+            format!(
+                "SELECT profile_id, profile_type, series_id, stack_id, toString(num_labels) \
+                 FROM {db}.cp_samples WHERE profile_id IN ({l})"
+            )
+        },
+        |l| {
+            have_rows.insert(l.to_string());
+        },
+    )?;
+    let sample_key = |r: &CpSampleRow| {
+        let m: Vec<String> = r
+            .num_labels
+            .iter()
+            .map(|(k, v)| format!("'{}':{v}", k.replace('\\', "\\\\").replace('\'', "\\'")))
+            .collect();
+        format!(
+            "{}\t{}\t{}\t{}\t{{{}}}",
+            r.profile_id,
+            r.profile_type,
+            r.series_id,
+            r.stack_id,
+            m.join(",")
+        )
+    };
+    let mut samples: Vec<&CpSampleRow> = Vec::new();
+    let mut profiles: Vec<&CpProfileRow> = Vec::new();
+    for p in &batch {
+        let complete_profile = p
+            .profiles
+            .iter()
+            .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())));
+        // Profile rows are written last: a listed profile is complete.
+        if complete_profile {
+            stored.already_stored += 1;
+            continue;
+        }
+        let n = sample_counts.get(&p.profile_id).copied().unwrap_or(0);
+        if n == 0 {
+            samples.extend(&p.samples);
+        } else if n < p.samples.len() {
+            samples.extend(
+                p.samples
+                    .iter()
+                    .filter(|r| !have_rows.contains(&sample_key(r))),
+            );
+        }
+        profiles.extend(
+            p.profiles
+                .iter()
+                .filter(|r| !listed.contains(&(r.profile_id, r.profile_type.clone()))),
+        );
+    }
+    stored.sample_rows = samples.len();
+    let samples: Vec<CpSampleRow> = samples.into_iter().cloned().collect();
+    insert_rows(backend, db, &samples)?;
+    let profiles: Vec<CpProfileRow> = profiles.into_iter().cloned().collect();
+    insert_rows(backend, db, &profiles)?;
+    Ok(stored)
+}
+
+/// One file's outcome in [`load_files`], reported as it is known.
+#[derive(Debug)]
+pub enum FileEvent<'a> {
+    /// Every profile of the file is stored (or was already): the file's
+    /// summaries, one per profile it held (the expired left out).
+    Stored(&'a [ContinuousSummary]),
+    /// The file could not be read or decoded: nothing of it is stored.
+    Failed(&'a Path, Error),
+    /// A profile older than the retention, left out (see [`load_files`]).
+    Expired {
+        /// The file.
+        source: &'a str,
+        /// The profile's time, ms since the epoch.
+        ts_ms: i64,
+        /// The retention, days.
+        retention_days: u32,
+    },
+}
+
+/// What [`load_files`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilesSummary {
+    /// Files given.
+    pub files: usize,
+    /// Files that failed to read (reported, nothing of them stored).
+    pub failed: usize,
+    /// Profiles read from the good files.
+    pub profiles: usize,
+    /// Of which were already stored (an earlier load of the same files).
+    pub already_stored: usize,
+    /// Of which were older than the retention (not stored).
+    pub expired: usize,
+    /// Sample rows inserted.
+    pub sample_rows: usize,
+    /// Batches stored.
+    pub batches: usize,
+}
+
+/// A file read and turned into rows on the reader thread.
+type Read = (PathBuf, Result<Vec<(ProfileRows, ContinuousSummary)>>);
+
+fn read_one(
+    path: &Path,
+    opts: &ContinuousOptions,
+    cache: &mut LoadCache,
+) -> Result<Vec<(ProfileRows, ContinuousSummary)>> {
+    let (mut reader, source) = super::continuous::open_reader(path, opts)?;
+    let mut sym = crate::symbolize::Symbolizer::new(opts.symbolizer.clone());
+    let all = super::continuous::reader_rows_cached(&mut *reader, &mut sym, &source, opts, cache)?;
+    Ok(all
+        .into_iter()
+        .map(|rows| {
+            let s = super::continuous::summary(&rows, &source, &sym);
+            (rows, s)
+        })
+        .collect())
+}
+
+/// Whether a profile at `ts_ms` is past a retention of `days` on `today`
+/// (days since the epoch): its day partition is dropped by the TTL
+/// (`toDate(ts) + INTERVAL days DAY`, UTC) as soon as it is written.
+#[must_use]
+pub fn expired(ts_ms: i64, days: u32, today: i64) -> bool {
+    ts_ms.div_euclid(86_400_000) + i64::from(days) <= today
+}
+
+/// Loads many files of additive formats (pprof, perf script, bpftrace,
+/// folded; `opts.format` or detected per file) into `opts.database` (the
+/// schema must exist), many profiles per insert ([`store_batch`] once
+/// [`BatchOptions`] is reached). Files are read and turned into rows on a
+/// reader thread, in order, while this thread stores; `report` hears of
+/// each file once its batch is stored (or it failed) and of each expired
+/// profile.
+///
+/// A profile older than the retention (`init --retention`, read from the
+/// engine once) is not stored: the TTL would drop its day as soon as it is
+/// written (whole partitions, at a moment of the engine's choosing), so
+/// storing it would only make answers change by themselves; it is reported
+/// instead ([`FileEvent::Expired`]) and counted. Raise the retention to
+/// keep such profiles.
+///
+/// # Errors
+/// The engine's error (a lookup or insert failed): the load stops there;
+/// the files of the batch it was storing are not reported; run it again
+/// to finish. A file that fails to read is not an error here: it is
+/// reported and counted.
+pub fn load_files(
+    backend: &dyn Backend,
+    paths: &[PathBuf],
+    opts: &ContinuousOptions,
+    batch: &BatchOptions,
+    report: &mut dyn FnMut(FileEvent<'_>),
+) -> Result<FilesSummary> {
+    let mut out = FilesSummary {
+        files: paths.len(),
+        ..FilesSummary::default()
+    };
+    let retention = retention_days(backend, &opts.database)?;
+    let today = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64 / 86_400)
+        .unwrap_or(0);
+    let mut known = Known::default();
+    // As the MemHawk loader: the embedded engine's merges would take cores
+    // from decoding and inserting, and a short-lived loader that exits
+    // cancels them (their work lost); paused in memory only, until the end.
+    let pause = backend
+        .merges_in_process()
+        .then(|| super::writer::MergePause::new(backend, &opts.database))
+        .transpose()?;
+    let r = std::thread::scope(|scope| -> Result<FilesSummary> {
+        // Each reader a few files ahead: none waits on a short insert, and
+        // memory stays bounded by the batch. Reader k reads files k, k + n,
+        // ... with a cache of its own: the frames and stacks it leaves out
+        // of a profile are in one of its earlier files, stored first.
+        let n = batch.readers.clamp(1, paths.len().max(1));
+        let mut rxs = Vec::with_capacity(n);
+        for k in 0..n {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(32);
+            rxs.push(rx);
+            let reader_opts = opts.clone();
+            scope.spawn(move || {
+                let mut cache = LoadCache::default();
+                for p in paths.iter().skip(k).step_by(n) {
+                    let r = read_one(p, &reader_opts, &mut cache);
+                    if tx.send((p.clone(), r)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut pending: Vec<ProfileRows> = Vec::new();
+        let mut pending_files: Vec<Vec<ContinuousSummary>> = Vec::new();
+        let mut pending_rows = 0usize;
+        let mut flush = |pending: &mut Vec<ProfileRows>,
+                         files: &mut Vec<Vec<ContinuousSummary>>,
+                         out: &mut FilesSummary,
+                         report: &mut dyn FnMut(FileEvent<'_>)|
+         -> Result<()> {
+            if !pending.is_empty() {
+                let s = store_batch(backend, &opts.database, pending, &mut known)?;
+                out.batches += 1;
+                out.already_stored += s.already_stored;
+                out.sample_rows += s.sample_rows;
+            }
+            for f in files.iter() {
+                report(FileEvent::Stored(f));
+            }
+            pending.clear();
+            files.clear();
+            Ok(())
+        };
+        for i in 0..paths.len() {
+            let Ok((path, r)) = rxs[i % n].recv() else {
+                break; // a reader panicked: its files are not loaded
+            };
+            let profiles = match r {
+                Ok(p) => p,
+                Err(e) => {
+                    out.failed += 1;
+                    report(FileEvent::Failed(&path, e));
+                    continue;
+                }
+            };
+            let mut summaries = Vec::with_capacity(profiles.len());
+            for (rows, s) in profiles {
+                out.profiles += 1;
+                let ts = rows.profiles.first().map(|p| p.ts);
+                if let (Some(days), Some(ts)) = (retention, ts) {
+                    if expired(ts, days, today) {
+                        out.expired += 1;
+                        report(FileEvent::Expired {
+                            source: &s.source,
+                            ts_ms: ts,
+                            retention_days: days,
+                        });
+                        // Its frames and stacks are not repeated by later
+                        // profiles of the load (`LoadCache`): they are
+                        // stored all the same, nothing else of it.
+                        pending.push(ProfileRows {
+                            frames: rows.frames,
+                            stacks: rows.stacks,
+                            ..ProfileRows::default()
+                        });
+                        continue;
+                    }
+                }
+                pending_rows += rows.samples.len();
+                pending.push(rows);
+                summaries.push(s);
+            }
+            pending_files.push(summaries);
+            if pending_rows >= batch.batch_rows || pending.len() >= batch.batch_profiles {
+                flush(&mut pending, &mut pending_files, &mut out, report)?;
+                pending_rows = 0;
+            }
+        }
+        flush(&mut pending, &mut pending_files, &mut out, report)?;
+        Ok(out)
+    });
+    // The load's own error first: a failed resume only follows from it.
+    let resumed = pause.map_or(Ok(()), super::writer::MergePause::resume);
+    let out = r?;
+    resumed?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_hash_sees_every_byte() {
+        let a = vec![7u8; 1000];
+        let h = content_hash(&a);
+        for i in [0, 1, 7, 8, 500, 999] {
+            let mut b = a.clone();
+            b[i] ^= 1;
+            assert_ne!(content_hash(&b), h, "byte {i}");
+        }
+        assert_ne!(content_hash(&a[..999]), h);
+        assert_eq!(content_hash(&a.clone()), h);
+    }
+
+    #[test]
+    fn expiry_follows_the_day_ttl() {
+        let day = 86_400_000i64;
+        let today = 20_000i64;
+        // A TTL of 30 days drops the day 30 days ago today.
+        assert!(expired((today - 30) * day + 5, 30, today));
+        assert!(expired((today - 40) * day, 30, today));
+        assert!(!expired((today - 29) * day, 30, today));
+        assert!(!expired(today * day, 1, today));
+        assert!(expired((today - 1) * day + day - 1, 1, today));
+    }
+}

@@ -1,0 +1,306 @@
+//! Benchmark (issue 10, section 6, ingest): the generated fleet of the
+//! `continuous` bench (`fleet/mod.rs`: 100 series, 10 s CPU profiles) loaded
+//! from files as `flamehouse load --service S S-*` does
+//! (`cp_batch::load_files`: many profiles per insert, decoding on a reader
+//! thread), against the engine's own bulk insert of the SAME rows: every
+//! table the load wrote (frames, stacks, cp_series, cp_samples,
+//! cp_profiles) exported to RowBinary files and inserted with `INSERT ...
+//! SELECT FROM file()` into a fresh database with the full schema, so the
+//! materialized views (rollup, label values, stack functions) do the same
+//! work. Both for pprof (gzipped, as Go writes it) and for `perf script`
+//! text of the same draws (a slice: text is large).
+//!
+//! ```text
+//! cargo build --release --bins
+//! cargo bench -p flamehouse-tests --bench continuous_ingest                 # 24 h of pprof (43,200 files, 10.4 M rows) + 10 min of perf script
+//! BENCH_HOURS=1 BENCH_PERF_MINUTES=2 cargo bench -p flamehouse-tests --bench continuous_ingest   # quick
+//! ```
+//!
+//! Env: BENCH_HOURS (pprof, default 24; 0 skips it), BENCH_PERF_MINUTES (perf script,
+//! default 10; 0 skips it), BENCH_STACKS (default 6), BENCH_POOL (default
+//! 800), BENCH_BATCH_ROWS (default the loader's), BENCH_KEEP=1 keeps the
+//! files. Prints where the load's time goes (reading + decoding + rows on
+//! one thread, without the engine) and the load average.
+
+#[path = "fleet/mod.rs"]
+mod fleet;
+
+use flamehouse::ingest::continuous::{
+    reader_rows_cached, ContinuousOptions, CpProfileRow, CpSampleRow, LoadCache, SeriesRow,
+};
+use flamehouse::ingest::cp_batch::{load_files, BatchOptions};
+use flamehouse::storage::rows::{FrameRow, RowBinary, StackRow};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse::storage::{column_names, sql_string};
+use flamehouse_tests::engine;
+use fleet::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+fn env_or<T: std::str::FromStr>(k: &str, d: T) -> T {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
+fn q(sql: &str) -> String {
+    engine()
+        .query_tsv(sql)
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"))
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn progress(s: &str) {
+    println!("  {s}");
+    let _ = std::io::stdout().flush();
+}
+
+/// The tables a load writes, with the structure the loader inserts.
+const TABLES: [(&str, &str); 5] = [
+    (FrameRow::TABLE, FrameRow::STRUCTURE),
+    (StackRow::TABLE, StackRow::STRUCTURE),
+    (SeriesRow::TABLE, SeriesRow::STRUCTURE),
+    (CpSampleRow::TABLE, CpSampleRow::STRUCTURE),
+    (CpProfileRow::TABLE, CpProfileRow::STRUCTURE),
+];
+
+fn fresh(db: &str) {
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    migrate(
+        engine(),
+        &SchemaOptions {
+            database: db.parse().unwrap(),
+            cluster: None,
+        },
+    )
+    .unwrap();
+}
+
+/// Reading, decoding and row building alone (one thread, no engine): ms.
+fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
+    let t = Instant::now();
+    let mut rows = 0;
+    // As the loader: one cache for the load.
+    let mut cache = LoadCache::default();
+    for f in files {
+        let file = std::fs::File::open(f).unwrap();
+        let format = flamehouse::formats::detect_open(&file, f).unwrap();
+        let mut reader = format.spec().open(file, f, &Default::default()).unwrap();
+        let mut sym = flamehouse::symbolize::Symbolizer::new(Default::default());
+        for r in reader_rows_cached(&mut *reader, &mut sym, "bench", opts, &mut cache).unwrap() {
+            rows += r.samples.len();
+        }
+    }
+    (t.elapsed().as_secs_f64(), rows)
+}
+
+/// Loads `gen`'s files into `db` per service, then bulk-inserts the same
+/// rows into `db`_bulk; checks both hold the same; prints and returns the
+/// figures.
+fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMut(String)) {
+    let batch_rows = env_or("BENCH_BATCH_ROWS", BatchOptions::default().batch_rows);
+    let (build_s, built) = build_only(&gen.files, &ContinuousOptions::default());
+    say(format!(
+        "{name}: read + decode + rows alone (one thread, no engine): {} files in {build_s:.2} s = {:.3} ms per file, {:.0} rows/s (load average {})",
+        gen.files.len(),
+        build_s * 1e3 / gen.files.len() as f64,
+        built as f64 / build_s,
+        loadavg()
+    ));
+    fresh(db);
+    let t = Instant::now();
+    let mut loaded = 0usize;
+    let mut batches = 0usize;
+    for service in SERVICES {
+        let files: Vec<PathBuf> = gen
+            .files
+            .iter()
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{service}-")))
+            })
+            .cloned()
+            .collect();
+        let opts = ContinuousOptions {
+            database: db.parse().unwrap(),
+            service: Some(service.to_string()),
+            ..Default::default()
+        };
+        let bo = BatchOptions {
+            batch_rows,
+            ..Default::default()
+        };
+        let s =
+            load_files(engine(), &files, &opts, &bo, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.failed, s.expired, s.already_stored), (0, 0, 0), "{s:?}");
+        loaded += s.sample_rows;
+        batches += s.batches;
+        progress(&format!(
+            "{name}: loaded {service}: {} files, {loaded} rows so far, {:.1?}, load average {}",
+            files.len(),
+            t.elapsed(),
+            loadavg()
+        ));
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    let la_load = loadavg();
+    let counts = |db: &str| {
+        q(&format!(
+            "SELECT (SELECT count() FROM {db}.cp_samples), (SELECT sum(value) FROM {db}.cp_samples WHERE profile_type LIKE '%:nanoseconds'), \
+                    (SELECT sum(value) FROM {db}.cp_samples_1m), (SELECT count() FROM {db}.cp_series), (SELECT count() FROM {db}.cp_label_values), \
+                    (SELECT count() FROM {db}.stacks), (SELECT count() FROM {db}.stack_functions), (SELECT count() FROM {db}.frames), \
+                    (SELECT count() FROM {db}.cp_profiles)"
+        ))
+    };
+    let c = counts(db);
+    let f: Vec<i64> = c.trim().split('\t').map(|x| x.parse().unwrap()).collect();
+    let rows = f[0] as u64;
+    assert_eq!(rows as usize, loaded, "every loaded row is stored");
+    assert_eq!(rows as usize, built, "as many rows as built");
+    assert_eq!(f[1], gen.cpu_total, "stored cpu total = generated total");
+    let load_rate = rows as f64 / load_s;
+    say(format!(
+        "{name}: load: {} files, {rows} sample rows in {batches} batches ({} series rows, {} stacks, {} frames, {} profile rows) in {load_s:.1} s = {load_rate:.0} rows/s, {:.3} ms per file (load average {la_load})",
+        gen.files.len(),
+        f[3],
+        f[5],
+        f[7],
+        f[8],
+        load_s * 1e3 / gen.files.len() as f64,
+    ));
+
+    // The engine's bulk insert of the same rows, views included.
+    let bulk = format!("{db}_bulk");
+    fresh(&bulk);
+    for (t, _) in TABLES {
+        q(&format!("SYSTEM STOP MERGES {bulk}.{t}"));
+    }
+    let mut exports = Vec::new();
+    for (t, structure) in TABLES {
+        let path = dir.join(format!("{t}.rowbinary"));
+        let cols = column_names(structure).join(", ");
+        q(&format!(
+            "INSERT INTO FUNCTION file({}, 'RowBinary', {}) SELECT {cols} FROM {db}.{t}",
+            sql_string(&path.display().to_string()),
+            sql_string(structure)
+        ));
+        exports.push((t, structure, path));
+    }
+    let t = Instant::now();
+    for (table, structure, path) in &exports {
+        q(&format!(
+            "INSERT INTO {bulk}.{table} ({}) SELECT * FROM file({}, RowBinary, {})",
+            column_names(structure).join(", "),
+            sql_string(&path.display().to_string()),
+            sql_string(structure)
+        ));
+    }
+    let bulk_s = t.elapsed().as_secs_f64();
+    let la_bulk = loadavg();
+    for (t, _) in TABLES {
+        q(&format!("SYSTEM START MERGES {bulk}.{t}"));
+    }
+    assert_eq!(
+        counts(&bulk),
+        c,
+        "the bulk copy holds the same rows, views included"
+    );
+    let bulk_rate = rows as f64 / bulk_s;
+    say(format!(
+        "{name}: engine bulk INSERT ... SELECT FROM file() of the same rows into the 5 tables of a fresh schema (views included): {bulk_s:.2} s = {bulk_rate:.0} rows/s (load average {la_bulk})"
+    ));
+    say(format!(
+        "RATIO {name} ingest / bulk insert = {:.3}x (goal >= 0.5) {}",
+        load_rate / bulk_rate,
+        if load_rate / bulk_rate >= 0.5 {
+            "met"
+        } else {
+            "MISSED"
+        }
+    ));
+    for (_, _, p) in &exports {
+        let _ = std::fs::remove_file(p);
+    }
+    q(&format!("DROP DATABASE {bulk}"));
+    q(&format!("DROP DATABASE {db}"));
+}
+
+fn main() {
+    let hours = env_or("BENCH_HOURS", 24i64).max(0);
+    let perf_minutes = env_or("BENCH_PERF_MINUTES", 10i64).max(0);
+    let stacks = env_or("BENCH_STACKS", 6usize).max(1);
+    let pool = env_or("BENCH_POOL", 800usize).max(40);
+    let keep = std::env::var_os("BENCH_KEEP").is_some_and(|v| v != "0");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let start_ms = (now_ms / 3_600_000 - hours) * 3_600_000;
+    let mut summary: Vec<String> = Vec::new();
+    let mut say = |line: String| {
+        println!("{line}");
+        summary.push(line);
+    };
+    let base = flamehouse_fixtures::testing::temp_path("bench-cpingest");
+
+    // pprof: the whole range from files (BENCH_HOURS=0 skips it).
+    if hours > 0 {
+        let dir = base.join("pprof");
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = Instant::now();
+        let ticks = hours * 3600 * 1000 / TICK_MS;
+        let gen = generate_pprof(&dir, start_ms, ticks, stacks, pool);
+        say(format!(
+            "pprof: generated {} files ({hours} h x 100 series, {stacks} stacks per series and profile), {:.1} MB, {} samples in {:.1?}",
+            gen.files.len(),
+            gen.bytes as f64 / 1e6,
+            gen.samples,
+            t.elapsed()
+        ));
+        measure("pprof", "cpi_pprof", &gen, &dir, &mut say);
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    // perf script: a slice of the same draws.
+    if perf_minutes > 0 {
+        let dir = base.join("perf");
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = Instant::now();
+        let ticks = perf_minutes * 60 * 1000 / TICK_MS;
+        let start = (now_ms / 3_600_000 - 1) * 3_600_000;
+        let gen = generate_perf(&dir, start, ticks, stacks, pool);
+        say(format!(
+            "perf script: generated {} files ({perf_minutes} min x 100 series), {:.1} MB of text, {} distinct samples in {:.1?}",
+            gen.files.len(),
+            gen.bytes as f64 / 1e6,
+            gen.samples,
+            t.elapsed()
+        ));
+        measure("perf script", "cpi_perf", &gen, &dir, &mut say);
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    println!();
+    println!("===== SUMMARY (continuous ingest bench) =====");
+    for l in &summary {
+        println!("{l}");
+    }
+    println!("load average at end: {}", loadavg());
+    if keep {
+        println!("kept {}", base.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}

@@ -1,0 +1,390 @@
+//! Batched continuous-profile loads (`flamehouse::ingest::cp_batch`,
+//! `flamehouse load` of many files): many profiles per insert, a bad file
+//! in a batch, a load stopped half-way and run again with other batches,
+//! samples cut inside one insert, and profiles older than the retention.
+//!
+//! The files are pprof profiles written here (`pprof_writer`) at times
+//! relative to now, so the retention never catches them by surprise; the
+//! oracle of every stored total is the sum of the values written, and the
+//! state of a database loaded file by file is the reference of a batched
+//! or interrupted one.
+
+use flamehouse::formats::pprof::write::PprofWriter;
+use flamehouse::ingest::continuous::{pprof_rows, ContinuousOptions};
+use flamehouse::ingest::cp_batch::{load_files, BatchOptions, FileEvent, FilesSummary};
+use flamehouse::storage::schema::{migrate, SchemaOptions};
+use flamehouse_fixtures::testing::temp_path;
+use flamehouse_tests::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Writes a gzipped CPU pprof at `ms` whose stacks and values depend on
+/// `seed`; returns the sum of its `cpu` values.
+fn write_profile(path: &Path, seed: i64, ms: i64) -> i64 {
+    let mut w = PprofWriter::new(
+        &[("samples", "count"), ("cpu", "nanoseconds")],
+        ("cpu", "nanoseconds"),
+        10_000_000,
+    );
+    w.set_time(ms * 1_000_000, 10_000_000_000);
+    let mut total = 0;
+    for i in 0..(5 + seed % 4) {
+        // Every file has frames, stacks and series of its own (so every
+        // batch inserts into every table), and some shared.
+        let leaf = format!("pkg.leaf{}_{}", seed, i % 3);
+        let mid = format!("pkg.mid{}", i % 3);
+        let count = 1 + (seed + i) % 9;
+        let host = format!("host-{seed}-{}", i % 2);
+        w.add_sample(
+            &[&leaf, &mid, "main.main"],
+            &[count, count * 10_000_000],
+            &[("host", &host)],
+        );
+        total += count * 10_000_000;
+    }
+    std::fs::write(path, w.encode_gzip().unwrap()).unwrap();
+    total
+}
+
+fn fresh(db: &str) {
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    migrate(
+        engine(),
+        &SchemaOptions {
+            database: db.parse().unwrap(),
+            cluster: None,
+        },
+    )
+    .unwrap();
+}
+
+fn copts(db: &str) -> ContinuousOptions {
+    ContinuousOptions {
+        database: db.parse().unwrap(),
+        service: Some("api".into()),
+        ..Default::default()
+    }
+}
+
+/// Every count and sum a load leaves, views included.
+fn state(db: &str) -> String {
+    q(&format!(
+        "SELECT (SELECT count(), sum(value) FROM {db}.cp_samples), \
+         (SELECT sum(value) FROM {db}.cp_samples_1m), \
+         (SELECT count() FROM {db}.cp_series), (SELECT count() FROM {db}.cp_label_values), \
+         (SELECT count() FROM {db}.stacks), (SELECT count() FROM {db}.stack_functions), \
+         (SELECT count() FROM {db}.frames), (SELECT count(), sum(total) FROM {db}.cp_profiles)"
+    ))
+}
+
+fn cpu_total(db: &str) -> i64 {
+    q(&format!(
+        "SELECT sum(value) FROM {db}.cp_samples WHERE profile_type = 'cpu:nanoseconds'"
+    ))
+    .trim()
+    .parse()
+    .unwrap()
+}
+
+fn load(
+    backend: &dyn flamehouse::storage::Backend,
+    files: &[PathBuf],
+    opts: &ContinuousOptions,
+    batch_rows: usize,
+) -> (flamehouse::Result<FilesSummary>, Vec<String>) {
+    let mut events = Vec::new();
+    let r = load_files(
+        backend,
+        files,
+        opts,
+        &BatchOptions {
+            batch_rows,
+            ..Default::default()
+        },
+        &mut |e| {
+            events.push(match e {
+                FileEvent::Stored(p) => format!("stored {}", p.len()),
+                FileEvent::Failed(f, e) => format!("failed {} {e}", f.display()),
+                FileEvent::Expired { source, .. } => format!("expired {source}"),
+            })
+        },
+    );
+    (r, events)
+}
+
+/// Good files around a bad one, all in one batch: the bad one is reported
+/// (naming it) and stores nothing, every good one is stored once, in one
+/// insert per table; loading the same list again stores nothing more.
+#[test]
+fn a_bad_file_in_a_batch_stores_the_others_once() {
+    let dir = temp_path("cpingest-bad");
+    let now = now_ms() - 60_000;
+    let mut files = Vec::new();
+    let mut want = 0;
+    for i in 0..6 {
+        let p = dir.join(format!("p{i}.pb.gz"));
+        want += write_profile(&p, i, now + i * 10_000);
+        files.push(p);
+    }
+    let bad = dir.join("bad.pb.gz");
+    let gz = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&bad, &gz[..gz.len() / 2]).unwrap();
+    files.insert(3, bad.clone());
+
+    let refdb = "fh_cpi_bad_ref";
+    fresh(refdb);
+    for f in files.iter().filter(|f| **f != bad) {
+        flamehouse::ingest::continuous::load_pprof(engine(), f, &copts(refdb)).unwrap();
+    }
+    assert_eq!(cpu_total(refdb), want);
+
+    let db = "fh_cpi_bad";
+    fresh(db);
+    let (r, events) = load(engine(), &files, &copts(db), 1_000_000);
+    let s = r.unwrap();
+    assert_eq!(s.failed, 1);
+    assert_eq!(s.profiles, 6);
+    assert_eq!(s.batches, 1, "one batch for all: {s:?}");
+    assert_eq!(s.already_stored, 0);
+    let failed: Vec<&String> = events.iter().filter(|e| e.starts_with("failed")).collect();
+    assert_eq!(failed.len(), 1, "{events:?}");
+    assert!(failed[0].contains(&bad.display().to_string()), "{failed:?}");
+    assert!(!failed[0].contains('\n'));
+    assert_eq!(cpu_total(db), want);
+    assert_eq!(state(db), state(refdb));
+    // One insert per table: one part each (merges are not that quick).
+    assert_eq!(
+        q(&format!(
+            "SELECT count() FROM system.parts WHERE database = '{db}' AND table = 'cp_samples'"
+        )),
+        "1\n"
+    );
+    // Again, with the bad file replaced by a good one: only it is new.
+    let extra = write_profile(&bad, 99, now + 100_000);
+    let (r, _) = load(engine(), &files, &copts(db), 1_000_000);
+    let s = r.unwrap();
+    assert_eq!((s.failed, s.profiles, s.already_stored), (0, 7, 6));
+    assert_eq!(cpu_total(db), want + extra);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A backend whose inserts into one table fail (an engine gone mid-load)
+/// after `after` inserts into it went through.
+struct FailOn {
+    table: &'static str,
+    after: AtomicUsize,
+}
+
+impl flamehouse::storage::Backend for FailOn {
+    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
+        engine().execute(sql)
+    }
+    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
+        engine().query_tsv(sql)
+    }
+    fn insert_rowbinary(
+        &self,
+        db: &flamehouse::Ident,
+        table: &str,
+        structure: &str,
+        rows: &[u8],
+        token: &str,
+    ) -> flamehouse::Result<()> {
+        if table == self.table {
+            if self.after.load(Ordering::Relaxed) == 0 {
+                return Err(flamehouse::Error::Query {
+                    message: format!("insert into {table} failed (test)"),
+                });
+            }
+            self.after.fetch_sub(1, Ordering::Relaxed);
+        }
+        flamehouse::storage::Backend::insert_rowbinary(engine(), db, table, structure, rows, token)
+    }
+}
+
+/// A batched load that stops at any table of its second batch, run again
+/// with other batches (every file its own batch, and more files), stores
+/// exactly what one clean load stores.
+#[test]
+fn a_stopped_batched_load_run_again_with_other_batches_stores_each_profile_once() {
+    let dir = temp_path("cpingest-stop");
+    let now = now_ms() - 60_000;
+    let files: Vec<PathBuf> = (0..8)
+        .map(|i| {
+            let p = dir.join(format!("s{i}.pb.gz"));
+            write_profile(&p, i, now + i * 10_000);
+            p
+        })
+        .collect();
+    let refdb = "fh_cpi_stop_ref";
+    fresh(refdb);
+    load(engine(), &files, &copts(refdb), 1_000_000).0.unwrap();
+    let want = state(refdb);
+    // A batch is about 3 files (rows of one file: 2 types x 5..8 stacks).
+    let rows_per_batch = 30;
+    for (i, table) in ["frames", "stacks", "cp_series", "cp_samples", "cp_profiles"]
+        .into_iter()
+        .enumerate()
+    {
+        let db = format!("fh_cpi_stop_{i}");
+        fresh(&db);
+        let failing = FailOn {
+            table,
+            after: AtomicUsize::new(1),
+        };
+        let (r, events) = load(&failing, &files[..6], &copts(&db), rows_per_batch);
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains(table), "{e}");
+        let stored = events.iter().filter(|e| e.starts_with("stored")).count();
+        assert!(
+            (1..6).contains(&stored),
+            "the first batch stored: {events:?}"
+        );
+        load(engine(), &files, &copts(&db), 1).0.unwrap();
+        assert_eq!(state(&db), want, "stopped at {table}, then run again");
+        let (r, _) = load(engine(), &files, &copts(&db), 1_000_000);
+        assert_eq!(r.unwrap().already_stored, 8);
+        assert_eq!(state(&db), want, "and once more");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A profile whose samples were cut inside one insert (the engine wrote
+/// part of it) gets only its missing rows on the next load.
+#[test]
+fn samples_cut_inside_an_insert_are_completed() {
+    let dir = temp_path("cpingest-cut");
+    let p = dir.join("c.pb.gz");
+    let want = write_profile(&p, 3, now_ms() - 60_000);
+    let db = "fh_cpi_cut";
+    fresh(db);
+    let refdb = "fh_cpi_cut_ref";
+    fresh(refdb);
+    load(engine(), std::slice::from_ref(&p), &copts(refdb), 1)
+        .0
+        .unwrap();
+    // Half of the sample rows, as a cut insert leaves them.
+    let bytes = std::fs::read(&p).unwrap();
+    let decoded = flamehouse::formats::pprof::decode(&p, &bytes, &Default::default()).unwrap();
+    let rows = pprof_rows(
+        &decoded,
+        &p.canonicalize().unwrap().display().to_string(),
+        flamehouse::storage::rows::stable_hash(&[&bytes]),
+        &copts(db),
+    )
+    .unwrap();
+    let refid: u64 = q(&format!("SELECT any(profile_id) FROM {refdb}.cp_profiles"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(rows.profile_id, refid, "the same profile id as the load's");
+    let half = rows.samples.len() / 2;
+    assert!(half > 0);
+    flamehouse::storage::insert(
+        engine(),
+        &db.parse().unwrap(),
+        &rows.samples[..half],
+        "cut-test",
+    )
+    .unwrap();
+    let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1);
+    let s = r.unwrap();
+    assert_eq!(s.sample_rows, rows.samples.len() - half);
+    assert_eq!(cpu_total(db), want);
+    assert_eq!(state(db), state(refdb));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn bin() -> PathBuf {
+    std::env::var_os("FLAMEHOUSE_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+}
+
+/// `flamehouse load` of many files: a profile older than the retention is
+/// one warning line (the file, its time, the retention), counted in the
+/// summary and not stored; a bad file in the middle is one line naming it;
+/// the exit status says a file failed; the others are stored once.
+#[test]
+fn load_warns_of_profiles_older_than_the_retention() {
+    let dir = temp_path("cpingest-cli");
+    let data = dir.join("data");
+    let now = now_ms() - 60_000;
+    let day = 86_400_000;
+    let new1 = dir.join("new1.pb.gz");
+    let old = dir.join("old.pb.gz");
+    let bad = dir.join("bad.pb.gz");
+    let new2 = dir.join("new2.pb.gz");
+    let want = write_profile(&new1, 1, now) + write_profile(&new2, 2, now - 2 * day);
+    let old_ms = now - 10 * day;
+    write_profile(&old, 3, old_ms);
+    std::fs::write(&bad, b"\x1f\x8b\x08\x00garbage").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["init", "--retention", "7"]);
+    assert_eq!(code, Some(0), "{out}");
+    let paths: Vec<String> = [&new1, &old, &bad, &new2]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut args = vec!["load"];
+    args.extend(paths.iter().map(String::as_str));
+    let (code, out, err) = run(&args);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    let old_time = flamehouse::flame::format_utc_ms(old_ms);
+    assert!(
+        lines[0].contains("old.pb.gz")
+            && lines[0].contains(&old_time)
+            && lines[0].contains("7 days")
+            && lines[0].contains("warning"),
+        "{err}"
+    );
+    assert!(lines[1].contains("bad.pb.gz"), "{err}");
+    assert_eq!(lines[2], "flamehouse: 1 of 4 files failed to load");
+    assert!(
+        out.contains("continuous: 4 files, 3 profiles (0 already stored, 1 older than the retention, not stored)"),
+        "{out}"
+    );
+    let sql = |s: &str| run(&["sql", s]).1.trim().to_string();
+    assert_eq!(
+        sql("SELECT sum(value) FROM flamehouse.cp_samples WHERE profile_type = 'cpu:nanoseconds'"),
+        want.to_string()
+    );
+    assert_eq!(
+        sql("SELECT count() FROM flamehouse.cp_profiles WHERE source LIKE '%old.pb.gz'"),
+        "0"
+    );
+    // Run again: nothing new; the warning again.
+    let (_, out, err) = run(&args);
+    assert!(out.contains("(2 already stored, 1 older"), "{out}");
+    assert!(err.contains("old.pb.gz"), "{err}");
+    assert_eq!(
+        sql("SELECT count(), sum(value) FROM flamehouse.cp_samples WHERE profile_type = 'cpu:nanoseconds'")
+            .split('\t')
+            .nth(1)
+            .unwrap(),
+        want.to_string()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
