@@ -379,7 +379,7 @@ fn main() {
         let loaded_end = ms_lit(shape.start_ms + shape.load_minutes * 60_000);
         q(&format!(
             "INSERT INTO {db}.cp_samples SELECT profile_type, service, series_id, \
-                ts + toIntervalMinute(k * {lm}) AS ts2, stack_id, value, cityHash64(profile_id, k), num_labels \
+                ts + toIntervalMinute(k * {lm}) AS ts2, stack_id, value, cityHash64(profile_id, k), num_labels, span_id \
              FROM {db}.cp_samples ARRAY JOIN range(1, {copies}) AS k \
              WHERE ts < {loaded_end} AND ts2 < {end}",
             lm = shape.load_minutes,
