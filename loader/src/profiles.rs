@@ -552,6 +552,14 @@ fn write_tree(
 ) -> Result<()> {
     let lines = folded(nodes, with_root, diff);
     if path.extension().is_some_and(|e| e == "svg") {
+        // inferno draws nothing from no stacks: say why, write no file (a
+        // folded output is an empty file instead).
+        if lines.is_empty() {
+            return Err(Error::Usage(format!(
+                "{}: no samples of type {profile_type:?} in the selection: nothing to draw, not written",
+                path.display()
+            )));
+        }
         let labels = crate::render::SvgOptions {
             title: title.to_string(),
             count_name: profile_type

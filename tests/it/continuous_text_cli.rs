@@ -389,6 +389,8 @@ fn invalid_text_flags_exit_2() {
         ("--bpftrace-labels", "1comm"),
         ("--time", "yesterday"),
         ("--duration", "-3"),
+        ("--batch-rows", "0"),
+        ("--service", " "),
     ] {
         let out = fh_out(&data, &["load", &file, &format!("{flag}={value}")]);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {out:?}");
@@ -445,4 +447,31 @@ fn text_types_do_not_mix_with_pprof_types() {
         ),
         go_only
     );
+}
+
+/// An empty selection drawn as SVG: one line saying so, exit 1, no file
+/// (inferno draws nothing from no stacks).
+#[test]
+fn an_empty_selection_draws_no_svg() {
+    let data = temp_path("cptext-empty");
+    fh(&data, &["init"]);
+    let svg = data.join("empty.svg");
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            "cpu:nanoseconds",
+            "--out",
+            &svg.display().to_string(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().count() == 1 && err.contains("nothing to draw"),
+        "{err}"
+    );
+    assert!(!svg.exists());
 }

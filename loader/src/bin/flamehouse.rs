@@ -212,7 +212,7 @@ enum Command {
         files: Vec<PathBuf>,
         /// Continuous profiles: the `service` label of every series (when
         /// not given: unknown_service; a pprof sample label `service` wins).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_service)]
         service: Option<String>,
         /// Continuous profiles: a label `key=value` on every series
         /// (repeatable); pprof sample labels are added on top.
@@ -265,7 +265,7 @@ enum Command {
         max_decompressed_mib: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending.
-        #[arg(long, default_value_t = cp_batch::DEFAULT_BATCH_ROWS)]
+        #[arg(long, default_value_t = cp_batch::DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
         batch_rows: usize,
         #[command(flatten)]
         target: TargetArgs,
@@ -415,6 +415,23 @@ impl ProfileCommand {
             | ProfileCommand::Export { at, .. }
             | ProfileCommand::Labels { at, .. } => &at.target,
         }
+    }
+}
+
+fn parse_batch_rows(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{s:?} is not a row count (at least 1)")),
+    }
+}
+
+/// A service names every series it loads: an empty or blank one would be
+/// a series no picker shows.
+fn parse_service(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("the service must not be empty".into())
+    } else {
+        Ok(s.to_string())
     }
 }
 
@@ -713,7 +730,7 @@ fn run() -> anyhow::Result<()> {
                     ..copts.clone()
                 };
                 let bo = BatchOptions {
-                    batch_rows: batch_rows.max(1),
+                    batch_rows,
                     ..Default::default()
                 };
                 let s = cp_batch::load_files(&*engine, &batched, &copts, &bo, &mut |e| match e {

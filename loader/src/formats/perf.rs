@@ -291,6 +291,15 @@ pub fn parse(
         line: line as u64 + 1,
         message,
     };
+    // perf script ends every line with a newline: a file that stops inside
+    // a line was cut short, and its last sample's stack would be stored
+    // partial.
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(err(
+            text.lines().count().saturating_sub(1),
+            "the file ends inside a line (cut short?)".into(),
+        ));
+    }
     let mut events: Vec<String> = Vec::new();
     let mut event_ix: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Sample> = Vec::new();

@@ -343,3 +343,22 @@ app 7 [000] 5.100000: 250000 task-clock:  401000 work+0x2 (/bin/app)
         BTreeMap::from([("schedule".to_owned(), 1)])
     );
 }
+
+#[test]
+fn a_file_cut_inside_a_line_is_refused_naming_the_line() {
+    let path = fixture("burn.fp.perf-script.txt");
+    let script = read("burn.fp.perf-script.txt");
+    // Cut in the middle of a frame line.
+    let cut = &script[..script.len() / 2];
+    let cut = &cut[..cut.rfind('\n').unwrap() + 5];
+    let e = parse(cut, &path, 0, &PerfOptions::default())
+        .err()
+        .expect("a cut file is refused")
+        .to_string();
+    assert!(e.contains("cut short"), "{e}");
+    assert!(e.contains(&format!(":{}", cut.lines().count())), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+    // Cut at a line's end, the file is whole as far as it goes.
+    let whole = &cut[..cut.rfind('\n').unwrap() + 1];
+    assert!(parse(whole, &path, 0, &PerfOptions::default()).is_ok());
+}
