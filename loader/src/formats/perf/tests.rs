@@ -351,10 +351,10 @@ fn a_file_cut_inside_a_line_is_refused_naming_the_line() {
     // Cut in the middle of a frame line.
     let cut = &script[..script.len() / 2];
     let cut = &cut[..cut.rfind('\n').unwrap() + 5];
-    let e = parse(cut, &path, 0, &PerfOptions::default())
-        .err()
-        .expect("a cut file is refused")
-        .to_string();
+    let Err(e) = parse(cut, &path, 0, &PerfOptions::default()) else {
+        panic!("a cut file is refused");
+    };
+    let e = e.to_string();
     assert!(e.contains("cut short"), "{e}");
     assert!(e.contains(&format!(":{}", cut.lines().count())), "{e}");
     assert!(!e.contains('\n'), "{e}");
