@@ -6,7 +6,10 @@
 //!   (`@` is `@:count`, `@cpu` is `@cpu:count`; value types
 //!   `bpftrace:@NAME:count`), in order of first appearance (the `@` keeps
 //!   them apart from pprof's and perf's types); a sample has zero for the other maps' types.
-//!   Values must be integers (`count()`, `sum()`); scalar maps
+//!   Values must be integers of at least 0 (`count()`, `sum()`: a
+//!   negative value, which only a `sum()` of negative amounts gives, would
+//!   subtract from a flame graph's frames and is refused naming its line);
+//!   scalar maps
 //!   (`@n: 190`) and histograms carry no stack and are skipped, as are
 //!   lines outside maps (`Attaching 2 probes...`, `printf` output);
 //! - a key is its parts in order: stacks (`ustack`, `kstack`, in bpftrace's
@@ -179,6 +182,13 @@ struct Entry {
     value: i64,
 }
 
+/// Why a negative map value is refused: a flame graph adds its values up
+/// (a `count()` is never negative; a `sum()` of negative amounts would
+/// subtract frames), as folded stacks refuse a negative count.
+fn negative(map: &str, value: i64) -> String {
+    format!("the value {value} of `{map}` is negative (a flame graph needs counts or sums of at least 0)")
+}
+
 fn entry(map: usize, key: &str, value: i64, options: &BpftraceOptions) -> Result<Entry, String> {
     let mut frames = Vec::new();
     let mut values = Vec::new();
@@ -303,6 +313,9 @@ pub fn parse(
                             ),
                         )
                     })?;
+                    if value < 0 {
+                        return Err(err(n, negative(&format!("@{name}"), value)));
+                    }
                     entries.push(entry(map, key, value, options).map_err(|m| err(n, m))?);
                 }
             }
@@ -322,6 +335,9 @@ pub fn parse(
                     format!("the value `{value}` is no integer (only count() or sum() maps)"),
                 )
             })?;
+            if value < 0 {
+                return Err(err(n, negative(&format!("@{name}"), value)));
+            }
             let e = entry(map_of(name), key, value, options).map_err(|m| {
                 if start == n {
                     err(n, m)

@@ -39,13 +39,16 @@ pub struct TextArgs {
     /// kind only describes; stored as `sample:unit`).
     #[arg(long, default_value = "folded:count", value_parser = parse_type)]
     pub folded_type: ProfileType,
-    /// Text formats: when the profile was taken (RFC 3339 UTC,
-    /// `2026-12-01T14:00:00Z`, or seconds since the epoch); for perf the
-    /// first sample's time. When not given: the file's modification time.
+    /// When the profile was taken (RFC 3339 UTC, `2026-12-01T14:00:00Z`,
+    /// or seconds since the epoch); for perf the first sample's time, for
+    /// pprof instead of its `time_nanos` (the same file at another time is
+    /// another profile). When not given: pprof's own time, else the file's
+    /// modification time.
     #[arg(long, value_parser = parse_time)]
     pub time: Option<u64>,
-    /// bpftrace and folded stacks: the seconds the profile covers;
-    /// when not given, 0 (unknown).
+    /// bpftrace, folded stacks and pprof (instead of its
+    /// `duration_nanos`): the seconds the profile covers; when not given,
+    /// pprof's own, else 0 (unknown).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<u64>,
 }
@@ -184,6 +187,8 @@ impl TextArgs {
         read.folded.unit.clone_from(&self.folded_type.unit);
         read.folded.time_ns = self.time;
         read.folded.duration_ns = self.duration.unwrap_or(0);
+        read.pprof.time_ns = self.time;
+        read.pprof.duration_ns = self.duration;
         read
     }
 }

@@ -46,8 +46,9 @@
 //!   `address - memory_start + file_offset`), or `0xADDRESS` without a
 //!   mapping, as the memory loader labels what it cannot symbolize.
 //! - **Profiles**: one per batch of the reader (pprof: one); the id hashes
-//!   the source identity (pprof: the file's bytes), the batch's index after
-//!   the first, the service and the user labels.
+//!   the source identity (pprof: the file's bytes, and `--time` /
+//!   `--duration` when given), the batch's index after the first, the
+//!   service, the user labels and the span keys when not the default.
 //!   `frame_id` and `stack_id` are the memory loader's hashes, so one stack
 //!   is one row whatever profile uses it.
 //! - **Rows**: samples with the same series, stack and numeric labels are
@@ -506,6 +507,11 @@ pub fn reader_rows_cached(
         cache.named.clear();
     }
     let base = base_labels(opts)?;
+    let default_span_labels = opts
+        .span_labels
+        .iter()
+        .map(String::as_str)
+        .eq(DEFAULT_SPAN_LABELS.iter().copied());
     let types: Vec<String> = reader
         .value_types()
         .iter()
@@ -564,6 +570,11 @@ pub fn reader_rows_cached(
         for (k, v) in &base {
             id_parts.push(k.as_bytes());
             id_parts.push(v.as_bytes());
+        }
+        // Other span keys store other series and rows: another profile.
+        if !default_span_labels {
+            id_parts.push(b"span_labels");
+            id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
         }
         let profile_id = stable_hash(&id_parts);
         rows.profile_id = profile_id;

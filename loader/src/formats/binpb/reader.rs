@@ -466,8 +466,11 @@ pub fn sniff(first: &[u8]) -> String {
             .iter()
             .all(|&b| b.is_ascii_graphic() || b" \t\r\n".contains(&b))
     {
+        // No text format claimed it either: say how to get the line at
+        // fault (a perf script whose first header is broken, say).
         return format!(
-            "it looks like text (starts with {:?})",
+            "it looks like text (starts with {:?}) that no text format claims: \
+             --format perf|bpftrace|folded reads it as one and names the line at fault",
             String::from_utf8_lossy(first)
         );
     }

@@ -319,6 +319,42 @@ fn bad_input_names_the_file_and_line() {
     assert!(e.to_string().contains("no keyed map entry"), "{e}");
 }
 
+/// A negative value (only a `sum()` of negative amounts gives one) would
+/// subtract from frames: refused naming its line, text and JSON alike.
+#[test]
+fn negative_values_are_refused_naming_the_line() {
+    for (input, line) in [
+        (
+            "Attaching 1 probe...\n@[\n    f+1\n]: 2\n@[\n    g+1\n]: -5\n",
+            6,
+        ),
+        ("@cpu[\n    f+1\n, burn]: -1\n", 3),
+        (
+            "{\"type\": \"map\", \"data\": {\"@s\": {\"a\": 1, \"b\": -7}}}\n",
+            1,
+        ),
+    ] {
+        let e = parse(input, Path::new("/b/n.txt"), 0, &BpftraceOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.line(), Some(line), "{msg}");
+        assert!(
+            msg.starts_with(&format!(
+                "/b/n.txt:{line}: not bpftrace output: the value -"
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains("is negative"), "{msg}");
+    }
+    // Zero is a count (an empty bucket), kept as before.
+    assert!(parse(
+        "@[\n    f+1\n]: 0\n@[\n    g+1\n]: 1\n",
+        Path::new("z"),
+        0,
+        &BpftraceOptions::default()
+    )
+    .is_ok());
+}
+
 #[test]
 fn sniff_takes_bpftrace_text_and_json() {
     for f in [

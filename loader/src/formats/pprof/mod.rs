@@ -82,6 +82,14 @@ pub struct DecodeOptions {
     /// Apply the profile's `drop_frames` / `keep_frames` regexps as
     /// `go tool pprof` does. Default `true`.
     pub apply_drop_frames: bool,
+    /// The profile's time, ns since the epoch, instead of its `time_nanos`
+    /// (`load --time`). Given, it joins the profile's identity: the same
+    /// file loaded at another time is another profile. Default: `None`.
+    pub time_ns: Option<u64>,
+    /// The span it covers, ns, instead of its `duration_nanos`
+    /// (`load --duration`); joins the identity as the time does.
+    /// Default: `None`.
+    pub duration_ns: Option<u64>,
 }
 
 impl Default for DecodeOptions {
@@ -89,6 +97,8 @@ impl Default for DecodeOptions {
         Self {
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
             apply_drop_frames: true,
+            time_ns: None,
+            duration_ns: None,
         }
     }
 }

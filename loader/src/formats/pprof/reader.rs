@@ -59,10 +59,26 @@ impl ProfileFormat for Pprof {
             }
             .into());
         }
-        let profile = decode(path, &bytes, &options.pprof)?;
+        let mut profile = decode(path, &bytes, &options.pprof)?;
+        // `--time`/`--duration` win over the file's own and join its
+        // identity (as the text formats' options do), so the same file
+        // dated otherwise is another profile, not "already stored".
+        let (time, duration) = (options.pprof.time_ns, options.pprof.duration_ns);
+        let extra: Vec<String> = [("time", time), ("duration", duration)]
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+            .collect();
+        if let Some(t) = time {
+            profile.time_nanos = i64::try_from(t).unwrap_or(i64::MAX);
+        }
+        if let Some(d) = duration {
+            profile.duration_nanos = i64::try_from(d).unwrap_or(i64::MAX);
+        }
+        let mut id: Vec<&[u8]> = vec![&bytes];
+        id.extend(extra.iter().map(String::as_bytes));
         Ok(Box::new(PprofReader::new(
             &profile,
-            stable_hash(&[&bytes]),
+            stable_hash(&id),
             bytes.len() as u64,
         )))
     }
