@@ -125,6 +125,10 @@ pub struct Selector {
     pub matchers: Vec<Matcher>,
     /// The numeric-label matchers.
     pub numeric: Vec<NumMatcher>,
+    /// The numeric matchers' keys whose numbers carry a unit, with the base
+    /// unit they were converted to (`bytes` or `nanoseconds`):
+    /// [`check_numeric_units`] holds them against the stored units.
+    pub numeric_units: Vec<(String, &'static str)>,
 }
 
 /// One numeric-label matcher: the label's value lies in `[min, max]`
@@ -170,7 +174,12 @@ const NUM_UNITS: &[(&str, i64)] = &[
 /// Parses a number with an optional unit (`4KiB`, `1.5ms`, `-3`) at
 /// `chars[*i..]` into an integer in the base unit; `Ok(None)` when no
 /// number starts there.
-fn parse_number(s: &str, chars: &[char], i: &mut usize) -> Result<Option<i64>> {
+fn parse_number(
+    s: &str,
+    chars: &[char],
+    i: &mut usize,
+    base: &mut Option<&'static str>,
+) -> Result<Option<i64>> {
     let start = *i;
     let mut j = *i;
     if matches!(chars.get(j), Some('+' | '-')) {
@@ -195,6 +204,9 @@ fn parse_number(s: &str, chars: &[char], i: &mut usize) -> Result<Option<i64>> {
         j += 1;
     }
     let unit: String = chars[ustart..j].iter().collect::<String>().to_lowercase();
+    if !unit.is_empty() {
+        *base = Some(base_unit(&unit));
+    }
     let factor = if unit.is_empty() {
         1
     } else {
@@ -244,6 +256,72 @@ fn parse_number(s: &str, chars: &[char], i: &mut usize) -> Result<Option<i64>> {
     Ok(Some(v))
 }
 
+/// The base unit a selector unit converts to (`kb` -> `bytes`).
+fn base_unit(unit: &str) -> &'static str {
+    if ["ns", "us", "µs", "μs", "ms", "s", "min", "h"].contains(&unit) {
+        "nanoseconds"
+    } else {
+        "bytes"
+    }
+}
+
+/// The base unit of a stored pprof `num_unit` (as pprof's `measurement`
+/// package names them) and whether it is that base itself: `bytes` ->
+/// (bytes, true), `kilobytes` -> (bytes, false), `requests` -> None.
+fn stored_base(unit: &str) -> Option<(&'static str, bool)> {
+    if unit.is_empty() {
+        return None;
+    }
+    let u = unit.to_lowercase();
+    let u = u.trim_end_matches('s');
+    match u {
+        "b" | "byte" => Some(("bytes", true)),
+        "kb" | "kib" | "kilobyte" | "mb" | "mib" | "megabyte" | "gb" | "gib" | "gigabyte"
+        | "tb" | "tib" | "terabyte" | "pb" | "pib" | "petabyte" => Some(("bytes", false)),
+        "n" | "nanosecond" => Some(("nanoseconds", true)),
+        "u" | "µ" | "μ" | "microsecond" | "m" | "millisecond" | "" | "second" | "sec" | "min"
+        | "minute" | "h" | "hour" | "day" | "week" | "year" => Some(("nanoseconds", false)),
+        _ => None,
+    }
+}
+
+/// Checks the units a selector's numbers carry against the units the
+/// numeric labels are stored in (`stored`: `(key, unit)` pairs of
+/// `cp_profiles.num_units` for the selection's type): values are compared
+/// as stored, so a `{bytes>=1kB}` is only right on a label stored in
+/// bytes. A label stored in another unit (`count`, `requests`,
+/// `milliseconds`) with a number in bytes or time is an error saying so,
+/// where `go tool pprof -tagfocus` would match nothing or compare the bare
+/// number; a number without a unit is compared as stored, always.
+///
+/// # Errors
+/// [`Error::Usage`] naming the key, its stored unit and the unit given.
+pub fn check_numeric_units(sel: &Selector, stored: &[(String, String)]) -> Result<()> {
+    for (key, base) in &sel.numeric_units {
+        for (k, unit) in stored {
+            if k != key {
+                continue;
+            }
+            match stored_base(unit) {
+                Some((b, true)) if b == *base => {}
+                Some((b, false)) if b == *base => {
+                    return Err(Error::Usage(format!(
+                        "selector: `{key}` is stored in {unit}, not {base}: write its number \
+                         in {unit} without a unit"
+                    )))
+                }
+                _ => {
+                    return Err(Error::Usage(format!(
+                        "selector: `{key}` is stored in {unit:?}, not in {base}: compare it \
+                         with a plain number, without a unit"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn sel_err(s: &str, at: usize, why: &str) -> Error {
     Error::Usage(format!("selector {s:?}: {why} at character {}", at + 1))
 }
@@ -274,6 +352,7 @@ impl Selector {
         }
         let mut matchers = Vec::new();
         let mut numeric = Vec::new();
+        let mut numeric_units = Vec::new();
         loop {
             skip_ws(&mut i);
             match chars.get(i) {
@@ -306,7 +385,11 @@ impl Selector {
             skip_ws(&mut i);
             // A numeric matcher (a comparison, or `=` / `!=` and an
             // unquoted number or range)?
-            if let Some(m) = parse_numeric(s, &chars, &mut i, start, &key)? {
+            let mut base = None;
+            if let Some(m) = parse_numeric(s, &chars, &mut i, start, &key, &mut base)? {
+                if let Some(b) = base {
+                    numeric_units.push((key.clone(), b));
+                }
                 numeric.push(m);
                 skip_ws(&mut i);
                 match chars.get(i) {
@@ -388,7 +471,11 @@ impl Selector {
                 _ => return Err(sel_err(s, i, "expected `,` or `}`")),
             }
         }
-        Ok(Selector { matchers, numeric })
+        Ok(Selector {
+            matchers,
+            numeric,
+            numeric_units,
+        })
     }
 
     /// This selector with one more matcher `span_id="id"` (the commands'
@@ -478,6 +565,7 @@ fn parse_numeric(
     i: &mut usize,
     key_at: usize,
     key: &str,
+    base: &mut Option<&'static str>,
 ) -> Result<Option<NumMatcher>> {
     let cmp = match (chars.get(*i), chars.get(*i + 1)) {
         (Some('<'), Some('=')) => Some(("<=", 2)),
@@ -499,7 +587,7 @@ fn parse_numeric(
         return Ok(None);
     }
     let at = j;
-    let lo = parse_number(s, chars, &mut j)?;
+    let lo = parse_number(s, chars, &mut j, base)?;
     let (min, max) = match op {
         "=" | "!=" => {
             let mut k = j;
@@ -511,7 +599,7 @@ fn parse_numeric(
                 while chars.get(j).is_some_and(|c| c.is_whitespace()) {
                     j += 1;
                 }
-                let hi = parse_number(s, chars, &mut j)?;
+                let hi = parse_number(s, chars, &mut j, base)?;
                 if lo.is_none() && hi.is_none() {
                     return Err(sel_err(
                         s,
@@ -1662,6 +1750,52 @@ mod tests {
             max,
             negate,
         }
+    }
+
+    /// Units given are held against units stored; plain numbers always
+    /// pass; other keys do not matter.
+    #[test]
+    fn numeric_units_must_match_the_stored_ones() {
+        let stored = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, u)| ((*k).into(), (*u).into()))
+                .collect()
+        };
+        let ok = |sel: &str, st: &[(&str, &str)]| {
+            check_numeric_units(&Selector::parse(sel).unwrap(), &stored(st))
+        };
+        let heap = [("bytes", "bytes")];
+        assert!(ok("{bytes>=1kB, bytes<4KiB}", &heap).is_ok());
+        assert!(ok("{bytes>=1024}", &heap).is_ok());
+        assert!(ok("{bytes>=1ms}", &heap).is_err());
+        assert!(ok("{n>=1kB}", &heap).is_ok(), "a key nothing stores");
+        let mixed = [
+            ("bytes", "bytes"),
+            ("lat", "nanoseconds"),
+            ("req", "requests"),
+        ];
+        assert!(ok("{lat<=2ms}", &mixed).is_ok());
+        assert!(ok("{lat=1s:2s, bytes>1kB}", &mixed).is_ok());
+        assert!(ok("{req>=2}", &mixed).is_ok());
+        let e = ok("{req>=2kB}", &mixed).unwrap_err().to_string();
+        assert!(
+            e.contains("`req` is stored in \"requests\", not in bytes"),
+            "{e}"
+        );
+        let e = ok("{lat>2ms}", &[("lat", "milliseconds")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stored in milliseconds, not nanoseconds"), "{e}");
+        assert!(ok("{lat>2}", &[("lat", "milliseconds")]).is_ok());
+        assert!(ok("{b>1kB}", &[("b", "kilobytes")]).is_err());
+        assert!(ok("{b>1kB}", &[("b", "count")]).is_err());
+        assert_eq!(
+            Selector::parse("{a>=1kB, b<=3, c=1ms:2s}")
+                .unwrap()
+                .numeric_units,
+            [("a".to_string(), "bytes"), ("c".to_string(), "nanoseconds")]
+        );
     }
 
     #[test]

@@ -597,6 +597,37 @@ fn hint_unknown_type(
     Ok(())
 }
 
+/// Holds a selector's numbers with units against the units its numeric
+/// labels are stored in, for `profile_type` (every type: `None`):
+/// [`cq::check_numeric_units`]. No query when no number has a unit.
+///
+/// # Errors
+/// [`Error::Usage`] for a unit the label is not stored in; the engine's.
+pub fn check_units(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    selector: &cq::Selector,
+    profile_type: Option<&str>,
+) -> Result<()> {
+    if selector.numeric_units.is_empty() {
+        return Ok(());
+    }
+    let db = &opts.database;
+    let filter = profile_type.map_or_else(String::new, |t| {
+        format!("WHERE profile_type = {}", sql_string(t))
+    });
+    let rows = backend.query_tsv(&format!(
+        "SELECT DISTINCT k, u FROM {db}.cp_profiles \
+         ARRAY JOIN mapKeys(num_units) AS k, mapValues(num_units) AS u {filter}"
+    ))?;
+    let stored: Vec<(String, String)> = rows
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, u)| (unescape_tsv(k), unescape_tsv(u)))
+        .collect();
+    cq::check_numeric_units(selector, &stored)
+}
+
 /// `flamehouse profile flame`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FlameArgs {
@@ -622,6 +653,7 @@ pub fn flame_command(
     err: &mut dyn Write,
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
+    check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let nodes = flame(backend, opts, &s, args.max_nodes)?;
     if nodes.is_empty() {
         hint_unknown_type(backend, opts, &s.profile_type, err)?;
@@ -684,6 +716,9 @@ pub fn diff_command(
         span_id: args.sel.span_id.clone(),
     }
     .selection(now)?;
+    for s in [&a, &b] {
+        check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
+    }
     let sql = cq::diff_sql(opts, &a, &b, args.max_nodes, args.normalize)?;
     let nodes = nodes(backend, &sql)?;
     write_tree(
@@ -724,6 +759,7 @@ pub fn top_command(
     err: &mut dyn Write,
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
+    check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let rows = top(
         backend,
         opts,
@@ -781,6 +817,7 @@ pub fn sandwich_command(
     out: &mut dyn Write,
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
+    check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let (up, down) = sandwich(backend, opts, &s, &args.function, args.max_nodes)?;
     if let Some(p) = &args.callers {
         let title = format!("callers of {}", args.function);
@@ -927,6 +964,7 @@ pub fn export_command(
 ) -> Result<()> {
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     let selector = cq::Selector::parse(&args.selector)?;
+    check_units(backend, opts, &selector, None)?;
     let e = export_pprof(backend, opts, &args.types, f, t, &selector)?;
     std::fs::write(&args.out, &e.bytes).map_err(crate::error::file_err(&args.out))?;
     writeln!(

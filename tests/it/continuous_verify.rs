@@ -376,3 +376,408 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
     let _ = std::fs::remove_dir_all(&data);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--service` and repeated `--label` reach every input format's series
+/// (perf script, bpftrace text and JSON, folded stacks; pprof in
+/// `continuous_cli`), next to the format's own labels (perf's `comm`), and
+/// `profile labels` shows them with their series count. Oracle: the flags
+/// given and perf's own `comm` column of the file.
+#[test]
+fn service_and_labels_reach_every_text_format() {
+    let data = fresh("cpverify-labels");
+    let t = (flamehouse::profiles::now_ms() / 1000 - 600).to_string();
+    let perf = std::fs::read_to_string(fixture("perf/burn.fp.perf-script.txt")).unwrap();
+    let comm = perf.split_whitespace().next().unwrap().to_string();
+    for (file, ty, own) in [
+        (
+            "perf/burn.fp.perf-script.txt",
+            "cpu-clock:nanoseconds",
+            Some(("comm", comm.as_str())),
+        ),
+        ("bpftrace/burn.ustack-comm.txt", "@:count", None),
+        ("bpftrace/burn.ustack-comm.json", "@:count", None),
+        ("pyspy/work.raw.txt", "folded:count", None),
+    ] {
+        let path = fixture(file).display().to_string();
+        fh(
+            &data,
+            &[
+                "load",
+                &path,
+                "--service",
+                "svc",
+                "--label",
+                "env=prod",
+                "--label",
+                "team=x",
+                "--time",
+                &t,
+            ],
+        );
+        let labels = sql(
+            &data,
+            &format!(
+                "SELECT arrayStringConcat(arraySort(arrayMap((k, v) -> k || '=' || v, \
+                 mapKeys(labels), mapValues(labels))), ',') FROM flamehouse.cp_profiles \
+                 WHERE source = '{path}' AND profile_type = '{ty}'"
+            ),
+        );
+        let mut want = vec![
+            "env=prod".to_string(),
+            "service=svc".into(),
+            "team=x".into(),
+        ];
+        if let Some((k, v)) = own {
+            want.push(format!("{k}={v}"));
+        }
+        want.sort();
+        // The text readers' labels (perf's comm) are per sample, not on the
+        // profile row: the profile carries the service and the user's.
+        let want_profile: Vec<&String> = want.iter().filter(|l| !l.starts_with("comm=")).collect();
+        assert_eq!(
+            labels,
+            want_profile
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            "{file}"
+        );
+        let shown = fh(
+            &data,
+            &["profile", "labels", "--type", ty, "--from", "now-1h"],
+        );
+        for l in &want {
+            let (k, v) = l.split_once('=').unwrap();
+            assert!(
+                shown.lines().any(|s| s.starts_with(&format!("{k}\t{v}\t"))),
+                "{file}: {l} not in {shown}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Regenerating the bpftrace recordings where BPF is refused says so and
+/// keeps the committed files (before: they were deleted first, and the
+/// tests reading them then failed on a missing file). A stub `bpftrace`
+/// that cannot attach stands for such a machine.
+#[test]
+fn regenerating_bpftrace_without_bpf_says_so_and_keeps_the_recordings() {
+    let stub = temp_path("cpverify-nobpf");
+    let bt = stub.join("bpftrace");
+    std::fs::write(
+        &bt,
+        "#!/bin/sh\necho 'ERROR: Could not attach probe: Operation not permitted (stub)' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = fixture("bpftrace");
+    let snapshot = || -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                let p = e.unwrap().path();
+                (p.display().to_string(), std::fs::read(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot();
+    assert!(before.len() >= 5);
+    let path = format!(
+        "{}:{}",
+        stub.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(fixture("generate.sh"))
+        .arg("bpftrace")
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("bpftrace cannot attach here")
+            && err.contains("Operation not permitted (stub)")
+            && err.contains("recordings are kept"),
+        "{err}"
+    );
+    assert!(snapshot() == before, "the recordings changed");
+    let _ = std::fs::remove_dir_all(&stub);
+}
+
+/// A pprof whose samples carry numeric labels `requests` (no unit: pprof
+/// infers the unit `requests`), `latency` (`num_unit` milliseconds) and
+/// `bytes` (no unit: bytes): sample `i` (0..12) has value `i + 1`,
+/// `requests = i`, `latency = 10 * i` ms and `bytes = 512 * i`.
+fn pprof_with_numeric_labels() -> Vec<u8> {
+    use flamehouse::formats::pprof::proto;
+    use prost::Message;
+    let strings: Vec<String> = [
+        "",
+        "samples",
+        "count",
+        "main",
+        "requests",
+        "latency",
+        "milliseconds",
+        "bytes",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect();
+    let sample = (0..12i64)
+        .map(|i| proto::Sample {
+            location_id: vec![1],
+            value: vec![i + 1],
+            label: vec![
+                proto::Label {
+                    key: 4,
+                    num: i,
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: 5,
+                    num: 10 * i,
+                    num_unit: 6,
+                    ..Default::default()
+                },
+                proto::Label {
+                    key: 7,
+                    num: 512 * i,
+                    ..Default::default()
+                },
+            ],
+        })
+        .collect();
+    proto::Profile {
+        sample_type: vec![proto::ValueType { r#type: 1, unit: 2 }],
+        sample,
+        location: vec![proto::Location {
+            id: 1,
+            line: vec![proto::Line {
+                function_id: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        function: vec![proto::Function {
+            id: 1,
+            name: 3,
+            ..Default::default()
+        }],
+        string_table: strings,
+        time_nanos: (flamehouse::profiles::now_ms() - 600_000) * 1_000_000,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// Numeric selectors compare values as stored, so a number with a unit is
+/// only right on a label stored in that base unit: `{bytes>=1kB}` on
+/// bytes, a plain number on anything. Before, `{requests>=1kB}` silently
+/// compared a count with 1024 and `{latency>=20ms}` milliseconds with
+/// 20,000,000; now both are a one-line error naming the stored unit
+/// (`go tool pprof -tagfocus` matches nothing there, or ignores the unit).
+/// Oracle: the sample values the test wrote.
+#[test]
+fn numeric_selector_units_are_held_against_the_stored_units() {
+    let data = fresh("cpverify-units");
+    let dir = temp_path("cpverify-units-files");
+    let file = dir.join("num.pb");
+    std::fs::write(&file, pprof_with_numeric_labels()).unwrap();
+    fh(&data, &["load", &file.display().to_string()]);
+    // Sum of the values `i + 1` of the samples whose label satisfies `keep`.
+    let want =
+        |keep: &dyn Fn(i64) -> bool| -> i64 { (0..12).filter(|&i| keep(i)).map(|i| i + 1).sum() };
+    let total = |sel: &str| -> Result<i64, String> {
+        let out = fh_out(
+            &data,
+            &[
+                "profile",
+                "top",
+                "--type",
+                "samples:count",
+                "--from",
+                "now-1h",
+                "--selector",
+                sel,
+            ],
+        );
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        Ok(text
+            .lines()
+            .find(|l| l.ends_with("\tmain"))
+            .map_or(0, |l| l.split('\t').nth(2).unwrap().parse().unwrap()))
+    };
+    assert_eq!(total("{requests>=4}"), Ok(want(&|i| i >= 4)));
+    assert_eq!(total("{latency>=40}"), Ok(want(&|i| 10 * i >= 40)));
+    assert_eq!(total("{bytes>=2kB}"), Ok(want(&|i| 512 * i >= 2048)));
+    assert_eq!(
+        total("{bytes=1kB:2kB}"),
+        Ok(want(&|i| (1024..=2048).contains(&(512 * i))))
+    );
+    for (sel, says) in [
+        (
+            "{requests>=1kB}",
+            "`requests` is stored in \"requests\", not in bytes",
+        ),
+        (
+            "{requests=1ms:}",
+            "`requests` is stored in \"requests\", not in nanoseconds",
+        ),
+        (
+            "{latency>=20ms}",
+            "`latency` is stored in milliseconds, not nanoseconds",
+        ),
+        (
+            "{bytes>=1s}",
+            "`bytes` is stored in \"bytes\", not in nanoseconds",
+        ),
+    ] {
+        let e = total(sel).expect_err(sel);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.starts_with("flamehouse: ") && e.contains(says),
+            "{sel}: {e}"
+        );
+    }
+    // The diff and the export hold them too.
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            "samples:count",
+            "--from",
+            "now-1h",
+            "--selector",
+            "{requests>=2}",
+            "--selector-b",
+            "{requests>=1kB}",
+            "--out",
+            &dir.join("d.folded").display().to_string(),
+        ],
+    );
+    assert!(!out.status.success());
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--from",
+            "now-1h",
+            "--selector",
+            "{latency<1s}",
+            "--out",
+            &dir.join("e.pb.gz").display().to_string(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(!dir.join("e.pb.gz").exists());
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `profile flame --max-nodes N` draws at most N nodes (the root and every
+/// distinct stack prefix of the folded output) and keeps the whole total
+/// (what is cut is lumped, not lost); without it, every stack of `go tool
+/// pprof -traces`. Oracle: `-top`'s total of the same file.
+#[test]
+fn max_nodes_caps_the_cli_flame_graph_and_keeps_the_total() {
+    let data = fresh("cpverify-maxnodes");
+    let file = fixture("pprof/cpu.pb.gz").display().to_string();
+    fh(&data, &["load", &file]);
+    let top = std::fs::read_to_string(fixture("pprof/cpu.top.cpu.txt")).unwrap();
+    let go_total: i64 = top
+        .lines()
+        .find_map(|l| l.strip_suffix("ns total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let out = data.join("f.folded");
+    let draw = |max: Option<&str>| -> (usize, i64) {
+        let o = out.display().to_string();
+        let mut args = vec![
+            "profile",
+            "flame",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            "2026-01-01 00:00:00",
+            "--out",
+            &o,
+        ];
+        if let Some(m) = max {
+            args.extend(["--max-nodes", m]);
+        }
+        fh(&data, &args);
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut prefixes = std::collections::BTreeSet::new();
+        let mut total = 0;
+        for l in text.lines() {
+            let (stack, v) = l.rsplit_once(' ').unwrap();
+            total += v.parse::<i64>().unwrap();
+            let frames: Vec<&str> = stack.split(';').collect();
+            for n in 1..=frames.len() {
+                prefixes.insert(frames[..n].join(";"));
+            }
+        }
+        (prefixes.len() + 1, total)
+    };
+    let (all, total) = draw(None);
+    assert_eq!(total, go_total);
+    assert!(all > 12, "{all} nodes");
+    for max in [3usize, 5, 10, all - 1] {
+        let (n, t) = draw(Some(&max.to_string()));
+        assert!(n <= max, "--max-nodes {max}: {n} nodes");
+        assert!(2 * n >= max, "--max-nodes {max}: only {n} nodes");
+        assert_eq!(t, go_total, "--max-nodes {max}");
+    }
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// One schema for memory and continuous profiles: a continuous profile of
+/// the stacks a MemHawk load stored (written here as folded lines from the
+/// `stacks` rows) adds no `stacks` row and its samples carry the memory
+/// stacks' own ids.
+#[test]
+fn memory_and_continuous_profiles_share_stack_rows() {
+    let data = fresh("cpverify-shared");
+    let memhawk = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/memhawk/memhawk_alloc_22746_protobuf.binpb");
+    fh(&data, &["load", &memhawk.display().to_string()]);
+    let stacks = sql(
+        &data,
+        "SELECT stack_id, arrayStringConcat(labels, ';') FROM flamehouse.stacks ORDER BY stack_id",
+    );
+    let rows: Vec<(&str, &str)> = stacks
+        .lines()
+        .map(|l| l.split_once('\t').unwrap_or((l, "")))
+        .collect();
+    assert!(rows.len() >= 3, "{stacks}");
+    let folded: String = rows.iter().map(|(_, s)| format!("{s} 3\n")).collect();
+    let file = data.join("same.folded");
+    std::fs::write(&file, folded).unwrap();
+    let t = (flamehouse::profiles::now_ms() / 1000 - 60).to_string();
+    fh(&data, &["load", &file.display().to_string(), "--time", &t]);
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.stacks"),
+        rows.len().to_string()
+    );
+    let ids = sql(
+        &data,
+        "SELECT DISTINCT stack_id FROM flamehouse.cp_samples ORDER BY stack_id",
+    );
+    let want: Vec<&str> = rows.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.lines().collect::<Vec<_>>(), want);
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -326,7 +326,7 @@ fn negative_values_are_refused_naming_the_line() {
     for (input, line) in [
         (
             "Attaching 1 probe...\n@[\n    f+1\n]: 2\n@[\n    g+1\n]: -5\n",
-            6,
+            7,
         ),
         ("@cpu[\n    f+1\n, burn]: -1\n", 3),
         (
