@@ -398,7 +398,11 @@ fn service_and_labels_reach_every_text_format() {
         ("bpftrace/burn.ustack-comm.json", "@:count", None),
         ("pyspy/work.raw.txt", "folded:count", None),
     ] {
-        let path = fixture(file).display().to_string();
+        // As `load` stores it: the canonical path.
+        let path = std::fs::canonicalize(fixture(file))
+            .unwrap()
+            .display()
+            .to_string();
         fh(
             &data,
             &[
