@@ -120,8 +120,8 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
         assert_eq!(r[3], go_total.to_string(), "{rows:?}");
     }
     // The copy at --time is found there, whole.
-    let t_from = format!("{}", flamehouse::flame::format_utc_ms((t - 1) * 1000));
-    let t_to = format!("{}", flamehouse::flame::format_utc_ms((t + 1) * 1000));
+    let t_from = flamehouse::flame::format_utc_ms((t - 1) * 1000);
+    let t_to = flamehouse::flame::format_utc_ms((t + 1) * 1000);
     let out = fh(
         &data,
         &[
