@@ -785,3 +785,94 @@ fn memory_and_continuous_profiles_share_stack_rows() {
     assert_eq!(ids.lines().collect::<Vec<_>>(), want);
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// The sort key prunes (issue 10, section 2: "a sort key that prunes by
+/// profile type, service, time and label selection"), read from the
+/// engine's own `EXPLAIN indexes = 1` of the flame graph query: with merges
+/// stopped, two loads of two services are two parts of `cp_samples`; a
+/// selection of one service reads one of them, a range on another day none
+/// (the day partition), and a label selector becomes a `series_id` key
+/// condition. Oracle: the engine's index analysis, not our SQL text.
+#[test]
+fn the_sort_key_prunes_by_type_service_time_and_labels() {
+    use crate::continuous::{fresh, load_as, qopts, CPU};
+    use flamehouse::continuous_query::{flame_sql, Selection, Selector};
+    use flamehouse_tests::q;
+
+    let db = "fh_cp_prune";
+    fresh(db);
+    q(&format!("SYSTEM STOP MERGES {db}.cp_samples"));
+    let (_, ms) = load_as(db, "cpu.pb.gz", "alpha", &[("version", "1.4.1")]);
+    load_as(db, "cpu2.pb.gz", "beta", &[("version", "1.4.2")]);
+    let parts: i64 = q(&format!(
+        "SELECT count() FROM system.parts WHERE database = '{db}' AND table = 'cp_samples' AND active"
+    ))
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(parts, 2, "one part per load while merges are stopped");
+
+    // `Parts: selected/total` of the `cp_samples` read's PrimaryKey step.
+    let explain = |from_ms: i64, selector: &str, ty: &str| -> String {
+        let sel = Selection {
+            profile_type: ty.into(),
+            from_ms,
+            to_ms: from_ms + 60_000,
+            selector: Selector::parse(selector).unwrap(),
+        };
+        q(&format!(
+            "EXPLAIN indexes = 1 {}",
+            flame_sql(&qopts(db), &sel, 0)
+        ))
+    };
+    // The first `Parts:` figure after each index name, for reads of cp_samples.
+    let key_parts = |plan: &str, index: &str| -> Vec<(i64, i64)> {
+        let lines: Vec<&str> = plan.lines().map(str::trim).collect();
+        let mut out = Vec::new();
+        let mut in_samples = false;
+        for (i, l) in lines.iter().enumerate() {
+            if l.starts_with("ReadFromMergeTree") {
+                in_samples = l.contains(&format!("{db}.cp_samples)"));
+            }
+            if in_samples && *l == index {
+                if let Some(p) = lines[i..].iter().find_map(|l| l.strip_prefix("Parts: ")) {
+                    let (a, b) = p.split_once('/').unwrap();
+                    out.push((a.parse().unwrap(), b.parse().unwrap()));
+                }
+            }
+        }
+        out
+    };
+    let start = ms - 30_000;
+
+    let plan = explain(start, r#"{service="alpha"}"#, CPU);
+    assert_eq!(
+        key_parts(&plan, "PrimaryKey"),
+        vec![(1, 2)],
+        "one service reads one part of two:\n{plan}"
+    );
+    let plan = explain(start, "{}", "no_such:type");
+    assert_eq!(
+        key_parts(&plan, "PrimaryKey"),
+        vec![(0, 2)],
+        "an unknown type reads no part:\n{plan}"
+    );
+    let plan = explain(start + 3 * 86_400_000, r#"{service="alpha"}"#, CPU);
+    assert!(
+        key_parts(&plan, "Partition").iter().all(|&(a, _)| a == 0)
+            && !key_parts(&plan, "Partition").is_empty(),
+        "a range three days later reads no partition:\n{plan}"
+    );
+    let plan = explain(start, r#"{version="1.4.2"}"#, CPU);
+    let keys = plan
+        .lines()
+        .skip_while(|l| !l.contains(&format!("{db}.cp_samples)")))
+        .skip_while(|l| l.trim() != "PrimaryKey")
+        .take_while(|l| !l.trim().starts_with("Parts:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        keys.contains("series_id"),
+        "a label selector is a key condition on series_id:\n{plan}"
+    );
+}
