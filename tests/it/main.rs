@@ -8,6 +8,7 @@ mod continuous_cli;
 mod continuous_ingest;
 mod continuous_labels;
 mod continuous_text_cli;
+mod continuous_views;
 mod errors;
 mod freshness;
 mod functions;
