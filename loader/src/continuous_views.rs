@@ -273,6 +273,57 @@ fn views(db: &Ident) -> Vec<(&'static str, &'static str, String)> {
     ]
 }
 
+/// `sql` with a line break (indented by its parenthesis depth) before each
+/// clause keyword outside string literals, so the file can be read; the
+/// text between is unchanged and no line is blank.
+fn layout(sql: &str) -> String {
+    const BREAKS: &[&str] = &[
+        " FROM ",
+        " WHERE ",
+        " UNION ALL ",
+        " GROUP BY ",
+        " ORDER BY ",
+        " HAVING ",
+        " LIMIT ",
+        " ANY LEFT JOIN ",
+        " ANY INNER JOIN ",
+        " LEFT JOIN ",
+        " ARRAY JOIN ",
+        " AND series_id IN ",
+    ];
+    let b = sql.as_bytes();
+    let (mut out, mut depth, mut quoted, mut i) = (String::new(), 0usize, false, 0);
+    while i < b.len() {
+        let c = b[i];
+        if quoted {
+            if c == b'\\' && i + 1 < b.len() {
+                out.push_str(&sql[i..i + 2]);
+                i += 2;
+                continue;
+            }
+            quoted = c != b'\'';
+        } else if c == b'\'' {
+            quoted = true;
+        } else if c == b'(' {
+            depth += 1;
+        } else if c == b')' {
+            depth = depth.saturating_sub(1);
+        } else if c == b' ' {
+            if let Some(k) = BREAKS.iter().find(|k| sql[i..].starts_with(*k)) {
+                out.push('\n');
+                out.push_str(&"  ".repeat(depth));
+                out.push_str(&k[1..]);
+                i += k.len();
+                continue;
+            }
+        }
+        let n = sql[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&sql[i..i + n]);
+        i += n;
+    }
+    out
+}
+
 /// Migration 9's text: a header and one `CREATE OR REPLACE VIEW` per view,
 /// the database as the `{db}` placeholder.
 #[must_use]
@@ -282,7 +333,7 @@ pub fn views_sql() -> String {
     for (name, doc, body) in views(&db) {
         out.push_str(&format!(
             "\n-- {name}: {doc}\nCREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS\n{};\n",
-            body.replace(&format!("{DB_MARK}."), "{db}.")
+            layout(&body.replace(&format!("{DB_MARK}."), "{db}."))
         ));
     }
     out
@@ -334,6 +385,21 @@ mod tests {
             got == want,
             "{} is stale: FLAMEHOUSE_WRITE_SQL=1 cargo test --release -p flamehouse --lib continuous_views",
             path.display()
+        );
+    }
+
+    #[test]
+    fn layout_changes_only_whitespace_outside_strings() {
+        let db = Ident::new(DB_MARK).unwrap();
+        for (name, _, body) in views(&db) {
+            let laid = layout(&body);
+            assert!(laid.lines().count() > 10, "{name}");
+            let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+            assert_eq!(words(&laid), words(&body), "{name}");
+        }
+        assert_eq!(
+            layout("SELECT ' FROM x' FROM (SELECT 1 FROM t)"),
+            "SELECT ' FROM x'\nFROM (SELECT 1\n  FROM t)"
         );
     }
 
