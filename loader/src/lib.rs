@@ -12,6 +12,7 @@
 //! crate's error type.
 
 pub mod continuous_query;
+pub mod continuous_views;
 pub mod error;
 pub mod flame;
 pub mod formats;

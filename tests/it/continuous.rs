@@ -215,7 +215,7 @@ fn fresh_default(db: &str) -> SchemaOptions {
     };
     assert_eq!(
         migrate(engine(), &opts).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
     );
     opts
 }
@@ -1099,7 +1099,7 @@ fn a_failed_load_run_again_stores_the_profile_once() {
 /// `heap.pb.gz` as a new file: the raw profile with `time_nanos` (field 9)
 /// appended, so each copy is its own profile (its own bytes and time), as
 /// a Go service writing a heap profile every few minutes.
-fn heap_copy(dir: &std::path::Path, ms: i64) -> PathBuf {
+pub(crate) fn heap_copy(dir: &std::path::Path, ms: i64) -> PathBuf {
     let out = std::process::Command::new("gzip")
         .arg("-dc")
         .arg(self::dir().join("heap.pb.gz"))

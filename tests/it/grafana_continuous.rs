@@ -512,3 +512,119 @@ fn continuous_dashboard_hygiene() {
     }
     assert_eq!(ids.len(), 6);
 }
+
+/// Heap data through the dashboard: 3 copies of the Go heap profile
+/// (service `heap`, 10 minutes apart) in their own database; the flame
+/// graph, top functions and series panels expanded as the plugin does.
+/// `inuse_space` (a gauge) answers ONE profile's `go tool pprof -top
+/// -sample_index=inuse_space`, `alloc_space` 3 times its golden, on a range
+/// of the samples and on a range reading the hourly and minute rollups; the
+/// inuse flame frame is drawn by Grafana's own component with the golden's
+/// total at its root.
+#[test]
+fn heap_profiles_average_inuse_and_sum_alloc_through_the_panels() {
+    let db: Ident = "fh_grafana_cp_heap".parse().unwrap();
+    q(&format!("DROP DATABASE IF EXISTS {db}"));
+    let opts = SchemaOptions {
+        database: db.clone(),
+        cluster: None,
+    };
+    migrate(engine(), &opts).unwrap();
+    let tmp = flamehouse_fixtures::testing::temp_path("grafana-cp-heap");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let base = t0() - 25 * 60_000;
+    let times = [base, base + 10 * 60_000, base + 20 * 60_000];
+    for ms in times {
+        let o = ContinuousOptions {
+            database: db.clone(),
+            service: Some("heap".into()),
+            time_ns: Some(ms * 1_000_000),
+            ..Default::default()
+        };
+        load_pprof(engine(), &crate::continuous::heap_copy(&tmp, ms), &o).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let d = continuous_dashboard(&db);
+    let heap_vars = |ty: &str| {
+        let mut v = vars(&[], &[]);
+        v.insert("type", vec![ty.into()]);
+        v.insert("service", vec![hx("heap")]);
+        v.insert("label", vec!["service".into()]);
+        v.insert("value", vec![hx("heap")]);
+        v.insert("baseline", vec![hx("heap")]);
+        v.insert("group_by", vec!["service".into()]);
+        v
+    };
+    let out_dir = repo().join("target/grafana-render/continuous-heap");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let mut frames = Vec::new();
+    // [base - 5 min, base + 25 min): the samples; [base - 3 h, base + 4 h):
+    // 7 hours, the minute rollup and whole hours from the hourly one.
+    let ranges = [
+        ("samples", (base - 5 * 60_000, base + 25 * 60_000)),
+        ("rollups", (base - 3 * 3_600_000, base + 4 * 3_600_000)),
+    ];
+    for (kind, k) in [("inuse_space", 1), ("alloc_space", 3)] {
+        let ty = format!("{kind}:bytes");
+        let (one, total) = parse_top(&golden(&format!("heap.top.{kind}.txt")));
+        let v = heap_vars(&ty);
+        for (what, (f, t)) in ranges {
+            let msg = format!("{ty} from the {what}");
+            let rows = parse_rows(&run(panel(&d, "Flame graph"), &v, f, t));
+            check_tree(&rows);
+            assert_eq!(rows[0].vals[0], total * k, "{msg}");
+            let mut got = BTreeMap::new();
+            for l in run(panel(&d, "Top functions"), &v, f, t).lines() {
+                let c: Vec<&str> = l.split('\t').collect();
+                let (s, tot): (i64, i64) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+                let share: f64 = c[4].parse().unwrap();
+                assert!(
+                    (share - tot as f64 / (total * k) as f64).abs() < 1e-9,
+                    "{msg}: {l}"
+                );
+                got.insert(unescape_tsv(c[0]), (s, tot));
+            }
+            let want: BTreeMap<String, (i64, i64)> = one
+                .iter()
+                .map(|(f, (s, t))| (f.clone(), (s * k, t * k)))
+                .collect();
+            assert_eq!(got, want, "{msg}");
+            if kind == "inuse_space" && what == "samples" {
+                let p = out_dir.join("inuse.json");
+                std::fs::write(&p, frame_json(&rows, false, "bytes").to_string()).unwrap();
+                frames.push(p);
+            }
+        }
+        // Series by service, one 10-minute step per profile: each step is
+        // one profile's heap for inuse (its average), one profile's
+        // allocations for alloc.
+        let mut v = v.clone();
+        v.insert("group_by", vec!["service".into()]);
+        let (f, t) = ranges[0].1;
+        let vals: Vec<i64> = run(panel(&d, "By "), &v, f, t)
+            .lines()
+            .map(|l| l.split('\t').nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert!(vals.iter().sum::<i64>() > 0);
+        if kind == "inuse_space" {
+            assert!(vals.iter().all(|x| *x == total), "{ty}: {vals:?}");
+        } else {
+            assert_eq!(vals.iter().sum::<i64>(), 3 * total, "{ty}: {vals:?}");
+        }
+    }
+    let (_, total) = parse_top(&golden("heap.top.inuse_space.txt"));
+    let reports = render(&out_dir, &frames);
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        reports[0]["rootValue"].as_i64(),
+        Some(total),
+        "{}",
+        reports[0]
+    );
+    assert_eq!(
+        reports[0]["tableTotal"].as_i64(),
+        Some(total),
+        "{}",
+        reports[0]
+    );
+}

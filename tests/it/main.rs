@@ -9,6 +9,7 @@ mod continuous_ingest;
 mod continuous_labels;
 mod continuous_text_cli;
 mod continuous_verify;
+mod continuous_views;
 mod errors;
 mod freshness;
 mod functions;
