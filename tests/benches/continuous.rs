@@ -38,7 +38,21 @@
 //! BENCH_RUNS (query runs after a warm-up, default 3), BENCH_LOAD_MINUTES
 //! (minutes generated as files and loaded, default the whole range; any
 //! other hours are copies of them shifted in time by an `INSERT ... SELECT`
-//! in the engine), BENCH_KEEP=1 keeps the generated files.
+//! in the engine), BENCH_KEEP=1 keeps the generated files, BENCH_SAVE_TO=dir
+//! copies the merged engine data there, BENCH_SQL_DIR=dir writes every
+//! query's SQL there (to time pieces of them with `flamehouse serve --data
+//! dir`).
+//!
+//! Fairness: both layouts are merged (`OPTIMIZE TABLE ... FINAL`) before
+//! any query, as a server leaves them once its background merges are done
+//! (the part counts before and after are printed: a day partition of ours
+//! per table, one part inline); each query runs once to warm the caches,
+//! then `BENCH_RUNS` times, median and minimum printed. The windows: the
+//! last hour of the data (on the hour: its whole hour from the hourly
+//! rollup), the hour ending half an hour before (`1 h :30`, as a
+//! dashboard's "last hour" asks at :30: two partial hours from the
+//! samples) and the whole range. The inline side's fastest correct answer
+//! counts; `flameGraph()` with default threads is reported, not asserted.
 
 use flamehouse::continuous_query::{
     diff_sql, flame_sql, top_functions_sql, QueryOptions, Selection, Selector,
