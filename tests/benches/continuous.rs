@@ -38,7 +38,21 @@
 //! BENCH_RUNS (query runs after a warm-up, default 3), BENCH_LOAD_MINUTES
 //! (minutes generated as files and loaded, default the whole range; any
 //! other hours are copies of them shifted in time by an `INSERT ... SELECT`
-//! in the engine), BENCH_KEEP=1 keeps the generated files.
+//! in the engine), BENCH_KEEP=1 keeps the generated files, BENCH_SAVE_TO=dir
+//! copies the merged engine data there, BENCH_SQL_DIR=dir writes every
+//! query's SQL there (to time pieces of them with `flamehouse serve --data
+//! dir`).
+//!
+//! Fairness: both layouts are merged (`OPTIMIZE TABLE ... FINAL`) before
+//! any query, as a server leaves them once its background merges are done
+//! (the part counts before and after are printed: a day partition of ours
+//! per table, one part inline); each query runs once to warm the caches,
+//! then `BENCH_RUNS` times, median and minimum printed. The windows: the
+//! last hour of the data (on the hour: its whole hour from the hourly
+//! rollup), the hour ending half an hour before (`1 h :30`, as a
+//! dashboard's "last hour" asks at :30: two partial hours from the
+//! samples) and the whole range. The inline side's fastest correct answer
+//! counts; `flameGraph()` with default threads is reported, not asserted.
 
 use flamehouse::continuous_query::{
     diff_sql, flame_sql, top_functions_sql, QueryOptions, Selection, Selector,
@@ -92,8 +106,9 @@ fn q(sql: &str) -> String {
         .unwrap_or_else(|e| panic!("{e}\n{sql}"))
 }
 
-/// One warm-up, then the median of `runs`; also the last output.
-fn median_time(runs: usize, sql: &str) -> (Duration, String) {
+/// One warm-up, then the median and the minimum of `runs`; also the last
+/// output.
+fn median_time(runs: usize, sql: &str) -> (Duration, Duration, String) {
     let _ = q(sql);
     let mut times = Vec::new();
     let mut out = String::new();
@@ -103,7 +118,7 @@ fn median_time(runs: usize, sql: &str) -> (Duration, String) {
         times.push(t.elapsed());
     }
     times.sort();
-    (times[times.len() / 2], out)
+    (times[times.len() / 2], times[0], out)
 }
 
 fn progress(s: &str) {
@@ -433,6 +448,22 @@ fn main() {
         .unwrap();
     assert_eq!(n, rows, "the inline table holds every row");
     progress(&format!("inline table built in {:.1?}", t.elapsed()));
+    // Both layouts are compared merged, as a server leaves them once its
+    // background merges are done (the embedded engine here merges little
+    // on its own between the many inserts): index analysis and reads cost
+    // per part, so a layout left in many parts would be measured at a
+    // disadvantage. The part counts before and after are printed.
+    let parts = |when: &str| {
+        let p = q(&format!(
+            "SELECT table, count() FROM system.parts WHERE active AND database = {} \
+             AND table IN ('cp_samples', 'cp_samples_1m', 'cp_samples_1h', 'cp_series', 'stacks', 'inline_samples') \
+             GROUP BY table ORDER BY table",
+            sql_string(db.as_str())
+        ));
+        let p: Vec<String> = p.lines().map(|l| l.replace('\t', " ")).collect();
+        format!("active parts {when}: {}", p.join(", "))
+    };
+    let before = parts("before OPTIMIZE FINAL");
     for table in [
         "cp_samples",
         "cp_samples_1m",
@@ -445,6 +476,7 @@ fn main() {
     ] {
         q(&format!("OPTIMIZE TABLE {db}.{table} FINAL"));
     }
+    let after = parts("after");
     println!(
         "inline table built and every table merged in {:.1?}",
         t.elapsed()
@@ -469,6 +501,9 @@ fn main() {
             }
         ));
     }
+
+    say(before);
+    say(after);
 
     // 5. Bytes on disk.
     let sizes = q(&format!(
@@ -520,11 +555,19 @@ fn main() {
         ..Default::default()
     };
     let end = shape.start_ms + shape.hours * 3_600_000;
-    let mid_hour = shape.start_ms + (shape.hours / 2) * 3_600_000;
-    let mut windows = vec![("1 h".to_string(), mid_hour, mid_hour + 3_600_000)];
+    // The last hour of the data (on the hour, so whole hours come from the
+    // hourly rollup), and the hour before the last half hour (as a
+    // dashboard's "last hour" asks at :30: two partial hours, read from the
+    // samples).
+    let mut windows = vec![("1 h".to_string(), end - 3_600_000, end)];
     if shape.hours > 1 {
+        windows.push(("1 h :30".to_string(), end - 5_400_000, end - 1_800_000));
         windows.push((format!("{} h", shape.hours), shape.start_ms, end));
     }
+    // BENCH_SQL_DIR=dir: every query's SQL written there, to time pieces
+    // of it against a saved data directory (BENCH_SAVE_TO).
+    let sql_dir = std::env::var_os("BENCH_SQL_DIR").map(PathBuf::from);
+    let mut n_query = 0;
     let sel = |s: &str, from: i64, to: i64| Selection {
         profile_type: CPU.into(),
         from_ms: from,
@@ -615,19 +658,29 @@ fn main() {
             },
         ];
         for case in &cases {
-            let (d_ours, out_ours) = median_time(runs, &case.ours);
+            if let Some(d) = &sql_dir {
+                std::fs::create_dir_all(d).unwrap();
+                n_query += 1;
+                std::fs::write(d.join(format!("{n_query:02}_ours.sql")), &case.ours).unwrap();
+                for (k, (_, isql, _)) in case.inline.iter().enumerate() {
+                    std::fs::write(d.join(format!("{n_query:02}_inline{k}.sql")), isql).unwrap();
+                }
+            }
+            let (d_ours, min_ours, out_ours) = median_time(runs, &case.ours);
             let ms_ours = d_ours.as_secs_f64() * 1e3;
+            let min_ours = min_ours.as_secs_f64() * 1e3;
             let want = (case.ours_total)(&out_ours);
             say(format!(
-                "{wname:>5} {:<40} flamehouse {ms_ours:>8.1} ms{}  total {:?}",
+                "{wname:>7} {:<40} flamehouse {ms_ours:>8.1} ms (min {min_ours:.1}){}  total {:?}",
                 case.name,
                 if ms_ours < 1000.0 { "" } else { " (over 1 s)" },
                 want
             ));
-            let mut best = f64::MAX;
+            let (mut best, mut best_min) = (f64::MAX, f64::MAX);
             for (iname, isql, itotal) in &case.inline {
-                let (d, out) = median_time(runs, isql);
+                let (d, dmin, out) = median_time(runs, isql);
                 let ms = d.as_secs_f64() * 1e3;
+                let ms_min = dmin.as_secs_f64() * 1e3;
                 let got = itotal(&out);
                 let agree = if case.exact {
                     first_three_columns(&out) == first_three_columns(&out_ours)
@@ -643,9 +696,10 @@ fn main() {
                 }
                 if agree {
                     best = best.min(ms);
+                    best_min = best_min.min(ms_min);
                 }
                 say(format!(
-                    "{wname:>5}   inline {iname:<38} {ms:>8.1} ms  ratio {:>6.1}x  {}",
+                    "{wname:>7}   inline {iname:<38} {ms:>8.1} ms (min {ms_min:.1})  ratio {:>6.1}x  {}",
                     ms / ms_ours,
                     if agree {
                         "answers agree".to_string()
@@ -655,12 +709,13 @@ fn main() {
                 ));
             }
             let ratio = best / ms_ours;
-            let ok = ratio >= 5.0 && (ms_ours < 1000.0 || wname == "1 h");
+            let ok = ratio >= 5.0 && (ms_ours < 1000.0 || wname.starts_with("1 h"));
             goals_met &= ok;
             say(format!(
-                "RATIO {wname} {}: fastest correct inline / flamehouse = {ratio:.1}x (goal >= 5x{}) {}",
+                "RATIO {wname} {}: fastest correct inline / flamehouse = {ratio:.1}x medians, {:.1}x minimums (goal >= 5x{}) {}",
                 case.name,
-                if wname == "1 h" { "" } else { ", < 1 s" },
+                best_min / min_ours,
+                if wname.starts_with("1 h") { "" } else { ", < 1 s" },
                 if ok { "met" } else { "MISSED" }
             ));
         }
