@@ -430,4 +430,26 @@ fn cli_load_top_and_export_equal_go_tool_pprof() {
             assert_eq!(got, e.top(ty), "{}/{} {ty}: export", e.dir, e.file);
         }
     }
+
+    // ddtrace's file cut in half: one line naming the file and zstd, exit
+    // 1, nothing stored.
+    let count = || {
+        fh(
+            &data,
+            &["sql", "SELECT count() FROM flamehouse.cp_profiles"],
+        )
+    };
+    let before = count();
+    let cut = data.join("cut.pprof");
+    let bytes = std::fs::read(EXPORTS[4].path()).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let out = fh_out(&data, &["load", &cut.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&cut.display().to_string()) && err.contains("zstd"),
+        "{err}"
+    );
+    assert_eq!(count(), before);
 }
