@@ -208,6 +208,7 @@ fn exports_load_and_equal_go_tool_pprof() {
     fresh(db);
     let o = qopts(db);
     let mut checked = 0;
+    let mut times = BTreeMap::new();
     for e in &EXPORTS {
         let opts = ContinuousOptions {
             service: Some(e.service()),
@@ -217,6 +218,7 @@ fn exports_load_and_equal_go_tool_pprof() {
         let s = load_pprof(engine(), &e.path(), &opts)
             .unwrap_or_else(|err| panic!("{}/{}: {err}", e.dir, e.file));
         let ms = profile_ms(db, s.profile_id);
+        times.insert(e.service(), ms);
         let types = e.types();
         let sel = format!("{{service=\"{}\"}}", e.service());
         for ty in &types {
@@ -264,6 +266,29 @@ fn exports_load_and_equal_go_tool_pprof() {
     // node wall 3 + lines 2 + heap 2, rust 2, python: cpu, wall, alloc and
     // heap (time and samples each) = 8 of 19.
     assert_eq!(checked, 17);
+
+    // The exporters' sample labels select as `-tagfocus` filters: Node's
+    // profiler context (`handler`), pprof-rs' thread names (`thread`).
+    for (e, label, golden) in [
+        (&EXPORTS[0], r#"handler="a""#, "tagfocus.handler_a.top.cpu"),
+        (
+            &EXPORTS[3],
+            r#"thread="worker-a""#,
+            "tagfocus.thread_worker-a.top.cpu",
+        ),
+    ] {
+        let (want, _) = parse_top(&e.golden(golden));
+        assert!(!want.is_empty(), "{golden}");
+        let sel = format!("{{service=\"{}\", {label}}}", e.service());
+        let got = top(&top_functions_sql(
+            &o,
+            &around("cpu:nanoseconds", times[&e.service()], &sel),
+            None,
+            0,
+        )
+        .unwrap());
+        assert_eq!(got, want, "{}/{} {label}", e.dir, e.file);
+    }
 }
 
 // ---------------------------------------------------------------------------
