@@ -22,6 +22,11 @@ command -v perf >/dev/null || missing+=(linux-perf)
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The pprof exporters of fixtures/continuous/{node,python}: Node with npm,
+# and zstd (ddtrace's profiles are zstd-compressed).
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+command -v zstd >/dev/null || missing+=(zstd)
 
 SUDO=""
 [[ $(id -u) -eq 0 ]] || SUDO="sudo"
@@ -39,4 +44,21 @@ if ! command -v py-spy >/dev/null && [[ ! -x $venv/bin/py-spy ]]; then
   echo "setup-tools: installing py-spy (pip) into $venv" >&2
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q py-spy
+fi
+
+# Real pprof exporters for fixtures/continuous/ (node, python), pinned, each
+# in its own cached folder: @datadog/pprof from npm (prebuilt V8 bindings),
+# ddtrace from PyPI in a venv on Debian's python3. (pprof-rs, the rust part,
+# is a crates.io dependency that cargo fetches when generate.sh builds it.)
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/flamehouse"
+if [[ ! -f $cache/node-pprof/node_modules/@datadog/pprof/package.json ]]; then
+  echo "setup-tools: installing @datadog/pprof (npm) into $cache/node-pprof" >&2
+  mkdir -p "$cache/node-pprof"
+  (cd "$cache/node-pprof" && { [[ -f package.json ]] || npm init -y >/dev/null; } &&
+    npm install -q --no-audit --no-fund @datadog/pprof@5.20.0 >/dev/null)
+fi
+if [[ ! -x $cache/pprof-py-venv/bin/python ]] || ! "$cache/pprof-py-venv/bin/python" -c 'import ddtrace' 2>/dev/null; then
+  echo "setup-tools: installing ddtrace (pip) into $cache/pprof-py-venv" >&2
+  /usr/bin/python3 -m venv "$cache/pprof-py-venv"
+  "$cache/pprof-py-venv/bin/pip" install -q ddtrace==4.16.0
 fi

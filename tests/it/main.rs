@@ -5,6 +5,7 @@
 mod cli;
 mod continuous;
 mod continuous_cli;
+mod continuous_exports;
 mod continuous_ingest;
 mod continuous_labels;
 mod continuous_text_cli;

@@ -31,7 +31,8 @@ use std::path::Path;
 pub enum Format {
     /// MemHawk `.binpb` snapshot streams (length-prefixed zstd protobuf).
     Binpb,
-    /// pprof `profile.proto`, gzipped or raw (Go, async-profiler, pprof-rs).
+    /// pprof `profile.proto`, gzipped, zstd or raw (Go, pprof-rs, Node,
+    /// ddtrace).
     Pprof,
     /// `perf script` text (one sample a paragraph: header line, frames).
     Perf,
@@ -220,7 +221,12 @@ pub fn detect_open(file: &File, path: &Path) -> Result<Format, Error> {
             }
         }
     }
-    Ok(detect(&first[..got]).unwrap_or(Format::Binpb))
+    let first = &first[..got];
+    // A zstd-compressed pprof shows itself only past the sniffed bytes.
+    if first.starts_with(&pprof::ZSTD_MAGIC) && pprof::reader::zstd_file_is_pprof(file) {
+        return Ok(Format::Pprof);
+    }
+    Ok(detect(first).unwrap_or(Format::Binpb))
 }
 
 /// An error of any format's reader. `Display` is the format's one-line

@@ -7,8 +7,10 @@
 //! rows, no format detection):
 //!
 //! - [`proto`]: the protobuf messages, derived by hand with `prost`;
-//! - [`read_file`] / [`decode`]: gzip (magic `1f 8b`) or raw protobuf, with a
-//!   cap on the decompressed size ([`DecodeOptions::max_decompressed_bytes`]);
+//! - [`read_file`] / [`decode`]: gzip (magic `1f 8b`), zstd (magic
+//!   `28 b5 2f fd`: Datadog's libdatadog, so ddtrace's Python profiler,
+//!   writes its pprof so) or raw protobuf, with a cap on the decompressed
+//!   size ([`DecodeOptions::max_decompressed_bytes`]);
 //!   every string table index resolved; ids turned into vector indexes;
 //! - `drop_frames` / `keep_frames` applied exactly as `go tool pprof` does
 //!   (`Profile.RemoveUninteresting`), unless
@@ -122,6 +124,14 @@ pub enum Error {
         /// The decompressor's error.
         cause: std::io::Error,
     },
+    /// The zstd stream is corrupt or cut short.
+    #[error("{path}: not a valid zstd stream: {cause}")]
+    Zstd {
+        /// The file.
+        path: PathBuf,
+        /// The decompressor's error.
+        cause: std::io::Error,
+    },
     /// The protobuf is larger than [`DecodeOptions::max_decompressed_bytes`].
     #[error(
         "{path}: the profile is larger than {limit} bytes{after} (a gzip bomb, or raise the \
@@ -132,7 +142,7 @@ pub enum Error {
         path: PathBuf,
         /// The limit.
         limit: u64,
-        /// `" after decompression"` for a gzipped file, else empty.
+        /// `" after decompression"` for a gzipped or zstd file, else empty.
         after: &'static str,
     },
     /// The bytes are not a `perftools.profiles.Profile` message.
@@ -162,6 +172,7 @@ impl Error {
         match self {
             Error::Io { path, .. }
             | Error::Gzip { path, .. }
+            | Error::Zstd { path, .. }
             | Error::TooLarge { path, .. }
             | Error::Protobuf { path, .. }
             | Error::Invalid { path, .. } => path,
@@ -382,7 +393,7 @@ impl PprofProfile {
     }
 }
 
-/// Reads a pprof file, gzipped or raw.
+/// Reads a pprof file, gzipped, zstd or raw.
 ///
 /// # Errors
 /// [`Error`], naming `path`: the file cannot be read, is a corrupt gzip
@@ -415,10 +426,13 @@ pub fn read_file(path: &Path, options: &DecodeOptions) -> Result<PprofProfile, E
 /// # Errors
 /// As [`read_file`].
 pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<PprofProfile, Error> {
-    let gunzipped;
+    let decompressed;
     let (raw, where_) = if bytes.starts_with(&[0x1f, 0x8b]) {
-        gunzipped = gunzip(path, bytes, options.max_decompressed_bytes)?;
-        (gunzipped.as_slice(), " of the decompressed profile")
+        decompressed = gunzip(path, bytes, options.max_decompressed_bytes)?;
+        (decompressed.as_slice(), " of the decompressed profile")
+    } else if bytes.starts_with(&ZSTD_MAGIC) {
+        decompressed = unzstd(path, bytes, options.max_decompressed_bytes)?;
+        (decompressed.as_slice(), " of the decompressed profile")
     } else {
         if bytes.len() as u64 > options.max_decompressed_bytes {
             return Err(Error::TooLarge {
@@ -469,6 +483,31 @@ fn gunzip(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
             path: path.to_path_buf(),
             cause,
         })?;
+    if out.len() as u64 > limit {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+            after: " after decompression",
+        });
+    }
+    Ok(out)
+}
+
+/// The magic number that starts a zstd frame (RFC 8878).
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
+    let zstd_err = |cause| Error::Zstd {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let mut out = Vec::new();
+    // Concatenated frames decode as one stream, as `zstd -d` does.
+    zstd::stream::read::Decoder::with_buffer(bytes)
+        .map_err(zstd_err)?
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(zstd_err)?;
     if out.len() as u64 > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),

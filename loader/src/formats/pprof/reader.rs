@@ -25,7 +25,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-/// The pprof format (`profile.proto`, gzipped or raw).
+/// The pprof format (`profile.proto`, gzipped, zstd or raw).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Pprof;
 
@@ -111,6 +111,47 @@ pub fn sniff(first: &[u8]) -> Sniff {
         return Sniff::Unsure;
     }
     sniff_raw(first, first.len() < crate::formats::SNIFF_LEN)
+}
+
+/// Whether `file` is one zstd-compressed pprof profile (libdatadog, so
+/// ddtrace's Python profiler, writes them): [`sniff`]'s 64 bytes are not
+/// enough, zstd emitting nothing before a whole block, so this reads up to
+/// one block (at most 128 KiB) and sniffs what it decompresses to. Never
+/// moves the file's position; `false` for anything else, a MemHawk record
+/// without its length prefix (a bare zstd frame too) included.
+#[must_use]
+pub fn zstd_file_is_pprof(file: &File) -> bool {
+    use std::os::unix::fs::FileExt;
+    // Frame header (at most 18 bytes) + block header (3) + a block.
+    const WINDOW: usize = (128 << 10) + 32;
+    let mut buf = vec![0u8; WINDOW];
+    let mut got = 0;
+    while got < WINDOW {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    if !buf[..got].starts_with(&super::ZSTD_MAGIC) {
+        return false;
+    }
+    let Ok(mut d) = zstd::stream::read::Decoder::with_buffer(&buf[..got]) else {
+        return false;
+    };
+    // More than SNIFF_LEN: libdatadog writes samples first, and one
+    // sample's message can outgrow 64 bytes (two whole fields are wanted).
+    let mut out = [0u8; 4096];
+    let mut n = 0;
+    // A window that cuts the stream ends in an error after what it holds.
+    while n < out.len() {
+        match d.read(&mut out[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+    }
+    n > 0 && sniff_raw(&out[..n], n < out.len()) == Sniff::Yes
 }
 
 /// What the first bytes of a gzip stream decompress to (empty when its

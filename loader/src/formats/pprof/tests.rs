@@ -1182,3 +1182,143 @@ fn prune_keeps_matching_roots_and_cuts_inlined_lines() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------
+// Other exporters than Go's: real files from fixtures/continuous/{node,rust,
+// python} (`generate.sh node rust python`) and their `go tool pprof` goldens.
+
+/// (folder, file, golden stem) of each committed export.
+const EXPORTS: [(&str, &str, &str); 5] = [
+    ("node", "wall.pb.gz", "wall"),
+    ("node", "wall-lines.pb.gz", "wall-lines"),
+    ("node", "heap.pb.gz", "heap"),
+    ("rust", "cpu.pb", "cpu"),
+    ("python", "work.pprof", "work"),
+];
+
+fn exports_dir(folder: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/continuous")
+        .join(folder)
+}
+
+fn export_golden(folder: &str, name: &str) -> String {
+    let path = exports_dir(folder).join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every sample type of every export decodes with the name and unit
+/// `go tool pprof -raw` lists, and flat and cum of every function equal
+/// `-top` (a type all zero: nothing, as `-top` shows nothing).
+#[test]
+fn other_exporters_flat_and_cum_equal_go_tool_pprof_top() {
+    for (folder, file, stem) in EXPORTS {
+        let p = read_file(&exports_dir(folder).join(file), &DecodeOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let raw = export_golden(folder, &format!("{stem}.raw.txt"));
+        let listed = raw
+            .lines()
+            .skip_while(|l| *l != "Samples:")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        let decoded = p
+            .sample_types
+            .iter()
+            .map(|t| format!("{}/{}", t.kind, t.unit))
+            .collect::<Vec<_>>();
+        assert_eq!(decoded, listed, "{folder}/{file}");
+        for (i, t) in p.sample_types.iter().enumerate() {
+            let golden_name = format!("{stem}.top.{}.txt", t.kind);
+            let want = parse_top(&export_golden(folder, &golden_name));
+            assert_eq!(compute_top(&p, i, |_| true), want, "{folder}/{golden_name}");
+        }
+    }
+}
+
+/// ddtrace (libdatadog) writes its pprof zstd-compressed; the same bytes
+/// zstd-compressed again by the zstd library decode as the raw ones, and
+/// the real file has the 19 types `go tool pprof -raw` lists for its
+/// `zstd -d` form.
+#[test]
+fn a_zstd_profile_decodes_as_its_raw_bytes() {
+    let raw = std::fs::read(dir().join("cpu.pb")).unwrap();
+    let zst = zstd::encode_all(raw.as_slice(), 3).unwrap();
+    assert!(zst.starts_with(&ZSTD_MAGIC));
+    let opts = DecodeOptions::default();
+    assert_eq!(
+        decode(Path::new("cpu.pb.zst"), &zst, &opts).unwrap(),
+        load("cpu.pb")
+    );
+    let real = read_file(&exports_dir("python").join("work.pprof"), &opts).unwrap();
+    assert_eq!(real.sample_types.len(), 19);
+    assert_eq!(real.sample_types[0].kind, "cpu-time");
+    assert!(!real.samples.is_empty());
+}
+
+#[test]
+fn a_cut_zstd_stream_and_a_zstd_bomb_are_refused() {
+    let raw = std::fs::read(dir().join("cpu.pb")).unwrap();
+    let zst = zstd::encode_all(raw.as_slice(), 3).unwrap();
+    let e = decode_err(
+        "cut.pprof",
+        &zst[..zst.len() / 2],
+        &DecodeOptions::default(),
+    );
+    assert!(e.starts_with("cut.pprof: not a valid zstd stream"), "{e}");
+    let bomb = zstd::encode_all(vec![0u8; 64 << 20].as_slice(), 19).unwrap();
+    assert!(bomb.len() < 100_000);
+    let opts = DecodeOptions {
+        max_decompressed_bytes: 8 << 20,
+        ..DecodeOptions::default()
+    };
+    let e = decode_err("bomb.pprof", &bomb, &opts);
+    assert!(
+        e.contains("larger than 8388608 bytes after decompression"),
+        "{e}"
+    );
+}
+
+/// Detection looks past the sniffed bytes of a zstd frame: ddtrace's file
+/// is pprof; a zstd frame of anything else (MemHawk's record without its
+/// length prefix, text) is not, and stays MemHawk's to explain.
+#[test]
+fn a_zstd_pprof_file_is_detected_and_other_zstd_is_not() {
+    use crate::formats::{detect_open, Format};
+    let real = exports_dir("python").join("work.pprof");
+    let f = std::fs::File::open(&real).unwrap();
+    assert!(reader::zstd_file_is_pprof(&f));
+    assert_eq!(detect_open(&f, &real).unwrap(), Format::Pprof);
+    let tmp = std::env::temp_dir().join(format!("flamehouse-zstd-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let text = tmp.join("notes.zst");
+    std::fs::write(
+        &text,
+        zstd::encode_all(&b"level\tlabel\tvalue\n0\ttotal\t3\n"[..], 3).unwrap(),
+    )
+    .unwrap();
+    // A MemHawk record's frame: the real MemHawk file's first record
+    // without its 8-byte length.
+    let bytes = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/memhawk/memhawk_alloc_22746_protobuf.binpb"),
+    )
+    .unwrap();
+    let len = u64::from_be_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let bare = tmp.join("bare.zst");
+    std::fs::write(&bare, &bytes[8..8 + len]).unwrap();
+    let others = [text, bare];
+    for p in &others {
+        let f = std::fs::File::open(p).unwrap();
+        assert!(!reader::zstd_file_is_pprof(&f), "{}", p.display());
+        assert_eq!(
+            detect_open(&f, p).unwrap(),
+            Format::Binpb,
+            "{}",
+            p.display()
+        );
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
