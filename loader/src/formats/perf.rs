@@ -385,24 +385,27 @@ fn is_blank(b: u8) -> bool {
 }
 
 /// The run of plain frame lines from `p` (at a line's start): lines that
-/// start with ASCII whitespace followed by an ASCII non-blank byte (their
-/// trim is not empty, whatever Unicode whitespace they hold). The end of
-/// the run (past its last newline) and its number of lines; a line that
-/// is blank, not indented, or indented with something else ends it.
+/// start with ASCII whitespace and whose last byte but trailing ASCII
+/// whitespace is an ASCII non-blank (so their trim is not empty, whatever
+/// Unicode whitespace they hold; checked from the end, where a frame
+/// line's `)` is). The end of the run (past its last newline) and its
+/// number of lines; a line that is blank, not indented, or ends in
+/// non-ASCII text ends it.
 fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
     let mut lines = 0;
     while p < b.len() && is_blank(b[p]) {
-        let mut q = p + 1;
-        while q < b.len() && is_blank(b[q]) {
-            q += 1;
+        let end = memchr::memchr(b'\n', &b[p..]).map_or(b.len(), |i| p + i);
+        let mut q = end;
+        while q > p && is_blank(b[q - 1]) {
+            q -= 1;
         }
-        if q >= b.len() || b[q] == b'\n' || b[q] >= 0x80 {
+        if q == p || b[q - 1] >= 0x80 {
             break;
         }
-        p = memchr::memchr(b'\n', &b[q..]).map_or(b.len(), |i| q + i + 1);
+        p = end + 1;
         lines += 1;
     }
-    (p, lines)
+    (p.min(b.len()), lines)
 }
 
 /// Parses a whole `perf script` text (`path` and `mtime` for messages and

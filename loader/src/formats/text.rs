@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use crate::formats::{Format, ProfileReader};
-use rustc_hash::FxHashMap;
 use crate::model::{Batch, Event, Frame, Label, Mapping, Source, ValueSemantics, ValueType};
+use rustc_hash::FxHashMap;
 
 /// An error of a text format reader: one line naming the file and, for
 /// bad content, the 1-based line.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{is_time, parse_frame, parse_time, text, Builder, Error, Placement, PerfOptions, NAME};
+use super::{is_time, parse_frame, parse_time, text, Builder, Error, PerfOptions, Placement, NAME};
 use crate::formats::Format;
 use crate::model::{Frame, Label, Source, Symbol};
 
@@ -312,4 +312,3 @@ pub(super) fn parse(
     let types = text::value_types(&types);
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))
 }
-

@@ -486,15 +486,22 @@ fn random_options(g: &mut Gen) -> PerfOptions {
         tid: place(g),
         annotate_kernel: g.below(2) == 0,
         annotate_jit: g.below(2) == 0,
-        window_ns: [None, Some(0), Some(1_000_000), Some(50_000_000), Some(1_000_000_000)]
-            [g.below(5)],
+        window_ns: [
+            None,
+            Some(0),
+            Some(1_000_000),
+            Some(50_000_000),
+            Some(1_000_000_000),
+        ][g.below(5)],
         time_ns: [None, Some(1_700_000_000_000_000_000)][g.below(2)],
     }
 }
 
 /// Everything a reader gives: its events, the frames and labels of every
 /// stack key, its value types.
-fn everything(r: &mut text::TextReader) -> (Vec<Event>, Vec<(Vec<Frame>, Vec<Label>)>, Vec<String>) {
+fn everything(
+    r: &mut text::TextReader,
+) -> (Vec<Event>, Vec<(Vec<Frame>, Vec<Label>)>, Vec<String>) {
     let events = r.events();
     let mut keys: Vec<u64> = events
         .iter()
