@@ -497,11 +497,13 @@ fn random_options(g: &mut Gen) -> PerfOptions {
     }
 }
 
+/// A reader's events, the frames and labels of every stack key, and its
+/// value types.
+type Everything = (Vec<Event>, Vec<(Vec<Frame>, Vec<Label>)>, Vec<String>);
+
 /// Everything a reader gives: its events, the frames and labels of every
 /// stack key, its value types.
-fn everything(
-    r: &mut text::TextReader,
-) -> (Vec<Event>, Vec<(Vec<Frame>, Vec<Label>)>, Vec<String>) {
+fn everything(r: &mut text::TextReader) -> Everything {
     let events = r.events();
     let mut keys: Vec<u64> = events
         .iter()
