@@ -19,7 +19,7 @@
 //! Env: BENCH_HOURS (pprof, default 24; 0 skips it), BENCH_PERF_MINUTES (perf script,
 //! default 10; 0 skips it), BENCH_STACKS (default 6), BENCH_POOL (default
 //! 800), BENCH_BATCH_ROWS (default the loader's), BENCH_KEEP=1 keeps the
-//! files. Prints where the load's time goes (reading + decoding + rows on
+//! files. Prints the perf script parser's MB/s alone, and where the load's time goes (reading + decoding + rows on
 //! one thread, without the engine) and the load average.
 
 #[path = "fleet/mod.rs"]
@@ -99,6 +99,38 @@ fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
         }
     }
     (t.elapsed().as_secs_f64(), rows)
+}
+
+/// The perf script parser alone on texts already in memory (one thread,
+/// best of 3 passes), and the share of the text's identity hash (FNV-1a
+/// byte by byte: part of every stored profile id, so kept as it is).
+fn parse_alone(files: &[PathBuf], say: &mut dyn FnMut(String)) {
+    let texts: Vec<String> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    let opts = flamehouse::formats::perf::PerfOptions::default();
+    let (mut parse_s, mut hash_s) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let t = Instant::now();
+        for (f, text) in files.iter().zip(&texts) {
+            flamehouse::formats::perf::parse(text, f, 0, &opts).unwrap();
+        }
+        parse_s = parse_s.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for text in &texts {
+            std::hint::black_box(flamehouse::formats::text::identity("perf", text));
+        }
+        hash_s = hash_s.min(t.elapsed().as_secs_f64());
+    }
+    say(format!(
+        "perf script: parse alone (text in memory, one thread, best of 3): {:.1} MB in {parse_s:.3} s = {:.0} MB/s; of which the identity hash (FNV-1a) {hash_s:.3} s = {:.0} MB/s (load average {})",
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / parse_s,
+        bytes as f64 / 1e6 / hash_s,
+        loadavg()
+    ));
 }
 
 /// Loads `gen`'s files into `db` per service, then bulk-inserts the same
@@ -286,6 +318,7 @@ fn main() {
             gen.samples,
             t.elapsed()
         ));
+        parse_alone(&gen.files, &mut say);
         measure("perf script", "cpi_perf", &gen, &dir, &mut say);
         if !keep {
             let _ = std::fs::remove_dir_all(&dir);

@@ -38,13 +38,14 @@
 //!   minus the recorded span, i.e. the last sample at the file's mtime).
 //!   One batch for the file, or one per [`PerfOptions::window_ns`].
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
 
 use super::text::{self, Builder, Error};
 use super::{Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
 use crate::model::{Frame, Label, Source, Symbol};
+use rustc_hash::FxHashMap;
 
 const NAME: &str = "perf script";
 
@@ -113,7 +114,7 @@ impl ProfileFormat for Perf {
             return Sniff::Yes;
         }
         match s.split_once('\n') {
-            Some((line, _)) if parse_header(line).is_ok() => Sniff::Yes,
+            Some((line, _)) if parse_header(line, &mut Vec::new()).is_ok() => Sniff::Yes,
             // A header line cut at the sniff length: its time is in it.
             None if s.split_whitespace().skip(1).any(is_time) && !s.starts_with('@') => Sniff::Yes,
             _ => Sniff::No,
@@ -134,14 +135,17 @@ impl ProfileFormat for Perf {
 /// A sample header.
 #[derive(Debug, PartialEq, Eq)]
 struct Header<'a> {
-    comm: String,
+    /// The command name, its words joined by one space (a slice of the
+    /// line when they already are).
+    comm: Cow<'a, str>,
     pid: Option<u32>,
     tid: u32,
     time_ns: u64,
     period: u64,
     event: &'a str,
-    /// Text after the event (a single-frame sample's `addr sym (dso)`).
-    rest: Vec<&'a str>,
+    /// The line after the event, trimmed (a single-frame sample's
+    /// `addr sym (dso)`, or a tracepoint's arguments).
+    rest: &'a str,
 }
 
 fn is_time(t: &str) -> bool {
@@ -165,8 +169,45 @@ fn parse_time(t: &str) -> Option<u64> {
     secs.checked_mul(1_000_000_000)?.checked_add(ns)
 }
 
-fn parse_header(line: &str) -> Result<Header<'_>, String> {
-    let tokens: Vec<&str> = line.split_whitespace().collect();
+/// ASCII whitespace as `char::is_whitespace` has it (`\t` to `\r` and the
+/// space; `u8::is_ascii_whitespace` leaves out `\x0b`).
+fn is_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
+
+/// `line` split as `str::split_whitespace` splits it, into `toks` (reused:
+/// no allocation per line), by bytes when the line is ASCII.
+fn tokens<'a>(line: &'a str, toks: &mut Vec<&'a str>) {
+    toks.clear();
+    if !line.is_ascii() {
+        toks.extend(line.split_whitespace());
+        return;
+    }
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !is_space(b[i]) {
+            i += 1;
+        }
+        if i > start {
+            toks.push(&line[start..i]);
+        }
+    }
+}
+
+/// Where `part` (a slice of `line`) starts in `line`.
+fn offset(line: &str, part: &str) -> usize {
+    part.as_ptr() as usize - line.as_ptr() as usize
+}
+
+/// A header line; `toks` is scratch space.
+fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>, String> {
+    tokens(line, toks);
+    let tokens = &toks[..];
     let ti = tokens
         .iter()
         .enumerate()
@@ -183,9 +224,21 @@ fn parse_header(line: &str) -> Result<Header<'_>, String> {
         before = &before[..before.len() - 1];
     }
     let (ids, comm) = before.split_last().ok_or("no pid/tid before the time")?;
-    if comm.is_empty() {
-        return Err("no command name before the pid".into());
-    }
+    let comm = match comm {
+        [] => return Err("no command name before the pid".into()),
+        [one] => Cow::Borrowed(*one),
+        words => {
+            // Words one space apart are their own join.
+            let (first, last) = (words[0], words[words.len() - 1]);
+            let span = &line[offset(line, first)..offset(line, last) + last.len()];
+            let joined = words.iter().map(|w| w.len()).sum::<usize>() + words.len() - 1;
+            if span.len() == joined && span.bytes().all(|c| !is_space(c) || c == b' ') {
+                Cow::Borrowed(span)
+            } else {
+                Cow::Owned(words.join(" "))
+            }
+        }
+    };
     let (pid, tid) = match ids.split_once('/') {
         Some((p, t)) => (
             Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
@@ -202,10 +255,11 @@ fn parse_header(line: &str) -> Result<Header<'_>, String> {
         period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
         after = &after[1..];
     }
-    let (event, rest) = after.split_first().ok_or("no event after the time")?;
-    let event = event
+    let event_token = *after.first().ok_or("no event after the time")?;
+    let rest = line[offset(line, event_token) + event_token.len()..].trim();
+    let event = event_token
         .strip_suffix(':')
-        .ok_or_else(|| format!("the event `{event}` does not end with `:`"))?;
+        .ok_or_else(|| format!("the event `{event_token}` does not end with `:`"))?;
     // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
     // (`sched:sched_switch`).
     let event = match event.rsplit_once(':') {
@@ -216,13 +270,13 @@ fn parse_header(line: &str) -> Result<Header<'_>, String> {
         return Err("empty event name".into());
     }
     Ok(Header {
-        comm: comm.join(" "),
+        comm,
         pid,
         tid,
         time_ns,
         period,
         event,
-        rest: rest.to_vec(),
+        rest,
     })
 }
 
@@ -264,18 +318,103 @@ fn parse_frame(line: &str, options: &PerfOptions) -> Result<Frame, String> {
     }))
 }
 
+/// A sample's frames, leaf first.
+#[derive(Debug, Clone)]
+enum Frames {
+    None,
+    /// The sampled ip on the header line (no call graph).
+    One(u32),
+    /// A call chain of [`Chains`].
+    Chain(u32),
+    /// Anything else (a header's ip and a chain, unusual lines).
+    Own(Vec<u32>),
+}
+
 struct Sample {
     time_ns: u64,
-    event: usize,
+    event: u32,
     period: u64,
-    /// Frame ids, leaf first.
-    frames: Vec<u32>,
+    frames: Frames,
     /// Index of the sample's (labels, root frame ids) in `sets`.
     set: u32,
 }
 
+/// The distinct call chains of one file, keyed by their exact bytes: a
+/// chain that repeats (most samples of a profile repeat one) is parsed
+/// once and then found by hashing and comparing its text. The keys borrow
+/// the file's text and the values are frame ids of the file's [`Builder`],
+/// so the table lives as long as the parse of one file and is bounded by
+/// its size ([`text::MAX_TEXT_BYTES`]); the options that change frames
+/// (`annotate_kernel`, `annotate_jit`) are the same for the whole file.
+/// comm, pid and tid frames are not part of a chain (they are the
+/// sample's roots, added per label set).
+#[derive(Default)]
+struct Chains<'a> {
+    ix: FxHashMap<&'a [u8], u32>,
+    /// Chain -> its frame ids in `ids`.
+    spans: Vec<(u32, u32)>,
+    ids: Vec<u32>,
+}
+
+impl Chains<'_> {
+    fn frames(&self, chain: u32) -> &[u32] {
+        let (s, e) = self.spans[chain as usize];
+        &self.ids[s as usize..e as usize]
+    }
+}
+
+/// The id of a frame line (trimmed here), parsed once per distinct line.
+fn frame_of<'a>(
+    line: &'a str,
+    options: &PerfOptions,
+    b: &mut Builder,
+    seen: &mut FxHashMap<&'a str, u32>,
+) -> Result<u32, String> {
+    let line = line.trim();
+    if let Some(&id) = seen.get(line) {
+        return Ok(id);
+    }
+    let id = b.frame(parse_frame(line, options)?);
+    seen.insert(line, id);
+    Ok(id)
+}
+
+/// Whether `b` is whitespace at the start of a line (`\n` ends it).
+fn is_blank(b: u8) -> bool {
+    matches!(b, b'\t' | 0x0b | 0x0c | b'\r' | b' ')
+}
+
+/// The run of plain frame lines from `p` (at a line's start): lines that
+/// start with ASCII whitespace and whose last byte but trailing ASCII
+/// whitespace is an ASCII non-blank (so their trim is not empty, whatever
+/// Unicode whitespace they hold; checked from the end, where a frame
+/// line's `)` is). The end of the run (past its last newline) and its
+/// number of lines; a line that is blank, not indented, or ends in
+/// non-ASCII text ends it.
+fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
+    let mut lines = 0;
+    while p < b.len() && is_blank(b[p]) {
+        let end = memchr::memchr(b'\n', &b[p..]).map_or(b.len(), |i| p + i);
+        let mut q = end;
+        while q > p && is_blank(b[q - 1]) {
+            q -= 1;
+        }
+        if q == p || b[q - 1] >= 0x80 {
+            break;
+        }
+        p = end + 1;
+        lines += 1;
+    }
+    (p.min(b.len()), lines)
+}
+
 /// Parses a whole `perf script` text (`path` and `mtime` for messages and
 /// the default time).
+///
+/// Each distinct call chain is parsed once per file ([`Chains`]), each
+/// distinct frame line once; samples of the same chain and thread in one
+/// batch are summed before they reach the [`Builder`] (in order of first
+/// appearance, so the result is the line-by-line reading's, row for row).
 ///
 /// # Errors
 /// The first bad line, or a file without a sample.
@@ -300,57 +439,120 @@ pub fn parse(
             "the file ends inside a line (cut short?)".into(),
         ));
     }
-    let mut events: Vec<String> = Vec::new();
-    let mut event_ix: HashMap<String, usize> = HashMap::new();
+    let bytes = text.as_bytes();
+    let mut events: Vec<&str> = Vec::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut comms = std::collections::BTreeSet::new();
     let mut pids = std::collections::BTreeSet::new();
     let mut periods = std::collections::BTreeSet::new();
+    let mut last_period = None;
     let mut open = false;
     let mut sets: Vec<(Vec<Label>, Vec<u32>)> = Vec::new();
-    let mut set_ix: HashMap<(String, u32, u32), u32> = HashMap::new();
+    let mut set_ix: FxHashMap<(Cow<'_, str>, u32, u32), u32> = FxHashMap::default();
     let mut b = Builder::new(0);
     // Frame line -> id: each distinct line is parsed once per file.
-    let mut seen: HashMap<&str, u32> = HashMap::new();
-    for (n, line) in text.lines().enumerate() {
+    let mut seen: FxHashMap<&str, u32> = FxHashMap::default();
+    // The same for a header's sampled ip (its text after the event).
+    let mut head_seen: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut chains = Chains::default();
+    let mut toks = Vec::new();
+    let (mut pos, mut n) = (0usize, 0usize);
+    while pos < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
+        let raw = &text[pos..end];
+        // As `str::lines`: a `\r\n` ending is a line ending.
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let here = n;
+        let next = end + 1;
         if line.trim().is_empty() {
             open = false;
+            (pos, n) = (next, n + 1);
             continue;
         }
         if line.starts_with('#') && !open {
+            (pos, n) = (next, n + 1);
             continue;
         }
         if line.starts_with(char::is_whitespace) {
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
-            let line = line.trim();
-            let id = match seen.get(line) {
-                Some(&id) => id,
-                None => {
-                    let f = parse_frame(line, options).map_err(|m| err(n, m))?;
-                    let id = b.frame(f);
-                    seen.insert(line, id);
-                    id
-                }
+            let sample = samples.last_mut().expect("open sample");
+            let (run_end, lines) = frame_run(bytes, pos);
+            if lines > 0 {
+                let run = &text[pos..run_end];
+                let chain = match chains.ix.get(run.as_bytes()) {
+                    Some(&c) => c,
+                    None => {
+                        let start = chains.ids.len();
+                        for (i, l) in run.split_terminator('\n').enumerate() {
+                            let id = frame_of(l, options, &mut b, &mut seen)
+                                .map_err(|m| err(here + i, m))?;
+                            chains.ids.push(id);
+                        }
+                        let c = u32::try_from(chains.spans.len()).expect("fewer than 2^32 chains");
+                        chains.spans.push((start as u32, chains.ids.len() as u32));
+                        chains.ix.insert(run.as_bytes(), c);
+                        c
+                    }
+                };
+                sample.frames = match std::mem::replace(&mut sample.frames, Frames::None) {
+                    Frames::None => Frames::Chain(chain),
+                    other => {
+                        let mut v = match other {
+                            Frames::One(id) => vec![id],
+                            Frames::Chain(c) => chains.frames(c).to_vec(),
+                            Frames::Own(v) => v,
+                            Frames::None => unreachable!(),
+                        };
+                        v.extend_from_slice(chains.frames(chain));
+                        Frames::Own(v)
+                    }
+                };
+                (pos, n) = (run_end, n + lines);
+                continue;
+            }
+            // A line the run does not take (indented with non-ASCII
+            // whitespace): alone, as the line-by-line reading does.
+            let id = frame_of(line, options, &mut b, &mut seen).map_err(|m| err(n, m))?;
+            let mut v = match std::mem::replace(&mut sample.frames, Frames::None) {
+                Frames::None => Vec::new(),
+                Frames::One(id) => vec![id],
+                Frames::Chain(c) => chains.frames(c).to_vec(),
+                Frames::Own(v) => v,
             };
-            samples.last_mut().expect("open sample").frames.push(id);
+            v.push(id);
+            sample.frames = Frames::Own(v);
+            (pos, n) = (next, n + 1);
             continue;
         }
-        let h = parse_header(line).map_err(|m| err(n, m))?;
-        let event = *event_ix.entry(h.event.to_owned()).or_insert_with(|| {
-            events.push(h.event.to_owned());
-            events.len() - 1
-        });
-        let mut frames = Vec::new();
+        let h = parse_header(line, &mut toks).map_err(|m| err(n, m))?;
+        let event = match events.iter().position(|&e| e == h.event) {
+            Some(i) => i,
+            None => {
+                events.push(h.event);
+                events.len() - 1
+            }
+        };
+        let mut frames = Frames::None;
         // No call graph: the sampled ip on the header line (tracepoint
         // arguments, which do not start with an address, are not one).
         if h.rest
-            .first()
+            .split_whitespace()
+            .next()
             .is_some_and(|t| u64::from_str_radix(t, 16).is_ok())
         {
-            let f = parse_frame(&h.rest.join(" "), options).map_err(|m| err(n, m))?;
-            frames.push(b.frame(f));
+            let id = match head_seen.get(h.rest) {
+                Some(&id) => id,
+                None => {
+                    let words: Vec<&str> = h.rest.split_whitespace().collect();
+                    let f = parse_frame(&words.join(" "), options).map_err(|m| err(n, m))?;
+                    let id = b.frame(f);
+                    head_seen.insert(h.rest, id);
+                    id
+                }
+            };
+            frames = Frames::One(id);
         }
         let pid = h.pid.unwrap_or(h.tid);
         // The (comm, pid, tid) of a sample become its labels and root
@@ -361,7 +563,7 @@ pub fn parse(
             None => {
                 let (comm, pid, tid) = &triple;
                 let parts = [
-                    ("comm", options.comm, comm.clone()),
+                    ("comm", options.comm, comm.to_string()),
                     ("pid", options.pid, pid.to_string()),
                     ("tid", options.tid, tid.to_string()),
                 ];
@@ -387,7 +589,7 @@ pub fn parse(
                         }))
                     })
                     .collect();
-                comms.insert(comm.clone());
+                comms.insert(comm.to_string());
                 pids.insert(*pid);
                 sets.push((labels, roots));
                 let i = u32::try_from(sets.len() - 1).expect("fewer than 2^32 threads");
@@ -395,15 +597,19 @@ pub fn parse(
                 i
             }
         };
-        periods.insert((event, h.period));
+        if last_period != Some((event, h.period)) {
+            periods.insert((event, h.period));
+            last_period = Some((event, h.period));
+        }
         samples.push(Sample {
             time_ns: h.time_ns,
-            event,
+            event: event as u32,
             period: h.period,
             frames,
             set,
         });
         open = true;
+        (pos, n) = (next, n + 1);
     }
     if samples.is_empty() {
         return Err(Error::File {
@@ -442,32 +648,49 @@ pub fn parse(
     let base = options
         .time_ns
         .unwrap_or_else(|| mtime.saturating_sub(span));
-    b.set_types(types.len());
+    let n_types = types.len();
+    b.set_types(n_types);
     let window = options.window_ns.filter(|&w| w > 0);
     let mut order: Vec<usize> = (0..samples.len()).collect();
     if window.is_some() {
         order.sort_by_key(|&i| samples[i].time_ns);
     }
+    // Samples of one batch summed by (frames, label set), in order of
+    // first appearance: the builder then sees each such pair once, with
+    // the same sums and in the same order as sample by sample (its sums
+    // saturate, and values are not negative, so grouping them first
+    // changes nothing).
+    let mut sums = Sums::default();
     let mut current = None;
     for i in order {
-        let s = &mut samples[i];
+        let s = &samples[i];
         let (start, len) = match window {
             Some(w) => ((s.time_ns - first) / w * w, w),
             None => (0, span),
         };
         if current != Some(start) {
+            sums.flush(&mut b, &samples, &sets, &chains);
             b.batch(base.saturating_add(start), len);
             current = Some(start);
         }
-        let (labels, roots) = &sets[s.set as usize];
-        s.frames.extend_from_slice(roots);
-        let value = i64::try_from(s.period).unwrap_or(i64::MAX);
-        b.add(
-            &s.frames,
-            labels,
-            &[(2 * s.event, 1), (2 * s.event + 1, value)],
-        );
+        let key = match s.frames {
+            Frames::None => (0, 0, s.set),
+            Frames::One(id) => (1, u64::from(id), s.set),
+            Frames::Chain(c) => (2, u64::from(c), s.set),
+            // Not grouped: its own slot.
+            Frames::Own(_) => (3, i as u64, s.set),
+        };
+        let slot = *sums.ix.entry(key).or_insert_with(|| {
+            sums.first.push(i);
+            sums.values.extend(std::iter::repeat_n(0, n_types));
+            sums.first.len() - 1
+        });
+        let v = &mut sums.values[slot * n_types..(slot + 1) * n_types];
+        let e = 2 * s.event as usize;
+        v[e] = v[e].saturating_add(1);
+        v[e + 1] = v[e + 1].saturating_add(i64::try_from(s.period).unwrap_or(i64::MAX));
     }
+    sums.flush(&mut b, &samples, &sets, &chains);
     let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
     let source = Source {
         identity: text::identity_with("perf", text, options),
@@ -494,5 +717,60 @@ pub fn parse(
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))
 }
 
+/// The samples of the open batch summed by (frames, label set).
+#[derive(Default)]
+struct Sums {
+    /// (frames kind, chain / frame / sample, set) -> slot.
+    ix: FxHashMap<(u8, u64, u32), usize>,
+    /// Slot -> its first sample.
+    first: Vec<usize>,
+    /// Slot -> one sum per type.
+    values: Vec<i64>,
+}
+
+impl Sums {
+    /// Adds the slots to the builder's current batch, in order, and empties.
+    fn flush(
+        &mut self,
+        b: &mut Builder,
+        samples: &[Sample],
+        sets: &[(Vec<Label>, Vec<u32>)],
+        chains: &Chains<'_>,
+    ) {
+        let n = if self.first.is_empty() {
+            0
+        } else {
+            self.values.len() / self.first.len()
+        };
+        let mut frames = Vec::new();
+        let mut values = Vec::with_capacity(n);
+        for (slot, &i) in self.first.iter().enumerate() {
+            let s = &samples[i];
+            frames.clear();
+            match &s.frames {
+                Frames::None => {}
+                Frames::One(id) => frames.push(*id),
+                Frames::Chain(c) => frames.extend_from_slice(chains.frames(*c)),
+                Frames::Own(v) => frames.extend_from_slice(v),
+            }
+            let (labels, roots) = &sets[s.set as usize];
+            frames.extend_from_slice(roots);
+            values.clear();
+            values.extend(
+                self.values[slot * n..(slot + 1) * n]
+                    .iter()
+                    .copied()
+                    .enumerate(),
+            );
+            b.add(&frames, labels, &values);
+        }
+        self.ix.clear();
+        self.first.clear();
+        self.values.clear();
+    }
+}
+
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::formats::{Format, ProfileReader};
 use crate::model::{Batch, Event, Frame, Label, Mapping, Source, ValueSemantics, ValueType};
+use rustc_hash::FxHashMap;
 
 /// An error of a text format reader: one line naming the file and, for
 /// bad content, the 1-based line.
@@ -103,7 +104,9 @@ pub fn read_text(
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    let mut bytes = Vec::new();
+    // One allocation of the file's size (read_to_end through `take` has
+    // no size hint and would grow by doubling and copying).
+    let mut bytes = Vec::with_capacity(meta.len().min(MAX_TEXT_BYTES) as usize + 1);
     (&mut file)
         .take(MAX_TEXT_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -166,15 +169,17 @@ pub fn value_types(types: &[(String, String, String)]) -> &'static [ValueType] {
 #[derive(Debug, Default)]
 pub struct Builder {
     frames: Vec<Frame>,
-    frame_ix: HashMap<Frame, u32>,
+    // Fx rather than SipHash: the keys are the file's own (no flooding
+    // concern beyond the file's size), and these are the per-sample maps.
+    frame_ix: FxHashMap<Frame, u32>,
     /// Hash of (frame ids, labels) -> keys with that hash.
-    keys: HashMap<u64, Vec<u64>>,
+    keys: FxHashMap<u64, Vec<u64>>,
     stacks: Vec<(Vec<u32>, Vec<Label>)>,
     batches: Vec<Batch>,
     /// Per open batch: key -> row in the batch.
-    rows: HashMap<u64, usize>,
+    rows: FxHashMap<u64, usize>,
     /// Per open batch: a sample's labels -> index in its `label_sets`.
-    label_ix: HashMap<Vec<Label>, u32>,
+    label_ix: FxHashMap<Vec<Label>, u32>,
     n_types: usize,
 }
 

@@ -5,6 +5,7 @@
 use super::*;
 use crate::model::Event;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -361,4 +362,232 @@ fn a_file_cut_inside_a_line_is_refused_naming_the_line() {
     // Cut at a line's end, the file is whole as far as it goes.
     let whole = &cut[..cut.rfind('\n').unwrap() + 1];
     assert!(parse(whole, &path, 0, &PerfOptions::default()).is_ok());
+}
+
+/// A small deterministic generator (xorshift): the differential test below
+/// covers the same inputs on every run.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len())]
+    }
+}
+
+/// Varied `perf script` text: repeated chains (and chains that differ
+/// only in addresses or whitespace), kernel / JIT / vdso / inlined /
+/// unknown frames, several events with and without modifiers and periods,
+/// cpu columns, pid/tid forms, comms with spaces, call-graph-less samples
+/// and tracepoints, comments, blank lines holding spaces, `\r\n` endings,
+/// samples without a blank line between them, odd indents (non-ASCII
+/// whitespace included).
+fn generate_script(g: &mut Gen) -> String {
+    let frames = [
+        "4005d0 main+0x10 (/bin/app)",
+        "4005e0 main+0x20 (/bin/app)",
+        "400700 work+0x3 (/bin/app)",
+        "400800 leaf (/bin/app)",
+        "400900 inl+0x4 (inlined)",
+        "7f1000 [unknown] (/lib/libc.so.6)",
+        "7f2000 [unknown] (/lib/libc.so.6)",
+        "deadbeef [unknown] ([unknown])",
+        "ffffffff81000010 do_syscall_64+0x10 ([kernel.kallsyms])",
+        "ffffffffc0001000 nvme_irq+0x1 (/lib/modules/nvme.ko)",
+        "7fff1000 __vdso_clock_gettime+0x9 ([vdso])",
+        "7e000000 Interpreter+0x40 (/tmp/perf-4242.map)",
+        "400a00 operator new(unsigned long)+0x1c (/usr/lib/libstdc++.so.6)",
+        "400b00 ns::f<int> (x)+0x1 (/bin/app)",
+        "400c00  (/bin/app)",
+        "400d00 nomodule+0x1",
+    ];
+    let indents = ["\t", "\t    ", "        ", " \t ", "\t\u{a0}"];
+    let comms = ["app", "my app", "my  app", "kworker/0:1", "java", "é x"];
+    let events = [
+        "cpu-clock:pppH:",
+        "cpu-clock:",
+        "cycles:u:",
+        "page-faults:",
+        "sched:sched_switch:",
+        "task-clock:",
+    ];
+    let chains: Vec<Vec<&str>> = (0..1 + g.below(6))
+        .map(|_| (0..1 + g.below(8)).map(|_| g.pick(&frames)).collect())
+        .collect();
+    let mut s = String::new();
+    if g.below(3) == 0 {
+        s.push_str("# ========\n# captured on: x\n# ========\n#\n");
+    }
+    let mut t = 100_000u64 + g.below(1000) as u64;
+    let eol = if g.below(8) == 0 { "\r\n" } else { "\n" };
+    for _ in 0..1 + g.below(60) {
+        t += g.below(3_000_000) as u64;
+        let comm = g.pick(&comms);
+        let ids = match g.below(3) {
+            0 => format!("{}", 10 + g.below(3)),
+            1 => format!("{}/{}", 10 + g.below(2), 20 + g.below(3)),
+            _ => format!("{:>7}", 10 + g.below(3)),
+        };
+        let cpu = if g.below(2) == 0 { " [003]" } else { "" };
+        let period = match g.below(3) {
+            0 => String::new(),
+            1 => format!(" {}", 1 + g.below(3) * 1_000_000),
+            _ => " 10000000".into(),
+        };
+        let k = 3 + g.below(4);
+        let event = g.pick(&events[..k]);
+        let head_ip = g.below(7) == 0;
+        let _ = write!(
+            s,
+            "{comm} {ids}{cpu} {}.{:06}:{period} {event}",
+            t / 1_000_000,
+            t % 1_000_000
+        );
+        if head_ip {
+            let _ = write!(s, "  {}", g.pick(&frames));
+        } else if event.starts_with("sched") {
+            s.push_str(" prev_comm=app prev_pid=7 ==> next_comm=swapper/0");
+        }
+        s.push_str(eol);
+        if !head_ip || g.below(4) == 0 {
+            let chain = &chains[g.below(chains.len())];
+            let indent = if g.below(10) == 0 {
+                g.pick(&indents)
+            } else {
+                "\t"
+            };
+            for f in chain {
+                let _ = write!(s, "{indent}{f}{eol}");
+            }
+        }
+        match g.below(10) {
+            0 => {}
+            1 => s.push_str("   \n"),
+            2 => s.push_str(" \u{a0}\n\n"),
+            _ => s.push_str(eol),
+        }
+    }
+    s
+}
+
+fn random_options(g: &mut Gen) -> PerfOptions {
+    let place = |g: &mut Gen| [Placement::Label, Placement::Frame, Placement::Omit][g.below(3)];
+    PerfOptions {
+        comm: place(g),
+        pid: place(g),
+        tid: place(g),
+        annotate_kernel: g.below(2) == 0,
+        annotate_jit: g.below(2) == 0,
+        window_ns: [
+            None,
+            Some(0),
+            Some(1_000_000),
+            Some(50_000_000),
+            Some(1_000_000_000),
+        ][g.below(5)],
+        time_ns: [None, Some(1_700_000_000_000_000_000)][g.below(2)],
+    }
+}
+
+/// A reader's events, the frames and labels of every stack key, and its
+/// value types.
+type Everything = (Vec<Event>, Vec<(Vec<Frame>, Vec<Label>)>, Vec<String>);
+
+/// Everything a reader gives: its events, the frames and labels of every
+/// stack key, its value types.
+fn everything(r: &mut text::TextReader) -> Everything {
+    let events = r.events();
+    let mut keys: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Batch(b) => Some(b.stacks.clone()),
+            Event::Source(_) => None,
+        })
+        .flatten()
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let stacks = keys
+        .iter()
+        .map(|&k| {
+            let (mut f, mut l) = (Vec::new(), Vec::new());
+            r.stack(k, &mut f);
+            r.labels(k, &mut l);
+            (f, l)
+        })
+        .collect();
+    let types = r
+        .value_types()
+        .iter()
+        .map(crate::model::ValueType::profile_type)
+        .collect();
+    (events, stacks, types)
+}
+
+fn both(script: &str, options: &PerfOptions) -> (String, String) {
+    let p = Path::new("/g/p.txt");
+    let show = |r: Result<text::TextReader, Error>| match r {
+        Ok(mut r) => format!("{:?}", everything(&mut r)),
+        Err(e) => format!("error: {e}"),
+    };
+    (
+        show(parse(script, p, 9_000_000_000, options)),
+        show(reference::parse(script, p, 9_000_000_000, options)),
+    )
+}
+
+#[test]
+fn fast_path_equals_the_line_by_line_reference() {
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    let (mut ok, mut errors) = (0, 0);
+    for case in 0..1500 {
+        let mut script = generate_script(&mut g);
+        let options = random_options(&mut g);
+        match g.below(12) {
+            // Cut anywhere, at a char boundary (mid-line or at a line's end).
+            0 => {
+                let mut at = g.below(script.len());
+                while !script.is_char_boundary(at) {
+                    at -= 1;
+                }
+                script.truncate(at);
+            }
+            // A bad frame line somewhere.
+            1 => {
+                let at = script.find("\n\t").map_or(0, |i| i + 1);
+                script.insert_str(at, "\tzz bad (m)\n");
+            }
+            _ => {}
+        }
+        let (fast, reference) = both(&script, &options);
+        assert_eq!(fast, reference, "case {case}, {options:?}:\n{script}");
+        if fast.starts_with("error") {
+            errors += 1;
+        } else {
+            ok += 1;
+        }
+    }
+    // Both kinds of outcome are covered.
+    assert!(ok > 1000 && errors > 100, "{ok} read, {errors} refused");
+}
+
+#[test]
+fn fast_path_equals_the_reference_on_the_recordings() {
+    for name in ["burn.fp.perf-script.txt", "burn.dwarf.perf-script.txt"] {
+        let script = read(name);
+        let mut g = Gen(7);
+        for _ in 0..20 {
+            let options = random_options(&mut g);
+            let (fast, reference) = both(&script, &options);
+            assert!(fast == reference, "{name} {options:?}");
+        }
+    }
 }

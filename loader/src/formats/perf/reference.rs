@@ -1,0 +1,314 @@
+//! The line-by-line reader as it was before the fast path (test only):
+//! the reference the fast reader must equal row for row
+//! (`fast_path_equals_the_line_by_line_reference`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::{is_time, parse_frame, parse_time, text, Builder, Error, PerfOptions, Placement, NAME};
+use crate::formats::Format;
+use crate::model::{Frame, Label, Source, Symbol};
+
+/// A sample header.
+#[derive(Debug, PartialEq, Eq)]
+struct Header<'a> {
+    comm: String,
+    pid: Option<u32>,
+    tid: u32,
+    time_ns: u64,
+    period: u64,
+    event: &'a str,
+    /// Text after the event (a single-frame sample's `addr sym (dso)`).
+    rest: Vec<&'a str>,
+}
+
+fn parse_header(line: &str) -> Result<Header<'_>, String> {
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let ti = tokens
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, t)| is_time(t))
+        .map(|(i, _)| i)
+        .ok_or("a sample header needs its time (`secs.frac:`; default perf script fields)")?;
+    let time_ns = parse_time(tokens[ti]).ok_or("time out of range")?;
+    let mut before = &tokens[..ti];
+    if before
+        .last()
+        .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
+    {
+        before = &before[..before.len() - 1];
+    }
+    let (ids, comm) = before.split_last().ok_or("no pid/tid before the time")?;
+    if comm.is_empty() {
+        return Err("no command name before the pid".into());
+    }
+    let (pid, tid) = match ids.split_once('/') {
+        Some((p, t)) => (
+            Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
+            t.parse().map_err(|_| format!("bad tid `{t}`"))?,
+        ),
+        None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
+    };
+    let mut after = &tokens[ti + 1..];
+    let mut period = 1;
+    if let Some(p) = after
+        .first()
+        .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
+    {
+        period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
+        after = &after[1..];
+    }
+    let (event, rest) = after.split_first().ok_or("no event after the time")?;
+    let event = event
+        .strip_suffix(':')
+        .ok_or_else(|| format!("the event `{event}` does not end with `:`"))?;
+    // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
+    // (`sched:sched_switch`).
+    let event = match event.rsplit_once(':') {
+        Some((e, m)) if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) => e,
+        _ => event,
+    };
+    if event.is_empty() {
+        return Err("empty event name".into());
+    }
+    Ok(Header {
+        comm: comm.join(" "),
+        pid,
+        tid,
+        time_ns,
+        period,
+        event,
+        rest: rest.to_vec(),
+    })
+}
+
+struct Sample {
+    time_ns: u64,
+    event: usize,
+    period: u64,
+    /// Frame ids, leaf first.
+    frames: Vec<u32>,
+    /// Index of the sample's (labels, root frame ids) in `sets`.
+    set: u32,
+}
+
+/// Parses a whole `perf script` text (`path` and `mtime` for messages and
+/// the default time).
+///
+/// # Errors
+/// The first bad line, or a file without a sample.
+pub(super) fn parse(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &PerfOptions,
+) -> Result<text::TextReader, Error> {
+    let err = |line: usize, message: String| Error::Line {
+        format: NAME,
+        path: path.to_owned(),
+        line: line as u64 + 1,
+        message,
+    };
+    // perf script ends every line with a newline: a file that stops inside
+    // a line was cut short, and its last sample's stack would be stored
+    // partial.
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(err(
+            text.lines().count().saturating_sub(1),
+            "the file ends inside a line (cut short?)".into(),
+        ));
+    }
+    let mut events: Vec<String> = Vec::new();
+    let mut event_ix: HashMap<String, usize> = HashMap::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut comms = std::collections::BTreeSet::new();
+    let mut pids = std::collections::BTreeSet::new();
+    let mut periods = std::collections::BTreeSet::new();
+    let mut open = false;
+    let mut sets: Vec<(Vec<Label>, Vec<u32>)> = Vec::new();
+    let mut set_ix: HashMap<(String, u32, u32), u32> = HashMap::new();
+    let mut b = Builder::new(0);
+    // Frame line -> id: each distinct line is parsed once per file.
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            open = false;
+            continue;
+        }
+        if line.starts_with('#') && !open {
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            if !open {
+                return Err(err(n, "a frame line outside a sample".into()));
+            }
+            let line = line.trim();
+            let id = match seen.get(line) {
+                Some(&id) => id,
+                None => {
+                    let f = parse_frame(line, options).map_err(|m| err(n, m))?;
+                    let id = b.frame(f);
+                    seen.insert(line, id);
+                    id
+                }
+            };
+            samples.last_mut().expect("open sample").frames.push(id);
+            continue;
+        }
+        let h = parse_header(line).map_err(|m| err(n, m))?;
+        let event = *event_ix.entry(h.event.to_owned()).or_insert_with(|| {
+            events.push(h.event.to_owned());
+            events.len() - 1
+        });
+        let mut frames = Vec::new();
+        // No call graph: the sampled ip on the header line (tracepoint
+        // arguments, which do not start with an address, are not one).
+        if h.rest
+            .first()
+            .is_some_and(|t| u64::from_str_radix(t, 16).is_ok())
+        {
+            let f = parse_frame(&h.rest.join(" "), options).map_err(|m| err(n, m))?;
+            frames.push(b.frame(f));
+        }
+        let pid = h.pid.unwrap_or(h.tid);
+        // The (comm, pid, tid) of a sample become its labels and root
+        // frames once per distinct triple, not once per sample.
+        let triple = (h.comm, pid, h.tid);
+        let set = match set_ix.get(&triple) {
+            Some(&i) => i,
+            None => {
+                let (comm, pid, tid) = &triple;
+                let parts = [
+                    ("comm", options.comm, comm.clone()),
+                    ("pid", options.pid, pid.to_string()),
+                    ("tid", options.tid, tid.to_string()),
+                ];
+                let mut labels: Vec<Label> = parts
+                    .iter()
+                    .filter(|(_, place, _)| *place == Placement::Label)
+                    .map(|(key, _, value)| Label {
+                        key: (*key).into(),
+                        value: value.clone(),
+                    })
+                    .collect();
+                labels.sort();
+                // Root frames, root first (comm, pid, tid): pushed leaf
+                // side first after the chain.
+                let roots: Vec<u32> = parts
+                    .iter()
+                    .rev()
+                    .filter(|(_, place, _)| *place == Placement::Frame)
+                    .map(|(_, _, value)| {
+                        b.frame(Frame::Symbol(Symbol {
+                            function: value.clone(),
+                            ..Default::default()
+                        }))
+                    })
+                    .collect();
+                comms.insert(comm.clone());
+                pids.insert(*pid);
+                sets.push((labels, roots));
+                let i = u32::try_from(sets.len() - 1).expect("fewer than 2^32 threads");
+                set_ix.insert(triple, i);
+                i
+            }
+        };
+        periods.insert((event, h.period));
+        samples.push(Sample {
+            time_ns: h.time_ns,
+            event,
+            period: h.period,
+            frames,
+            set,
+        });
+        open = true;
+    }
+    if samples.is_empty() {
+        return Err(Error::File {
+            format: NAME,
+            path: path.to_owned(),
+            message: "no sample header (`comm tid secs.frac: period event:`) in the file".into(),
+        });
+    }
+    let types: Vec<(String, String, String)> = events
+        .iter()
+        // `kind:sample:unit` is split at `:`: a tracepoint's
+        // `sched:sched_switch` becomes `sched.sched_switch`.
+        .map(|e| e.replace(':', "."))
+        .flat_map(|e| {
+            // Named by the event so that no perf type is a pprof type
+            // (Go's CPU profile is `samples:count` + `cpu:nanoseconds`):
+            // `cpu-clock_samples:count` and `cpu-clock:nanoseconds`.
+            let unit = if e == "cpu-clock" || e == "task-clock" {
+                "nanoseconds"
+            } else {
+                "count"
+            };
+            [
+                (
+                    "perf".to_owned(),
+                    format!("{e}_samples"),
+                    "count".to_owned(),
+                ),
+                ("perf".to_owned(), e, unit.to_owned()),
+            ]
+        })
+        .collect();
+    let first = samples.iter().map(|s| s.time_ns).min().unwrap_or(0);
+    let last = samples.iter().map(|s| s.time_ns).max().unwrap_or(0);
+    let span = last - first;
+    let base = options
+        .time_ns
+        .unwrap_or_else(|| mtime.saturating_sub(span));
+    b.set_types(types.len());
+    let window = options.window_ns.filter(|&w| w > 0);
+    let mut order: Vec<usize> = (0..samples.len()).collect();
+    if window.is_some() {
+        order.sort_by_key(|&i| samples[i].time_ns);
+    }
+    let mut current = None;
+    for i in order {
+        let s = &mut samples[i];
+        let (start, len) = match window {
+            Some(w) => ((s.time_ns - first) / w * w, w),
+            None => (0, span),
+        };
+        if current != Some(start) {
+            b.batch(base.saturating_add(start), len);
+            current = Some(start);
+        }
+        let (labels, roots) = &sets[s.set as usize];
+        s.frames.extend_from_slice(roots);
+        let value = i64::try_from(s.period).unwrap_or(i64::MAX);
+        b.add(
+            &s.frames,
+            labels,
+            &[(2 * s.event, 1), (2 * s.event + 1, value)],
+        );
+    }
+    let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
+    let source = Source {
+        identity: text::identity_with("perf", text, options),
+        pid: if pids.len() == 1 {
+            pids.iter().next().copied().unwrap_or(0)
+        } else {
+            0
+        },
+        name: if comms.len() == 1 {
+            comms.iter().next().cloned().unwrap_or_default()
+        } else {
+            String::new()
+        },
+        main_path: String::new(),
+        start_ns: 0,
+        labels: Vec::new(),
+        period: single_period
+            .flatten()
+            .map_or(0, |p| i64::try_from(p).unwrap_or(0)),
+        // perf script does not say what its period counts.
+        period_type: String::new(),
+    };
+    let types = text::value_types(&types);
+    Ok(b.finish(Format::Perf, types, source, text.len() as u64))
+}
