@@ -22,11 +22,17 @@ command -v perf >/dev/null || missing+=(linux-perf)
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-# The pprof exporters of fixtures/continuous/{node,python}: Node with npm,
-# and zstd (ddtrace's profiles are zstd-compressed).
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-command -v zstd >/dev/null || missing+=(zstd)
+# The pprof exporters of fixtures/continuous/{node,python} (Node with npm,
+# and zstd: ddtrace's profiles are zstd-compressed) are needed only to
+# regenerate those fixtures: `setup-tools.sh --exporters` (generate.sh), not
+# by the tests, which read the committed files.
+exporters=0
+[[ ${1:-} == --exporters ]] && exporters=1
+if ((exporters)); then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+  command -v zstd >/dev/null || missing+=(zstd)
+fi
 
 SUDO=""
 [[ $(id -u) -eq 0 ]] || SUDO="sudo"
@@ -50,6 +56,7 @@ fi
 # in its own cached folder: @datadog/pprof from npm (prebuilt V8 bindings),
 # ddtrace from PyPI in a venv on Debian's python3. (pprof-rs, the rust part,
 # is a crates.io dependency that cargo fetches when generate.sh builds it.)
+((exporters)) || exit 0
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/flamehouse"
 if [[ ! -f $cache/node-pprof/node_modules/@datadog/pprof/package.json ]]; then
   echo "setup-tools: installing @datadog/pprof (npm) into $cache/node-pprof" >&2
