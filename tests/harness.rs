@@ -73,6 +73,15 @@ pub fn udf_binary() -> PathBuf {
     flamehouse::storage::engine::find_udf_binary(None).expect("flamehouse-udf is built")
 }
 
+/// Path of the built `flamehouse` CLI, next to `flamehouse-udf`;
+/// `FLAMEHOUSE_TEST_CLI` runs the CLI tests on another build (an older
+/// one, to see a test fail before its fix).
+pub fn cli_binary() -> PathBuf {
+    std::env::var_os("FLAMEHOUSE_TEST_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| udf_binary().with_file_name("flamehouse"))
+}
+
 /// A sample: frames root first and a value.
 pub type Sample = (Vec<String>, i64);
 

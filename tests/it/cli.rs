@@ -5,13 +5,8 @@ use flamehouse_fixtures::testing::temp_path;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The `flamehouse` binary next to the built `flamehouse-udf`;
-/// `FLAMEHOUSE_TEST_CLI` runs these tests on another build (an older one,
-/// to see a test fail before its fix).
 fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+    flamehouse_tests::cli_binary()
 }
 
 /// `flamehouse-fixtures` (the test and demo inputs), next to `flamehouse`.

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+    flamehouse_tests::cli_binary()
 }
 
 fn dir() -> PathBuf {

@@ -14,13 +14,14 @@
 use super::continuous::{
     around, copts, fresh, now_ms, parse_top, profile_ms, qopts, selves, top, tree,
 };
+use crate::cli_run::{fh, fh_out};
 use flamehouse::continuous_query::{flame_sql, top_functions_sql};
 use flamehouse::ingest::continuous::{load_pprof, ContinuousOptions};
 use flamehouse_fixtures::testing::temp_path;
 use flamehouse_tests::engine;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// One committed export: its folder under fixtures/continuous, its file,
 /// and the stem of its goldens.
@@ -293,33 +294,6 @@ fn exports_load_and_equal_go_tool_pprof() {
 
 // ---------------------------------------------------------------------------
 // The CLI, each command its own process.
-
-fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
-}
-
-/// `flamehouse ARGS --data DATA`, whatever its status.
-fn fh_out(data: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("flamehouse runs")
-}
-
-/// `flamehouse ARGS --data DATA`, which must succeed; its stdout.
-fn fh(data: &Path, args: &[&str]) -> String {
-    let out = fh_out(data, args);
-    assert!(
-        out.status.success(),
-        "flamehouse {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// `flamehouse profile top` rows: function -> (self, total), and the sum
 /// of self.

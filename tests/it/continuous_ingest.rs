@@ -304,9 +304,7 @@ fn samples_cut_inside_an_insert_are_completed() {
 }
 
 fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
+    flamehouse_tests::cli_binary()
 }
 
 /// `flamehouse load` of many files: a profile older than the retention is

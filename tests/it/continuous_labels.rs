@@ -579,7 +579,7 @@ fn migration_8_upgrades_a_database_with_samples() {
 // The command line.
 
 fn bin() -> PathBuf {
-    flamehouse_tests::udf_binary().with_file_name("flamehouse")
+    flamehouse_tests::cli_binary()
 }
 
 fn fh(data: &Path, args: &[&str]) -> (bool, String, String) {

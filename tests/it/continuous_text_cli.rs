@@ -5,16 +5,10 @@
 //! counts summed) or the tool's own output (perf's `report -g folded`);
 //! and the profile types of every format kept apart.
 
+use crate::cli_run::{fh, fh_out, sql};
 use flamehouse_fixtures::testing::temp_path;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
-}
+use std::path::Path;
 
 fn fixture(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -22,29 +16,6 @@ fn fixture(rel: &str) -> String {
         .join(rel)
         .display()
         .to_string()
-}
-
-fn fh_out(data: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("flamehouse runs")
-}
-
-fn fh(data: &Path, args: &[&str]) -> String {
-    let out = fh_out(data, args);
-    assert!(
-        out.status.success(),
-        "flamehouse {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn sql(data: &Path, query: &str) -> String {
-    fh(data, &["sql", query]).trim().to_string()
 }
 
 /// An hour ago, in epoch seconds: inside the retention, so nothing is

@@ -4,43 +4,15 @@
 //! themselves or from the tools' own output committed with them
 //! (`go tool pprof -raw` and `-top` of the Go fixtures).
 
+use crate::cli_run::{fh, fh_out, sql};
 use flamehouse_fixtures::testing::temp_path;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> PathBuf {
-    std::env::var_os("FLAMEHOUSE_TEST_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| flamehouse_tests::udf_binary().with_file_name("flamehouse"))
-}
+use std::process::Command;
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fixtures/continuous")
         .join(rel)
-}
-
-fn fh_out(data: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("flamehouse runs")
-}
-
-fn fh(data: &Path, args: &[&str]) -> String {
-    let out = fh_out(data, args);
-    assert!(
-        out.status.success(),
-        "flamehouse {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn sql(data: &Path, query: &str) -> String {
-    fh(data, &["sql", query]).trim().to_string()
 }
 
 /// A fresh data directory whose retention keeps the dated fixtures.

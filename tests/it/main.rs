@@ -3,6 +3,7 @@
 //! executable-UDF mechanism.
 
 mod cli;
+mod cli_run;
 mod continuous;
 mod continuous_cli;
 mod continuous_exports;
