@@ -331,12 +331,39 @@ pub fn views_sql() -> String {
     let db = Ident::new(DB_MARK).expect("an identifier");
     let mut out = String::from(HEADER);
     for (name, doc, body) in views(&db) {
-        out.push_str(&format!(
-            "\n-- {name}: {doc}\nCREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS\n{};\n",
+        let stmt = format!(
+            "CREATE OR REPLACE VIEW {{db}}.{name} {{on_cluster}} AS\n{}",
             layout(&body.replace(&format!("{DB_MARK}."), "{db}."))
-        ));
+        );
+        let mark = view_mark(&stmt);
+        out.push_str(&format!("\n-- {name}: {doc}\n{stmt}\nCOMMENT '{mark}';\n"));
     }
     out
+}
+
+/// The comment a view of migration 9 carries: `flamehouse ` and a stable
+/// hash of its statement (before the database is filled in). `migrate`
+/// re-creates a view only when its stored comment differs, so a load does
+/// not run four DDL statements (four `ON CLUSTER` tasks on a cluster) when
+/// the views are already this binary's.
+fn view_mark(template: &str) -> String {
+    format!(
+        "flamehouse {:016x}",
+        crate::storage::rows::stable_hash(&[template.as_bytes()])
+    )
+}
+
+/// The view name and the comment of one rendered statement of migration 9
+/// (`CREATE OR REPLACE VIEW db.name ... COMMENT '...'`); `None` for any
+/// other statement.
+#[must_use]
+pub fn view_name_and_mark(stmt: &str) -> Option<(&str, &str)> {
+    let rest = stmt.strip_prefix("CREATE OR REPLACE VIEW ")?;
+    let qualified = rest.split_whitespace().next()?;
+    let name = qualified.rsplit('.').next()?;
+    let (_, tail) = stmt.rsplit_once("\nCOMMENT '")?;
+    let mark = tail.strip_suffix('\'')?;
+    (!mark.contains('\'')).then_some((name, mark))
 }
 
 const HEADER: &str = "\
@@ -345,8 +372,10 @@ const HEADER: &str = "\
 -- from the builders of `continuous_query` (the CLI's and Grafana's queries),
 -- so the three cannot drift; a test keeps this file equal to it (regenerate:
 -- FLAMEHOUSE_WRITE_SQL=1 cargo test --release -p flamehouse --lib continuous_views).
--- `migrate` re-creates these views on every run once this migration is
--- applied, so a database follows the builders of the binary that runs it.
+-- Once this migration is applied, `migrate` (every `init`, `load` and
+-- `delete`) re-creates a view whose COMMENT is not this file's (another
+-- binary's builders, or a view a user replaced), and `init` re-creates all
+-- four, so a database follows the builders of the binary that runs it.
 --
 -- Parameters: profile_type String (`cpu:nanoseconds`), t1, t2
 -- DateTime64(3, 'UTC') (the range [t1, t2)). Gauge types (inuse_*,
@@ -413,5 +442,27 @@ mod tests {
             .iter()
             .all(|s| s.starts_with("CREATE OR REPLACE VIEW {db}.cp_")));
         assert!(!sql.contains(DB_MARK));
+    }
+
+    #[test]
+    fn every_view_carries_the_mark_of_its_statement() {
+        let sql = views_sql();
+        let stmts = flamehouse_udf::catalog::statements(&sql);
+        let mut marks = std::collections::BTreeSet::new();
+        for s in &stmts {
+            let (name, mark) = view_name_and_mark(s).expect(s);
+            assert!(s.contains(&format!("VIEW {{db}}.{name} ")), "{name}");
+            let body = s.rsplit_once("\nCOMMENT '").unwrap().0;
+            assert_eq!(mark, view_mark(body), "{name}");
+            // Another body, another mark.
+            assert_ne!(mark, view_mark(&body.replace("ORDER BY", "ORDER  BY")));
+            marks.insert(mark.to_string());
+        }
+        assert_eq!(marks.len(), 4);
+        assert_eq!(view_name_and_mark("CREATE TABLE x.t (a UInt8)"), None);
+        assert_eq!(
+            view_name_and_mark("CREATE OR REPLACE VIEW d.v AS SELECT 1\nCOMMENT 'it''s'"),
+            None
+        );
     }
 }

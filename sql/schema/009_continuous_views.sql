@@ -3,8 +3,10 @@
 -- from the builders of `continuous_query` (the CLI's and Grafana's queries),
 -- so the three cannot drift; a test keeps this file equal to it (regenerate:
 -- FLAMEHOUSE_WRITE_SQL=1 cargo test --release -p flamehouse --lib continuous_views).
--- `migrate` re-creates these views on every run once this migration is
--- applied, so a database follows the builders of the binary that runs it.
+-- Once this migration is applied, `migrate` (every `init`, `load` and
+-- `delete`) re-creates a view whose COMMENT is not this file's (another
+-- binary's builders, or a view a user replaced), and `init` re-creates all
+-- four, so a database follows the builders of the binary that runs it.
 --
 -- Parameters: profile_type String (`cpu:nanoseconds`), t1, t2
 -- DateTime64(3, 'UTC') (the range [t1, t2)). Gauge types (inuse_*,
@@ -62,7 +64,8 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     HAVING v != 0) AS x
   ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
-ORDER BY i;
+ORDER BY i
+COMMENT 'flamehouse df437c56da91dc08';
 
 -- cp_top_functions: Top functions of the same selection: (function, self, total); self: stacks whose leaf it is, total: every stack through it once (recursion once); limit 0 = all.
 CREATE OR REPLACE VIEW {db}.cp_top_functions {on_cluster} AS
@@ -106,7 +109,8 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   GROUP BY function
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
-LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32});
+LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
+COMMENT 'flamehouse 3090c7f163ae57e9';
 
 -- cp_flame_matching: cp_flame with the selector's matchers: `matchers` [(key, op, value), ...], every one must hold ([] = all).
 CREATE OR REPLACE VIEW {db}.cp_flame_matching {on_cluster} AS
@@ -145,7 +149,8 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     HAVING v != 0) AS x
   ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
-ORDER BY i;
+ORDER BY i
+COMMENT 'flamehouse 2356fb06c0a44c83';
 
 -- cp_top_functions_matching: cp_top_functions with the matchers: (function, self, total, self_share, total_share), shares of the selection's total.
 CREATE OR REPLACE VIEW {db}.cp_top_functions_matching {on_cluster} AS
@@ -189,4 +194,5 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   GROUP BY function
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
-LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32});
+LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
+COMMENT 'flamehouse 30ba70ee55015f00';

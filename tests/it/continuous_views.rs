@@ -14,7 +14,7 @@ use crate::continuous::{
     tree, Trace, CPU,
 };
 use flamehouse::ingest::continuous::{load_pprof, ContinuousOptions};
-use flamehouse::storage::schema::{migrate, SchemaOptions, MIGRATIONS};
+use flamehouse::storage::schema::{migrate, recreate_views, SchemaOptions, MIGRATIONS};
 use flamehouse_tests::*;
 use std::collections::BTreeMap;
 
@@ -561,6 +561,43 @@ fn a_database_of_migrations_1_to_8_upgrades() {
     ));
     assert_eq!(migrate(engine(), &opts).unwrap(), Vec::<u32>::new());
     assert_eq!(root(&flame_map(db, ty, r, "map()")), total);
+    // Up to date: a load's `migrate` runs no DDL on the views. A view that
+    // carries the current mark but another body is left as it is (so no
+    // statement ran), until `init` re-creates all of them.
+    assert_eq!(
+        recreate_views(engine(), &opts, false).unwrap(),
+        Vec::<String>::new()
+    );
+    let mark = q(&format!(
+        "SELECT comment FROM system.tables WHERE database = '{db}' AND name = 'cp_flame'"
+    ));
+    let mark = mark.trim();
+    assert!(mark.starts_with("flamehouse "), "{mark}");
+    q(&format!(
+        "CREATE OR REPLACE VIEW {db}.cp_flame AS SELECT toUInt64(7) AS i COMMENT '{mark}'"
+    ));
+    assert_eq!(migrate(engine(), &opts).unwrap(), Vec::<u32>::new());
+    assert_eq!(q(&format!("SELECT i FROM {db}.cp_flame")).trim(), "7");
+    assert_eq!(
+        recreate_views(engine(), &opts, true).unwrap(),
+        [
+            "cp_flame",
+            "cp_top_functions",
+            "cp_flame_matching",
+            "cp_top_functions_matching"
+        ]
+    );
+    assert_eq!(root(&flame_map(db, ty, r, "map()")), total);
+    // A dropped view is stale too.
+    q(&format!("DROP VIEW {db}.cp_top_functions_matching"));
+    assert_eq!(migrate(engine(), &opts).unwrap(), Vec::<u32>::new());
+    assert_eq!(
+        q(&format!(
+            "SELECT count() FROM system.tables WHERE database = '{db}' AND name = 'cp_top_functions_matching'"
+        ))
+        .trim(),
+        "1"
+    );
 }
 
 /// Migration 9 renders for a cluster (`ON CLUSTER` on every view) and

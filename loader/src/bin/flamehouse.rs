@@ -627,6 +627,11 @@ fn run() -> anyhow::Result<()> {
         } => {
             let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;
+            // `init` re-creates every view of migration 9 (a load only the
+            // stale ones), so it also repairs a node a cluster's DDL missed.
+            if !applied.contains(&schema::VIEWS_MIGRATION) {
+                schema::recreate_views(&*engine, &schema.options(), true)?;
+            }
             if applied.is_empty() {
                 println!("schema {} is up to date", schema.database);
             } else {

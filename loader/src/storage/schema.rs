@@ -147,13 +147,46 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         done.push(*version);
     }
     // Migration 9's views are written by the query builders (see
-    // `continuous_views`): re-created on every run, so a database made by
-    // an older binary answers as this one's CLI does. Only views, so
-    // nothing stored changes.
+    // `continuous_views`): a database made by another binary answers as
+    // this one's CLI does once its stale views are re-created. Only views,
+    // so nothing stored changes.
     if applied.contains(&VIEWS_MIGRATION) {
-        if let Some((_, _, sql)) = MIGRATIONS.iter().find(|m| m.0 == VIEWS_MIGRATION) {
-            for stmt in catalog::statements(&opts.render(sql)) {
-                backend.execute(&stmt)?;
+        recreate_views(backend, opts, false)?;
+    }
+    Ok(done)
+}
+
+/// Re-creates migration 9's views: every one when `all` (what `init`
+/// does, so `init` also repairs a node a cluster's DDL missed), else those
+/// whose stored `COMMENT` (a hash of the statement) is not this binary's:
+/// another binary's builders, or a view a user replaced or dropped. So a
+/// `load` against an up-to-date database runs no DDL. On a cluster the
+/// comments read are the connected node's. Returns the views re-created.
+pub fn recreate_views(
+    backend: &dyn Backend,
+    opts: &SchemaOptions,
+    all: bool,
+) -> Result<Vec<String>> {
+    let Some((_, _, sql)) = MIGRATIONS.iter().find(|m| m.0 == VIEWS_MIGRATION) else {
+        return Ok(Vec::new());
+    };
+    let stored = if all {
+        String::new()
+    } else {
+        backend.query_tsv(&format!(
+            "SELECT name, comment FROM system.tables WHERE database = {} AND engine = 'View'",
+            crate::storage::sql_string(opts.database.as_str())
+        ))?
+    };
+    let stored: Vec<(&str, &str)> = stored.lines().filter_map(|l| l.split_once('\t')).collect();
+    let mut done = Vec::new();
+    for stmt in catalog::statements(&opts.render(sql)) {
+        let current = crate::continuous_views::view_name_and_mark(&stmt)
+            .is_some_and(|(name, mark)| stored.contains(&(name, mark)));
+        if !current {
+            backend.execute(&stmt)?;
+            if let Some((name, _)) = crate::continuous_views::view_name_and_mark(&stmt) {
+                done.push(name.to_string());
             }
         }
     }
