@@ -51,11 +51,7 @@ pub enum Error {
     Format(#[from] crate::formats::Error),
     /// The file ended before its first complete record (MemHawk's header):
     /// no profile, or one just created and still being written.
-    #[error(
-        "{}: no complete header record in {bytes} bytes (not a MemHawk .binpb file, or one \
-         still being written: use --watch)",
-        path.display()
-    )]
+    #[error("{}: {}", path.display(), no_header_reason(*bytes))]
     NoHeader {
         /// The file.
         path: PathBuf,
@@ -112,6 +108,22 @@ pub enum Error {
     /// Rendering an SVG failed.
     #[error("rendering the flame graph: {0}")]
     Render(String),
+}
+
+/// Why a file gave no MemHawk header: an empty file is no profile of any
+/// format (format detection fell back to MemHawk, whose files are empty
+/// just after they are created); otherwise a header cut short.
+fn no_header_reason(bytes: u64) -> String {
+    if bytes == 0 {
+        "the file is empty: no profile in any format (a MemHawk .binpb file just created is \
+         empty until its first record: use --watch)"
+            .into()
+    } else {
+        format!(
+            "no complete header record in {bytes} bytes (not a MemHawk .binpb file, or one \
+             still being written: use --watch)"
+        )
+    }
 }
 
 impl Error {

@@ -938,7 +938,7 @@ fn non_memhawk_inputs_say_what_they_look_like() {
         (&zst, "bare zstd frame"),
         (&bare, "bare zstd frame"),
         (&sub, "is a directory"),
-        (&empty, "no complete header record in 0 bytes"),
+        (&empty, "the file is empty: no profile in any format"),
     ];
     for (file, want) in cases {
         let f = run_fail(&[
