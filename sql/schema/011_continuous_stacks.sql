@@ -42,11 +42,13 @@ SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 100000;
 -- no stack the samples do not), each distinct (service, day, stack) joined
 -- once with `stacks`; only while the table is empty, so a re-run adds
 -- nothing. (Profiles loaded while this migration runs are written by the
--- loader anyway.)
+-- loader anyway.) ANY LEFT, not ANY INNER: the engine's ANY INNER JOIN
+-- pairs rows one to one, so a stack two services share would get one row.
 INSERT INTO {db}.cp_stacks
 SELECT d.service, d.date, d.stack_id, st.labels
 FROM (
     SELECT DISTINCT service, toDate(ts) AS date, stack_id FROM {db}.cp_samples
     WHERE (SELECT count() FROM {db}.cp_stacks) = 0
 ) AS d
-ANY INNER JOIN {db}.stacks AS st ON st.stack_id = d.stack_id;
+ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = d.stack_id
+WHERE notEmpty(st.labels);
