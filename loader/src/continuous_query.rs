@@ -59,6 +59,13 @@
 //! series, a day 1,440 rows instead of 8,640 at 10 s profiles). The
 //! choice is explicit in [`Source`] for callers that must force one.
 //!
+//! Stacks: every query joins the `cp_stacks` rows (migration 11) of the
+//! selection's service(s) and the days of its range
+//! ([`SelectionSql::stacks`]), which that table's sort key `(service,
+//! date, stack_id)` finds, never the whole shared `stacks` table (keyed by
+//! a hash, so no filter prunes it, and holding every service's, day's and
+//! memory profile's stacks).
+//!
 //! # Outputs
 //!
 //! Flame graphs are Grafana rows `(i, level, label, value, self)` in

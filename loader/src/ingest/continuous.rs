@@ -2,8 +2,10 @@
 //! (`sql/schema/006_continuous.sql`): each batch of an additive profile
 //! (model events of any reader: pprof today, perf script, bpftrace and
 //! folded stacks through the same code) becomes rows for the shared
-//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_samples` and
-//! `cp_profiles`, inserted so that a profile is stored whole or not at all.
+//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_stacks`
+//! (migration 11: the stacks per service and day the queries join),
+//! `cp_samples` and `cp_profiles`, inserted so that a profile is stored
+//! whole or not at all.
 //!
 //! This module owns the row building from model events ([`reader_rows`];
 //! [`pprof_rows`] for a decoded pprof), address frames through the
@@ -60,7 +62,7 @@
 //!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
 //!   bytes, the service and the user labels; the tables are written in the
-//!   order frames, stacks, series, samples, profiles, and what of a profile
+//!   order frames, stacks, series, `cp_stacks`, samples, profiles, and what of a profile
 //!   is stored already is looked up first and not sent again
 //!   ([`super::cp_batch::store_batch`], which stores many profiles per
 //!   insert; [`store`] is a batch of one). A load that fails half-way is
