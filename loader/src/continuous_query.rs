@@ -59,6 +59,13 @@
 //! series, a day 1,440 rows instead of 8,640 at 10 s profiles). The
 //! choice is explicit in [`Source`] for callers that must force one.
 //!
+//! Stacks: every query joins the `cp_stacks` rows (migration 11) of the
+//! selection's service(s) and the days of its range
+//! ([`SelectionSql::stacks`]), which that table's sort key `(service,
+//! date, stack_id)` finds, never the whole shared `stacks` table (keyed by
+//! a hash, so no filter prunes it, and holding every service's, day's and
+//! memory profile's stacks).
+//!
 //! # Outputs
 //!
 //! Flame graphs are Grafana rows `(i, level, label, value, self)` in
@@ -779,6 +786,11 @@ pub struct SelectionSql {
     /// The condition on the samples' `service` column (the sort key's
     /// second part) implied by the series condition; `1` for none.
     pub service: String,
+    /// The condition on `cp_stacks` rows (columns `service`, `date`)
+    /// holding every stack of the selection: its service condition and the
+    /// days of its range, which that table's sort key prunes by (the
+    /// stacks of other services and days are never read).
+    pub stacks: String,
     /// The reads covering the range, the hourly rollup for whole hours.
     pub parts: Vec<Part>,
     /// The same range without the hourly rollup (time series finer than an
@@ -918,6 +930,11 @@ impl Selection {
             ),
             by_service: by_service_only,
             service: self.selector.service_condition(),
+            stacks: stacks_condition(
+                &self.selector.service_condition(),
+                &time_lit(self.from_ms),
+                &time_lit(self.to_ms),
+            ),
             parts,
             fine_parts: fine,
             profiles: ranges_sql("ts", &[(lo, hi)]),
@@ -934,6 +951,22 @@ impl Selection {
             uniform_time: false,
         }
     }
+}
+
+/// The condition on `cp_stacks` rows of a selection whose samples satisfy
+/// `service` in `[t1, t2)` (`DateTime64(3, 'UTC')` expressions): its
+/// service(s) and days (a whole-minute widening of the range for the
+/// per-minute rollup stays within them).
+fn stacks_condition(service: &str, t1: &str, t2: &str) -> String {
+    format!("{service} AND date >= toDate({t1}) AND date <= toDate({t2})")
+}
+
+/// The stacks (`stack_id`, `labels`) of `cp_stacks` rows satisfying
+/// `cond`, to join a selection's `(stack_id, ...)` rows with. A stack seen
+/// on several days or services is several rows with the same labels: the
+/// joins take `ANY` one.
+fn stacks_of(db: &Ident, cond: &str) -> String {
+    format!("(SELECT stack_id, labels FROM {db}.cp_stacks WHERE {cond})")
 }
 
 /// `t` rounded up to `unit` (`Hour`, `Minute`), `DateTime64(3, 'UTC')`
@@ -998,6 +1031,7 @@ impl SelectionSql {
             series: format!("date >= toDate({t1}) AND date <= toDate({t2}) AND {series}"),
             by_service: false,
             service: service.to_string(),
+            stacks: stacks_condition(service, t1, t2),
             parts,
             fine_parts: vec![
                 Part {
@@ -1213,8 +1247,9 @@ pub fn flame_sql(opts: &QueryOptions, sel: &Selection, max_nodes: u32) -> String
 #[must_use]
 pub fn flame_sql_of(db: &Ident, sel: &SelectionSql, max_nodes: &str) -> String {
     let from = format!(
-        "({}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id",
-        per_stack(db, sel)
+        "({}) AS x ANY LEFT JOIN {} AS st ON st.stack_id = x.stack_id",
+        per_stack(db, sel),
+        stacks_of(db, &sel.stacks)
     );
     flame_rows(
         &format!(
@@ -1236,13 +1271,27 @@ pub fn profile_flame_sql(
 ) -> String {
     let db = &opts.database;
     let ty = sql_string(profile_type);
+    let profile = format!(
+        "(SELECT {{}} FROM {db}.cp_profiles WHERE profile_id = {profile_id} AND profile_type = {ty})"
+    );
+    let of_profile = |col: &str| profile.replace("{}", col);
+    // Its stacks: those of its service on its day.
+    let stacks = stacks_of(
+        db,
+        &format!(
+            "service = {} AND date = {}",
+            of_profile("any(service)"),
+            of_profile("toDate(any(ts))")
+        ),
+    );
     let from = format!(
         "(SELECT stack_id, sum(value) AS v FROM {db}.cp_samples \
          WHERE profile_type = {ty} \
-           AND ts = (SELECT any(ts) FROM {db}.cp_profiles WHERE profile_id = {profile_id} AND profile_type = {ty}) \
+           AND ts = {ts} \
            AND profile_id = {profile_id} \
          GROUP BY stack_id HAVING v != 0) AS x \
-         ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id"
+         ANY LEFT JOIN {stacks} AS st ON st.stack_id = x.stack_id",
+        ts = of_profile("any(ts)"),
     );
     flame_rows(
         &format!(
@@ -1375,8 +1424,13 @@ pub fn diff_sql_of(
              GROUP BY stack_id HAVING va != 0 OR vb != 0"
         )
     };
-    let from =
-        format!("({inner}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id");
+    // Both sides' stacks (one condition when they are the same).
+    let stacks = if a.stacks == b.stacks {
+        stacks_of(db, &a.stacks)
+    } else {
+        stacks_of(db, &format!("({}) OR ({})", a.stacks, b.stacks))
+    };
+    let from = format!("({inner}) AS x ANY LEFT JOIN {stacks} AS st ON st.stack_id = x.stack_id");
     flame_rows(
         &format!(
             "stackDiffWith(groupArray((st.labels, x.va)), groupArray((st.labels, x.vb)), {})",
@@ -1423,8 +1477,8 @@ pub fn top_functions_sql(
 
 /// [`top_functions_sql`] of a [`SelectionSql`]; `function_regex` a
 /// `String` expression. The functions come from the selected stacks' own
-/// frames (the stacks joined once, each stack's distinct frames), not
-/// from a join with every stack of `stack_functions`.
+/// frames (the selection's `cp_stacks` joined once, each stack's distinct
+/// frames), not from a join with every stack of `stack_functions`.
 #[must_use]
 pub fn top_functions_sql_of(
     db: &Ident,
@@ -1443,10 +1497,11 @@ pub fn top_functions_sql_of(
                 self / any(grand) AS self_share, total / any(grand) AS total_share \
          FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf \
                FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
-               ANY INNER JOIN {db}.stacks AS st ON st.stack_id = x.stack_id) \
+               ANY INNER JOIN {st} AS st ON st.stack_id = x.stack_id) \
          ARRAY JOIN arrayDistinct(labels) AS f{filter} \
          GROUP BY function ORDER BY total DESC, function{limit}",
         ps = per_stack(db, sel),
+        st = stacks_of(db, &sel.stacks),
     )
 }
 
@@ -1503,9 +1558,10 @@ pub fn sandwich_sql_of(
         ),
     };
     let from = format!(
-        "({ps}) AS x ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id \
+        "({ps}) AS x ANY LEFT JOIN {st} AS st ON st.stack_id = x.stack_id \
          WHERE has(st.labels, {f})",
         ps = per_stack(db, sel),
+        st = stacks_of(db, &format!("{} AND has(labels, {f})", sel.stacks)),
     );
     flame_rows(
         &format!(
@@ -1644,15 +1700,21 @@ pub fn function_series_sql(
         },
         Key::stack(),
     ];
+    // The selection's stacks through the functions, from its own service
+    // and days of `cp_stacks` (not every stack of `stack_functions`).
     let filter = format!(
-        " AND stack_id IN (SELECT stack_id FROM {db}.stack_functions WHERE function IN {fset})"
+        " AND stack_id IN (SELECT stack_id FROM {db}.cp_stacks WHERE {c} AND hasAny(labels, [{l}]))",
+        c = s.stacks,
+        l = list.join(", "),
     );
     format!(
         "SELECT x.time AS time, sf.function AS function, sum(x.v) AS value \
          FROM ({g}) AS x \
-         INNER JOIN (SELECT DISTINCT stack_id, function FROM {db}.stack_functions \
-                     WHERE function IN {fset}) AS sf ON sf.stack_id = x.stack_id \
+         INNER JOIN (SELECT DISTINCT stack_id, function FROM {db}.cp_stacks \
+                     ARRAY JOIN labels AS function \
+                     WHERE {c} AND function IN {fset}) AS sf ON sf.stack_id = x.stack_id \
          GROUP BY time, function ORDER BY time, function",
+        c = s.stacks,
         g = grouped(db, &s, &s.fine_parts, &keys, &filter),
     )
 }

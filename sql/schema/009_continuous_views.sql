@@ -62,10 +62,12 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
         GROUP BY series_id) AS c ON c.series_id = p.series_id)
     GROUP BY stack_id
     HAVING v != 0) AS x
-  ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
+  ANY LEFT JOIN (SELECT stack_id, labels
+    FROM {db}.cp_stacks
+    WHERE (NOT mapContains({match:Map(String, String)}, 'service') OR service = {match:Map(String, String)}['service']) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse df437c56da91dc08';
+COMMENT 'flamehouse 2cc411fdc388e64b';
 
 -- cp_top_functions: Top functions of the same selection: (function, self, total); self: stacks whose leaf it is, total: every stack through it once (recursion once); limit 0 = all.
 CREATE OR REPLACE VIEW {db}.cp_top_functions {on_cluster} AS
@@ -104,13 +106,15 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
             GROUP BY series_id) AS c ON c.series_id = p.series_id)
         GROUP BY stack_id
         HAVING v != 0)) AS x
-    ANY INNER JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
+    ANY INNER JOIN (SELECT stack_id, labels
+      FROM {db}.cp_stacks
+      WHERE (NOT mapContains({match:Map(String, String)}, 'service') OR service = {match:Map(String, String)}['service']) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
   ARRAY JOIN arrayDistinct(labels) AS f
   GROUP BY function
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse 3090c7f163ae57e9';
+COMMENT 'flamehouse a9e9fb9d1bcfb064';
 
 -- cp_flame_matching: cp_flame with the selector's matchers: `matchers` [(key, op, value), ...], every one must hold ([] = all).
 CREATE OR REPLACE VIEW {db}.cp_flame_matching {on_cluster} AS
@@ -147,10 +151,12 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
         GROUP BY series_id) AS c ON c.series_id = p.series_id)
     GROUP BY stack_id
     HAVING v != 0) AS x
-  ANY LEFT JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
+  ANY LEFT JOIN (SELECT stack_id, labels
+    FROM {db}.cp_stacks
+    WHERE arrayAll(m -> m.1 != 'service' OR multiIf(m.2 = '=', service = m.3, m.2 = '!=', service != m.3, m.2 = '=~', match(service, concat('^(?:', m.3, ')$')), m.2 = '!~', NOT match(service, concat('^(?:', m.3, ')$')), 1), {matchers:Array(Tuple(String, String, String))}) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse 2356fb06c0a44c83';
+COMMENT 'flamehouse b4369b8d535b028c';
 
 -- cp_top_functions_matching: cp_top_functions with the matchers: (function, self, total, self_share, total_share), shares of the selection's total.
 CREATE OR REPLACE VIEW {db}.cp_top_functions_matching {on_cluster} AS
@@ -189,10 +195,12 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
             GROUP BY series_id) AS c ON c.series_id = p.series_id)
         GROUP BY stack_id
         HAVING v != 0)) AS x
-    ANY INNER JOIN {db}.stacks AS st ON st.stack_id = x.stack_id)
+    ANY INNER JOIN (SELECT stack_id, labels
+      FROM {db}.cp_stacks
+      WHERE arrayAll(m -> m.1 != 'service' OR multiIf(m.2 = '=', service = m.3, m.2 = '!=', service != m.3, m.2 = '=~', match(service, concat('^(?:', m.3, ')$')), m.2 = '!~', NOT match(service, concat('^(?:', m.3, ')$')), 1), {matchers:Array(Tuple(String, String, String))}) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
   ARRAY JOIN arrayDistinct(labels) AS f
   GROUP BY function
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse 30ba70ee55015f00';
+COMMENT 'flamehouse 0b02b90d3e969077';

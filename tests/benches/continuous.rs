@@ -41,7 +41,9 @@
 //! in the engine), BENCH_KEEP=1 keeps the generated files, BENCH_SAVE_TO=dir
 //! copies the merged engine data there, BENCH_SQL_DIR=dir writes every
 //! query's SQL there (to time pieces of them with `flamehouse serve --data
-//! dir`).
+//! dir`), BENCH_EXTRA_STACKS=N adds N unrelated stacks (other services,
+//! earlier days) to `stacks` and `cp_stacks` before the queries (default
+//! 0), as months of other data leave them.
 //!
 //! Fairness: both layouts are merged (`OPTIMIZE TABLE ... FINAL`) before
 //! any query, as a server leaves them once its background merges are done
@@ -408,6 +410,15 @@ fn main() {
             start = ms_lit(shape.start_ms),
             days = (shape.hours + 23) / 24 + 1,
         ));
+        // And the stacks of every service on every such day (`cp_stacks`,
+        // what the queries join), as the loader writes them.
+        q(&format!(
+            "INSERT INTO {db}.cp_stacks SELECT service, d, stack_id, any(labels) \
+             FROM {db}.cp_stacks ARRAY JOIN arrayMap(i -> toDate({start}) + i, range(0, {days})) AS d \
+             GROUP BY service, d, stack_id",
+            start = ms_lit(shape.start_ms),
+            days = (shape.hours + 23) / 24 + 1,
+        ));
         let n: u64 = q(&format!("SELECT count() FROM {db}.cp_samples"))
             .trim()
             .parse()
@@ -471,6 +482,7 @@ fn main() {
         "cp_series",
         "inline_samples",
         "stacks",
+        "cp_stacks",
         "frames",
         "stack_functions",
     ] {
@@ -527,6 +539,7 @@ fn main() {
         "cp_label_values",
         "cp_profiles",
         "stacks",
+        "cp_stacks",
         "frames",
         "stack_functions",
     ]
@@ -548,6 +561,60 @@ fn main() {
         inline as f64 / ours_samples as f64,
         inline as f64 / ours_all as f64
     ));
+
+    // 5b. BENCH_EXTRA_STACKS=N: N unrelated stacks, as months of other
+    // services (and memory profiles) leave them: deep (20 frames of
+    // realistic names), in `stacks` (so in `stack_functions` too) and in
+    // `cp_stacks` under 50 other services on the 28 days before the fleet's
+    // first; merged like the rest. Not timed with the queries.
+    let extra: u64 = env_or("BENCH_EXTRA_STACKS", 0u64);
+    if extra > 0 {
+        let t = Instant::now();
+        let labels = "arrayMap(i -> concat(\
+            ['runtime.', 'net/http.', 'encoding/json.', 'database/sql.', 'google.golang.org/grpc.', 'github.com/acme/'][1 + (number + i) % 6], \
+            ['ServeHTTP', 'readLoop', 'Marshal', 'QueryContext', 'handleStream', 'mallocgc', 'scanobject', 'Handler.func'][1 + cityHash64(number, i) % 8], \
+            toString(cityHash64(number * 31 + i) % 400)), range(20))";
+        q(&format!(
+            "INSERT INTO {db}.stacks (stack_id, frame_ids, labels) \
+             SELECT cityHash64('bench-extra', number), arrayMap(i -> cityHash64('bench-extra-frame', number, i), range(20)), {labels} \
+             FROM numbers({extra})"
+        ));
+        q(&format!(
+            "INSERT INTO {db}.cp_stacks (service, date, stack_id, labels) \
+             SELECT concat('other-', toString(number % 50)), toDate({start}) - 1 - (number % 28), \
+                    cityHash64('bench-extra', number), {labels} \
+             FROM numbers({extra})",
+            start = ms_lit(shape.start_ms)
+        ));
+        for table in ["stacks", "stack_functions", "cp_stacks"] {
+            q(&format!("OPTIMIZE TABLE {db}.{table} FINAL"));
+        }
+        let sz = q(&format!(
+            "SELECT table, sum(rows), sum(data_compressed_bytes) FROM system.parts \
+             WHERE active AND database = {} AND table IN ('stacks', 'cp_stacks', 'stack_functions') \
+             GROUP BY table ORDER BY table",
+            sql_string(db.as_str())
+        ));
+        let sz: Vec<String> = sz
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                format!(
+                    "{} {} rows {:.0} MiB",
+                    f[0],
+                    f[1],
+                    f[2].parse::<f64>().unwrap_or(0.0) / 1048576.0
+                )
+            })
+            .collect();
+        say(format!(
+            "extra stacks (BENCH_EXTRA_STACKS): {extra} unrelated 20-frame stacks in stacks and in cp_stacks (50 other services, 28 earlier days), inserted and merged in {:.1?}: {}",
+            t.elapsed(),
+            sz.join(", ")
+        ));
+    } else {
+        say("extra stacks (BENCH_EXTRA_STACKS): none".to_string());
+    }
 
     // 6. Queries.
     let opts = QueryOptions {

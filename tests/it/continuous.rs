@@ -215,7 +215,7 @@ fn fresh_default(db: &str) -> SchemaOptions {
     };
     assert_eq!(
         migrate(engine(), &opts).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 11]
     );
     opts
 }
@@ -850,9 +850,9 @@ fn hostile_selectors_are_refused_or_quoted() {
         q(&format!(
             "SELECT count() FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%'"
         )),
-        // Migrations 6-9 make 17 `cp_*` tables and views (9 adds the two
-        // `*_matching` views): none dropped.
-        "17\n"
+        // Migrations 6-9 and 11 make 18 `cp_*` tables and views (9 adds
+        // the two `*_matching` views, 11 `cp_stacks`): none dropped.
+        "18\n"
     );
     assert!(q(&format!("SELECT count() FROM {db}.cp_samples")).trim() != "0");
 }
@@ -924,8 +924,16 @@ fn loads_are_exact_and_retention_is_set() {
     ));
     assert_eq!(
         ttl,
-        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1h\ncp_samples_1m\ncp_series\ncp_series_profiles\n"
+        "cp_label_values\ncp_profiles\ncp_samples\ncp_samples_1h\ncp_samples_1m\ncp_series\ncp_series_profiles\ncp_stacks\n"
     );
+    // Every one of them follows `set_retention` (cp_stacks, migration 11,
+    // included).
+    let ttl7 = q(&format!(
+        "SELECT name FROM system.tables WHERE database = '{db}' AND name LIKE 'cp_%' \
+         AND engine LIKE '%MergeTree' AND match(create_table_query, 'TTL .*(toIntervalDay\\(7\\)|INTERVAL 7 DAY)') \
+         ORDER BY name"
+    ));
+    assert_eq!(ttl7, ttl);
 }
 
 /// Profiles older than the retention are dropped as whole partitions:

@@ -2,8 +2,10 @@
 //! (`sql/schema/006_continuous.sql`): each batch of an additive profile
 //! (model events of any reader: pprof today, perf script, bpftrace and
 //! folded stacks through the same code) becomes rows for the shared
-//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_samples` and
-//! `cp_profiles`, inserted so that a profile is stored whole or not at all.
+//! `frames` / `stacks` dictionaries and for `cp_series`, `cp_stacks`
+//! (migration 11: the stacks per service and day the queries join),
+//! `cp_samples` and `cp_profiles`, inserted so that a profile is stored
+//! whole or not at all.
 //!
 //! This module owns the row building from model events ([`reader_rows`];
 //! [`pprof_rows`] for a decoded pprof), address frames through the
@@ -60,7 +62,7 @@
 //!   millisecond precision.
 //! - **Whole or nothing**: the profile id is a stable hash of the file's
 //!   bytes, the service and the user labels; the tables are written in the
-//!   order frames, stacks, series, samples, profiles, and what of a profile
+//!   order frames, stacks, series, `cp_stacks`, samples, profiles, and what of a profile
 //!   is stored already is looked up first and not sent again
 //!   ([`super::cp_batch::store_batch`], which stores many profiles per
 //!   insert; [`store`] is a batch of one). A load that fails half-way is
@@ -279,6 +281,37 @@ impl RowBinary for SeriesRow {
     }
 }
 
+/// `cp_stacks` (migration 11): a stack some sample of `service` has on
+/// `date`, with its labels (shared with the profile's resolved stack, not
+/// copied).
+#[derive(Debug, Clone)]
+pub struct CpStackRow {
+    /// The samples' `service` column.
+    pub service: String,
+    /// Days since the epoch.
+    pub date: u16,
+    /// As `stacks.stack_id`.
+    pub stack_id: u64,
+    /// The stack's resolved labels (root first), as `stacks.labels`.
+    pub stack: Resolved,
+}
+
+impl RowBinary for CpStackRow {
+    const TABLE: &'static str = "cp_stacks";
+    const STRUCTURE: &'static str =
+        "service LowCardinality(String), date Date, stack_id UInt64, labels Array(String)";
+    fn encode(&self, b: &mut Vec<u8>) {
+        string(b, &self.service);
+        b.extend_from_slice(&self.date.to_le_bytes());
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        let labels = &self.stack.2;
+        uleb(b, labels.len() as u64);
+        for l in labels {
+            string(b, l);
+        }
+    }
+}
+
 /// `cp_samples`: one stack's value in one series of one profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpSampleRow {
@@ -387,6 +420,10 @@ pub struct ProfileRows {
     pub stacks: Vec<StackRow>,
     /// One row per series and type.
     pub series: Vec<SeriesRow>,
+    /// One row per distinct (service, day, stack) of the samples (every
+    /// one, whatever earlier profiles of the load sent: the store step
+    /// looks them up).
+    pub cp_stacks: Vec<CpStackRow>,
     /// Summed sample rows, in the table's key order.
     pub samples: Vec<CpSampleRow>,
     /// One row per type.
@@ -470,7 +507,8 @@ pub fn pprof_rows(
 }
 
 /// A stack already symbolized: its id, frame rows and labels (root first).
-type Resolved = std::sync::Arc<(u64, Vec<FrameRow>, Vec<String>)>;
+/// A resolved stack: (stack_id, its frames' rows, its labels).
+pub type Resolved = std::sync::Arc<(u64, Vec<FrameRow>, Vec<String>)>;
 
 /// Builds the rows of every profile an additive reader gives (one per
 /// [`crate::model::Batch`]: pprof has one, a perf script cut in time
@@ -621,6 +659,7 @@ fn batch_rows(
     let mut out = ProfileRows::default();
     let mut frames_seen: HashSet<u64> = HashSet::new();
     let mut stacks_seen: HashSet<u64> = HashSet::new();
+    let mut by_stack: HashMap<u64, Resolved> = HashMap::new();
     // Distinct series label sets, by the batch's label-set index (None: no
     // labels of the sample's own).
     let mut label_sets: Vec<BTreeMap<String, String>> = Vec::new();
@@ -658,9 +697,11 @@ fn batch_rows(
             }
             r
         });
+        let stack = r.clone();
         let (stack_id, frame_rows, stack_labels) = &**r;
         let stack_id = *stack_id;
         if stacks_seen.insert(stack_id) {
+            by_stack.insert(stack_id, stack);
             for row in frame_rows {
                 if frames_seen.insert(row.frame_id) && cache.sent_frames.insert(row.frame_id) {
                     out.frames.push(row.clone());
@@ -777,6 +818,19 @@ fn batch_rows(
                 profile_id: 0,
                 num_labels: nums.clone(),
                 span_id: *span,
+            });
+        }
+    }
+    // The (service, day, stack) of the rows: what queries join instead of
+    // the whole `stacks` (migration 11).
+    let mut svc_stacks: HashSet<(&str, u64)> = HashSet::new();
+    for r in &out.samples {
+        if svc_stacks.insert((r.service.as_str(), r.stack_id)) {
+            out.cp_stacks.push(CpStackRow {
+                service: r.service.clone(),
+                date: date(ts),
+                stack_id: r.stack_id,
+                stack: by_stack[&r.stack_id].clone(),
             });
         }
     }
@@ -959,7 +1013,7 @@ pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> Con
     }
 }
 
-/// The tables of migrations 6 and 7 with a TTL, and their day expression.
+/// The tables of migrations 6, 7 and 11 with a TTL, and their day expression.
 pub const RETENTION_TABLES: &[(&str, &str)] = &[
     ("cp_series", "date"),
     ("cp_label_values", "date"),
@@ -968,6 +1022,7 @@ pub const RETENTION_TABLES: &[(&str, &str)] = &[
     ("cp_profiles", "toDate(ts)"),
     ("cp_samples_1h", "toDate(hour)"),
     ("cp_series_profiles", "toDate(ts)"),
+    ("cp_stacks", "date"),
 ];
 
 /// Sets the retention of continuous profiles to `days` (`init --retention`):

@@ -12,11 +12,11 @@
 //! # Whole or nothing, with batches
 //!
 //! A batch is stored table by table in the order frames, stacks,
-//! `cp_series`, `cp_samples`, `cp_profiles` (the views fill the rollup,
+//! `cp_series`, `cp_stacks`, `cp_samples`, `cp_profiles` (the views fill the rollup,
 //! label values and stack functions from the same inserts), so a profile
 //! listed in `cp_profiles` is complete. Before the inserts one round trip
-//! per table asks what of the batch is stored already: frames, stacks and
-//! series by id; profiles by `(profile_id, profile_type)`; samples by
+//! per table asks what of the batch is stored already: frames, stacks,
+//! series and stacks per service and day by id; profiles by `(profile_id, profile_type)`; samples by
 //! profile (their row count). What is stored is not sent again, so a load
 //! that stopped half-way (an engine error, a crash) and is run again, with
 //! the same files or with other batches around them, stores every profile
@@ -30,8 +30,8 @@
 //! (one line naming it); the others are still loaded.
 
 use super::continuous::{
-    retention_days, ContinuousOptions, ContinuousSummary, CpProfileRow, CpSampleRow, LoadCache,
-    ProfileRows, SeriesRow,
+    retention_days, ContinuousOptions, ContinuousSummary, CpProfileRow, CpSampleRow, CpStackRow,
+    LoadCache, ProfileRows, SeriesRow,
 };
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
@@ -74,13 +74,15 @@ impl Default for BatchOptions {
     }
 }
 
-/// What a load knows is stored: frames, stacks and series (per day), kept
-/// for the whole load so each is looked up once.
+/// What a load knows is stored: frames, stacks, series (per day) and
+/// stacks per service and day, kept for the whole load so each is looked
+/// up once.
 #[derive(Debug, Default)]
 pub struct Known {
     frames: HashSet<u64>,
     stacks: HashSet<u64>,
     series: HashSet<(u16, u64)>,
+    cp_stacks: HashSet<(String, u16, u64)>,
 }
 
 /// What [`store_batch`] did.
@@ -276,6 +278,70 @@ pub fn store_batch(
             .collect();
         insert_rows(backend, db, &rows)?;
         known.series.extend(keys);
+    }
+
+    // Stacks per service and day (`cp_stacks`, what queries join), before
+    // the samples: a stored sample's stack is always there.
+    let mut cp_stacks: Vec<&CpStackRow> = Vec::new();
+    let mut keys: HashSet<(&str, u16, u64)> = HashSet::new();
+    for p in &batch {
+        for s in &p.cp_stacks {
+            let k = (s.service.as_str(), s.date, s.stack_id);
+            if !known
+                .cp_stacks
+                .contains(&(s.service.clone(), s.date, s.stack_id))
+                && keys.insert(k)
+            {
+                cp_stacks.push(s);
+            }
+        }
+    }
+    if !cp_stacks.is_empty() {
+        let ids: Vec<u64> = keys
+            .iter()
+            .map(|k| k.2)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let services: HashSet<&str> = keys.iter().map(|k| k.0).collect();
+        let services: Vec<String> = services
+            .into_iter()
+            .map(crate::storage::sql_string)
+            .collect();
+        let dates: HashSet<u16> = keys.iter().map(|k| k.1).collect();
+        let dates: Vec<String> = dates.iter().map(u16::to_string).collect();
+        let mut have: HashSet<(String, u16, u64)> = HashSet::new();
+        lookup(
+            backend,
+            &ids,
+            |l| {
+                format!(
+                    "SELECT DISTINCT hex(service), toUInt16(date), stack_id FROM {db}.cp_stacks \
+                     WHERE service IN ({}) AND toUInt16(date) IN ({}) AND stack_id IN ({l})",
+                    services.join(","),
+                    dates.join(",")
+                )
+            },
+            |l| {
+                let mut f = l.splitn(3, '\t');
+                if let (Some(svc), Some(d), Some(id)) = (f.next(), f.next(), f.next()) {
+                    if let (Ok(d), Ok(id)) = (d.parse::<u16>(), id.trim().parse::<u64>()) {
+                        have.insert((svc.to_string(), d, id));
+                    }
+                }
+            },
+        )?;
+        // Services come back as hex: any byte, no escaping.
+        let hex = |s: &str| s.bytes().map(|b| format!("{b:02X}")).collect::<String>();
+        let rows: Vec<CpStackRow> = cp_stacks
+            .iter()
+            .filter(|s| !have.contains(&(hex(&s.service), s.date, s.stack_id)))
+            .map(|&s| s.clone())
+            .collect();
+        insert_rows(backend, db, &rows)?;
+        known
+            .cp_stacks
+            .extend(keys.into_iter().map(|(s, d, id)| (s.to_string(), d, id)));
     }
 
     // What of the profiles is stored: their rows in cp_profiles, the count
