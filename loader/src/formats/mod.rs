@@ -102,6 +102,11 @@ pub struct ReadOptions {
     pub bpftrace: bpftrace::BpftraceOptions,
     /// Folded stacks. Default: [`folded::FoldedOptions::default`].
     pub folded: folded::FoldedOptions,
+    /// Text formats also give the identity builds before migration 10
+    /// computed ([`crate::model::Source::legacy_identity`], FNV-1a over the
+    /// file): set by a load into a database holding profiles stored with
+    /// it, so that they are not stored twice. Default: off.
+    pub legacy_identity: bool,
 }
 
 /// A profile format.

@@ -128,7 +128,11 @@ impl ProfileFormat for Perf {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        Ok(Box::new(parse(&text, path, mtime, &options.perf)?))
+        let mut reader = parse(&text, path, mtime, &options.perf)?;
+        if options.legacy_identity {
+            reader.set_legacy_identity(text::legacy_identity_with("perf", &text, &options.perf));
+        }
+        Ok(Box::new(reader))
     }
 }
 
@@ -712,6 +716,7 @@ pub fn parse(
             .map_or(0, |p| i64::try_from(p).unwrap_or(0)),
         // perf script does not say what its period counts.
         period_type: String::new(),
+        legacy_identity: Vec::new(),
     };
     let types = text::value_types(&types);
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))

@@ -506,6 +506,9 @@ pub fn load_files(
         ..FilesSummary::default()
     };
     let retention = retention_days(backend, &opts.database)?;
+    // Text profiles of earlier builds are found by their legacy id (and
+    // only in a database that holds some: `adopt_legacy_ids`).
+    let opts = &super::continuous::with_legacy_identity(backend, opts)?;
     let today = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64 / 86_400)
@@ -548,6 +551,15 @@ pub fn load_files(
                          report: &mut dyn FnMut(FileEvent<'_>)|
          -> Result<()> {
             if !pending.is_empty() {
+                let adopted: HashMap<u64, u64> =
+                    super::continuous::adopt_legacy_ids(backend, &opts.database, pending)?
+                        .into_iter()
+                        .collect();
+                for s in files.iter_mut().flatten() {
+                    if let Some(&old) = adopted.get(&s.profile_id) {
+                        s.profile_id = old;
+                    }
+                }
                 let s = store_batch(backend, &opts.database, pending, &mut known)?;
                 out.batches += 1;
                 out.already_stored += s.already_stored;

@@ -57,6 +57,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "continuous_views",
         include_str!("../../../sql/schema/009_continuous_views.sql"),
     ),
+    (
+        10,
+        "text_identity",
+        include_str!("../../../sql/schema/010_text_identity.sql"),
+    ),
 ];
 
 /// The migration of the continuous views (`CREATE OR REPLACE VIEW` only,
