@@ -121,7 +121,15 @@ fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> R
         bytes.len(),
         R::TABLE
     );
-    backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)
+    let t = std::time::Instant::now();
+    let r = backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token);
+    eprintln!(
+        "TRACE insert {} {} rows {:?}",
+        R::TABLE,
+        rows.len(),
+        t.elapsed()
+    );
+    r
 }
 
 /// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
@@ -505,7 +513,6 @@ pub fn load_files(
         files: paths.len(),
         ..FilesSummary::default()
     };
-    let retention = retention_days(backend, &opts.database)?;
     // Text profiles of earlier builds are found by their legacy id (and
     // only in a database that holds some: `adopt_legacy_ids`).
     let opts = &super::continuous::with_legacy_identity(backend, opts)?;
@@ -514,14 +521,7 @@ pub fn load_files(
         .map(|d| d.as_secs() as i64 / 86_400)
         .unwrap_or(0);
     let mut known = Known::default();
-    // As the MemHawk loader: the embedded engine's merges would take cores
-    // from decoding and inserting, and a short-lived loader that exits
-    // cancels them (their work lost); paused in memory only, until the end.
-    let pause = backend
-        .merges_in_process()
-        .then(|| super::writer::MergePause::new(backend, &opts.database))
-        .transpose()?;
-    let r = std::thread::scope(|scope| -> Result<FilesSummary> {
+    std::thread::scope(|scope| -> Result<FilesSummary> {
         // Each reader a few files ahead: none waits on a short insert, and
         // memory stays bounded by the batch. Reader k reads files k, k + n,
         // ... with a cache of its own: the frames and stacks it leaves out
@@ -542,6 +542,17 @@ pub fn load_files(
                 }
             });
         }
+        // The engine's round trips below while the readers start.
+        let retention = retention_days(backend, &opts.database)?;
+        // As the MemHawk loader: the embedded engine's merges would take
+        // cores from decoding and inserting, and a short-lived loader that
+        // exits cancels them (their work lost); paused in memory only,
+        // until the end (an error returns with the pause dropped, which
+        // resumes them).
+        let pause = backend
+            .merges_in_process()
+            .then(|| super::writer::MergePause::new(backend, &opts.database))
+            .transpose()?;
         let mut pending: Vec<ProfileRows> = Vec::new();
         let mut pending_files: Vec<Vec<ContinuousSummary>> = Vec::new();
         let mut pending_rows = 0usize;
@@ -618,13 +629,9 @@ pub fn load_files(
             }
         }
         flush(&mut pending, &mut pending_files, &mut out, report)?;
+        pause.map_or(Ok(()), super::writer::MergePause::resume)?;
         Ok(out)
-    });
-    // The load's own error first: a failed resume only follows from it.
-    let resumed = pause.map_or(Ok(()), super::writer::MergePause::resume);
-    let out = r?;
-    resumed?;
-    Ok(out)
+    })
 }
 
 #[cfg(test)]
