@@ -121,15 +121,7 @@ fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> R
         bytes.len(),
         R::TABLE
     );
-    let t = std::time::Instant::now();
-    let r = backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token);
-    eprintln!(
-        "TRACE insert {} {} rows {:?}",
-        R::TABLE,
-        rows.len(),
-        t.elapsed()
-    );
-    r
+    backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)
 }
 
 /// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
