@@ -156,6 +156,14 @@ pub trait ProfileReader {
     /// into `out` (cleared first).
     fn stack(&self, key: u64, out: &mut Vec<Frame>);
 
+    /// [`ProfileReader::stack`] without copies, for readers that hold each
+    /// stack's frames: references to them into `out` (cleared first), and
+    /// whether it did. Default: false (use [`ProfileReader::stack`]).
+    fn stack_refs<'a>(&'a self, key: u64, out: &mut Vec<&'a Frame>) -> bool {
+        let _ = (key, out);
+        false
+    }
+
     /// The sample labels of a stack key (on top of the source's labels),
     /// sorted by key, into `out` (cleared first). A key names a stack and
     /// its sample labels together; formats without sample labels keep

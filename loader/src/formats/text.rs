@@ -383,6 +383,14 @@ impl ProfileReader for TextReader {
         }
     }
 
+    fn stack_refs<'a>(&'a self, key: u64, out: &mut Vec<&'a Frame>) -> bool {
+        out.clear();
+        if let Some((frames, _)) = self.stacks.get(key as usize) {
+            out.extend(frames.iter().map(|&f| &self.frames[f as usize]));
+        }
+        true
+    }
+
     fn labels(&self, key: u64, out: &mut Vec<Label>) {
         out.clear();
         out.extend_from_slice(self.stack_labels(key));

@@ -424,9 +424,23 @@ pub struct ProfileRows {
 /// batch). A fresh cache per file gives every profile all its rows.
 #[derive(Debug, Default)]
 pub struct LoadCache {
-    named: rustc_hash::FxHashMap<Vec<Frame>, Resolved>,
+    /// Keyed by [`frames_hash`] of the frames (looked up from borrowed
+    /// frames without copying them: [`ProfileReader::stack_refs`]), each
+    /// entry the frames and their resolution.
+    named: rustc_hash::FxHashMap<u64, Vec<(Vec<Frame>, Resolved)>>,
     sent_stacks: HashSet<u64>,
     sent_frames: HashSet<u64>,
+}
+
+/// The key of [`LoadCache`]'s named stacks: the same for equal frames,
+/// owned or borrowed.
+fn frames_hash<'a>(frames: impl Iterator<Item = &'a Frame>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for f in frames {
+        f.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Entries past which [`LoadCache`] forgets its resolved stacks (memory
@@ -663,12 +677,30 @@ fn batch_rows(
             continue;
         }
         let r = resolved.entry(key).or_insert_with(|| {
-            reader.stack(key, frames);
             // A stack the profile names entirely resolves the same in every
-            // file of the load.
+            // file of the load: found by reference first (no copy of its
+            // frames) when the reader can.
+            let mut refs = Vec::new();
+            if reader.stack_refs(key, &mut refs)
+                && refs.iter().all(|f| matches!(f, Frame::Symbol(_)))
+            {
+                let h = frames_hash(refs.iter().copied());
+                if let Some((_, r)) = cache.named.get(&h).and_then(|c| {
+                    c.iter()
+                        .find(|(f, _)| f.len() == refs.len() && f.iter().eq(refs.iter().copied()))
+                }) {
+                    return r.clone();
+                }
+            }
+            reader.stack(key, frames);
             let named = frames.iter().all(|f| matches!(f, Frame::Symbol(_)));
+            let h = frames_hash(frames.iter());
             if named {
-                if let Some(r) = cache.named.get(frames.as_slice()) {
+                if let Some((_, r)) = cache
+                    .named
+                    .get(&h)
+                    .and_then(|c| c.iter().find(|(f, _)| f == frames))
+                {
                     return r.clone();
                 }
             }
@@ -676,7 +708,11 @@ fn batch_rows(
             let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
             let r = std::sync::Arc::new((stable_hash(&parts), rows.clone(), labels.clone()));
             if named {
-                cache.named.insert(frames.clone(), r.clone());
+                cache
+                    .named
+                    .entry(h)
+                    .or_default()
+                    .push((frames.clone(), r.clone()));
             }
             r
         });
