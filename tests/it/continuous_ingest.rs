@@ -387,7 +387,7 @@ fn load_warns_of_profiles_older_than_the_retention() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The first batches of a load are small and grow (1/16 of `batch_rows`,
+/// The first batches of a load are small and grow (1/32 of `batch_rows`,
 /// then twice the last): the engine stores them while the readers go on.
 /// The batch count is the one a plain simulation of that rule over the
 /// files' row counts gives, and the database holds what a one-batch load of the same files holds.
@@ -409,7 +409,7 @@ fn first_batches_are_small_and_grow() {
 
     let db = "fh_cpi_grow";
     fresh(db);
-    let batch_rows = 320;
+    let batch_rows = 640;
     // Rows of each file, in the order they are reported.
     let mut rows: Vec<usize> = Vec::new();
     let s = load_files(
@@ -430,7 +430,7 @@ fn first_batches_are_small_and_grow() {
     assert_eq!(state(db), state(refdb));
     // The rule, simulated over the files' rows.
     assert_eq!(rows.len(), files.len());
-    let (mut t, mut pending, mut batches, mut sizes) = (batch_rows / 16, 0, 0, Vec::new());
+    let (mut t, mut pending, mut batches, mut sizes) = (batch_rows / 32, 0, 0, Vec::new());
     for r in &rows {
         pending += r;
         if pending >= t {

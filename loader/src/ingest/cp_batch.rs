@@ -52,10 +52,11 @@ pub struct BatchOptions {
     /// Store a batch once this many sample rows are pending (about 60
     /// bytes each in memory). Larger batches make fewer, larger parts; the
     /// engine's own bulk insert reaches its rate from about 100,000 rows.
-    /// The first batch of a load is 1/16 of this (at least 1 row), each
+    /// The first batch of a load is 1/32 of this (at least 1 row), each
     /// next one twice the last up to this: the engine starts storing while
-    /// the readers go on (a load of 86,400 perf script rows took 5.3 s
-    /// instead of 7.4 s so), and loads below 1/16 stay one batch.
+    /// the readers go on (in the ingest bench, 86,400 perf script rows per
+    /// load: 7.4 s in one batch, 5.3 s in three), and loads below 1/32
+    /// stay one batch (each batch costs a few round trips).
     /// Default: [`DEFAULT_BATCH_ROWS`] (500,000).
     pub batch_rows: usize,
     /// ... or once this many profiles are pending. Default:
@@ -82,7 +83,7 @@ impl Default for BatchOptions {
 /// [`BatchOptions::batch_rows`]).
 #[must_use]
 pub fn first_batch_rows(batch_rows: usize) -> usize {
-    (batch_rows / 16).max(1)
+    (batch_rows / 32).max(1)
 }
 
 /// What a load knows is stored: frames, stacks and series (per day), kept
