@@ -65,7 +65,11 @@
 //!   ([`super::cp_batch::store_batch`], which stores many profiles per
 //!   insert; [`store`] is a batch of one). A load that fails half-way is
 //!   run again and stores what is missing; a listed profile is complete.
-//!   Loading the same file twice stores it once.
+//!   Loading the same file twice stores it once. Text profiles (perf
+//!   script, bpftrace, folded) hash the file with XXH3 since migration 10
+//!   (FNV-1a before); in a database holding text profiles of earlier
+//!   builds, a file's old id is computed too and kept when stored
+//!   ([`adopt_legacy_ids`]), so those are not stored twice either.
 
 use super::symbols::symbolize_stack;
 use crate::error::{Error, Result};
