@@ -2,7 +2,7 @@
 //! --example parse_perf -- FILE...` parses the files (already in memory)
 //! three times and prints MB/s of text by wall time and by this thread's
 //! CPU time (the latter holds on a loaded machine), and the share of the
-//! text's identity hash (FNV-1a); with `ROWS=1`, the whole of a load's
+//! text's identity hash (XXH3); with `ROWS=1`, the whole of a load's
 //! reader thread instead (open, parse, rows). Used to profile the reader
 //! (`perf record` / `valgrind --tool=callgrind` on this example).
 

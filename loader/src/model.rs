@@ -190,6 +190,10 @@ pub struct Source {
     /// What the period counts (`cpu:nanoseconds`, pprof's `period_type`
     /// as `type:unit`); empty when unknown.
     pub period_type: String,
+    /// The identity earlier builds gave the same source, when it differs
+    /// and was asked for (text formats: see
+    /// [`crate::formats::text::legacy_identity`]); empty otherwise.
+    pub legacy_identity: Vec<Vec<u8>>,
 }
 
 /// Samples at one time, in a compact layout: sample `i` is the stack

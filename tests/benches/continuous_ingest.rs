@@ -102,8 +102,8 @@ fn build_only(files: &[PathBuf], opts: &ContinuousOptions) -> (f64, usize) {
 }
 
 /// The perf script parser alone on texts already in memory (one thread,
-/// best of 3 passes), and the share of the text's identity hash (FNV-1a
-/// byte by byte: part of every stored profile id, so kept as it is).
+/// best of 3 passes), and the share of the text's identity hash (XXH3-64
+/// of the file's bytes: part of every stored profile id).
 fn parse_alone(files: &[PathBuf], say: &mut dyn FnMut(String)) {
     let texts: Vec<String> = files
         .iter()
@@ -125,7 +125,7 @@ fn parse_alone(files: &[PathBuf], say: &mut dyn FnMut(String)) {
         hash_s = hash_s.min(t.elapsed().as_secs_f64());
     }
     say(format!(
-        "perf script: parse alone (text in memory, one thread, best of 3): {:.1} MB in {parse_s:.3} s = {:.0} MB/s; of which the identity hash (FNV-1a) {hash_s:.3} s = {:.0} MB/s (load average {})",
+        "perf script: parse alone (text in memory, one thread, best of 3): {:.1} MB in {parse_s:.3} s = {:.0} MB/s; of which the identity hash (XXH3) {hash_s:.3} s = {:.0} MB/s (load average {})",
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / parse_s,
         bytes as f64 / 1e6 / hash_s,

@@ -386,3 +386,66 @@ fn load_warns_of_profiles_older_than_the_retention() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The first batches of a load are small and grow (1/32 of `batch_rows`,
+/// then twice the last): the engine stores them while the readers go on.
+/// The batch count is the one a plain simulation of that rule over the
+/// files' row counts gives, and the database holds what a one-batch load of the same files holds.
+#[test]
+fn first_batches_are_small_and_grow() {
+    let dir = temp_path("cpingest-grow");
+    let now = now_ms() - 60_000;
+    let files: Vec<PathBuf> = (0..24)
+        .map(|i| {
+            let p = dir.join(format!("g{i}.pb.gz"));
+            write_profile(&p, i, now + i * 10_000);
+            p
+        })
+        .collect();
+    let refdb = "fh_cpi_grow_ref";
+    fresh(refdb);
+    let (r, _) = load(engine(), &files, &copts(refdb), 1_000_000);
+    assert_eq!(r.unwrap().batches, 1);
+
+    let db = "fh_cpi_grow";
+    fresh(db);
+    let batch_rows = 640;
+    // Rows of each file, in the order they are reported.
+    let mut rows: Vec<usize> = Vec::new();
+    let s = load_files(
+        engine(),
+        &files,
+        &copts(db),
+        &BatchOptions {
+            batch_rows,
+            ..Default::default()
+        },
+        &mut |e| {
+            if let FileEvent::Stored(p) = e {
+                rows.push(p.iter().map(|s| s.sample_rows).sum());
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(state(db), state(refdb));
+    // The rule, simulated over the files' rows.
+    assert_eq!(rows.len(), files.len());
+    let (mut t, mut pending, mut batches, mut sizes) = (batch_rows / 32, 0, 0, Vec::new());
+    for r in &rows {
+        pending += r;
+        if pending >= t {
+            batches += 1;
+            sizes.push(pending);
+            pending = 0;
+            t = (t * 2).min(batch_rows);
+        }
+    }
+    if pending > 0 {
+        batches += 1;
+        sizes.push(pending);
+    }
+    assert!(batches >= 4, "the files make several batches: {sizes:?}");
+    assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
+    assert_eq!(s.batches, batches, "{sizes:?} {s:?}");
+    assert_eq!(s.sample_rows, rows.iter().sum::<usize>());
+}

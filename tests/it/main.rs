@@ -9,6 +9,7 @@ mod continuous_cli;
 mod continuous_exports;
 mod continuous_ingest;
 mod continuous_labels;
+mod continuous_legacy_ids;
 mod continuous_stacks;
 mod continuous_text_cli;
 mod continuous_verify;

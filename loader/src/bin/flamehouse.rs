@@ -264,7 +264,9 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
         /// Continuous profiles: store a batch (one insert per table for
-        /// many files) once this many sample rows are pending.
+        /// many files) once this many sample rows are pending (the first
+        /// batch at 1/32 of it, each next twice the last: storing starts
+        /// while the next files are read).
         #[arg(long, default_value_t = cp_batch::DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
         batch_rows: usize,
         #[command(flatten)]

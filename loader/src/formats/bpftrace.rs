@@ -92,7 +92,15 @@ impl ProfileFormat for Bpftrace {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        Ok(Box::new(parse(&text, path, mtime, &options.bpftrace)?))
+        let mut reader = parse(&text, path, mtime, &options.bpftrace)?;
+        if options.legacy_identity {
+            reader.set_legacy_identity(text::legacy_identity_with(
+                "bpftrace",
+                &text,
+                &options.bpftrace,
+            ));
+        }
+        Ok(Box::new(reader))
     }
 }
 

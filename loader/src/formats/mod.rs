@@ -102,6 +102,11 @@ pub struct ReadOptions {
     pub bpftrace: bpftrace::BpftraceOptions,
     /// Folded stacks. Default: [`folded::FoldedOptions::default`].
     pub folded: folded::FoldedOptions,
+    /// Text formats also give the identity builds before migration 10
+    /// computed ([`crate::model::Source::legacy_identity`], FNV-1a over the
+    /// file): set by a load into a database holding profiles stored with
+    /// it, so that they are not stored twice. Default: off.
+    pub legacy_identity: bool,
 }
 
 /// A profile format.
@@ -150,6 +155,14 @@ pub trait ProfileReader {
     /// The frames of a stack key of the events read so far, leaf first,
     /// into `out` (cleared first).
     fn stack(&self, key: u64, out: &mut Vec<Frame>);
+
+    /// [`ProfileReader::stack`] without copies, for readers that hold each
+    /// stack's frames: references to them into `out` (cleared first), and
+    /// whether it did. Default: false (use [`ProfileReader::stack`]).
+    fn stack_refs<'a>(&'a self, key: u64, out: &mut Vec<&'a Frame>) -> bool {
+        let _ = (key, out);
+        false
+    }
 
     /// The sample labels of a stack key (on top of the source's labels),
     /// sorted by key, into `out` (cleared first). A key names a stack and

@@ -128,7 +128,11 @@ impl ProfileFormat for Perf {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        Ok(Box::new(parse(&text, path, mtime, &options.perf)?))
+        let mut reader = parse(&text, path, mtime, &options.perf)?;
+        if options.legacy_identity {
+            reader.set_legacy_identity(text::legacy_identity_with("perf", &text, &options.perf));
+        }
+        Ok(Box::new(reader))
     }
 }
 
@@ -354,12 +358,32 @@ struct Chains<'a> {
     /// Chain -> its frame ids in `ids`.
     spans: Vec<(u32, u32)>,
     ids: Vec<u32>,
+    /// The byte lengths of the chains: a text of another length is no
+    /// chain, whatever its bytes (the fast path hashes no other).
+    lens: rustc_hash::FxHashSet<usize>,
 }
 
 impl Chains<'_> {
     fn frames(&self, chain: u32) -> &[u32] {
         let (s, e) = self.spans[chain as usize];
         &self.ids[s as usize..e as usize]
+    }
+}
+
+/// A sample's frames `f` followed by the chain `chain`.
+fn with_chain(f: Frames, chain: u32, chains: &Chains<'_>) -> Frames {
+    match f {
+        Frames::None => Frames::Chain(chain),
+        other => {
+            let mut v = match other {
+                Frames::One(id) => vec![id],
+                Frames::Chain(c) => chains.frames(c).to_vec(),
+                Frames::Own(v) => v,
+                Frames::None => unreachable!(),
+            };
+            v.extend_from_slice(chains.frames(chain));
+            Frames::Own(v)
+        }
     }
 }
 
@@ -455,6 +479,10 @@ pub fn parse(
     // The same for a header's sampled ip (its text after the event).
     let mut head_seen: FxHashMap<&str, u32> = FxHashMap::default();
     let mut chains = Chains::default();
+    // Where the next `\n\n` (a blank line after a line) is, `usize::MAX`
+    // for none: searched again only once passed.
+    let mut blank_at = 0usize;
+    let blank_line = memchr::memmem::Finder::new(b"\n\n");
     let mut toks = Vec::new();
     let (mut pos, mut n) = (0usize, 0usize);
     while pos < bytes.len() {
@@ -478,6 +506,29 @@ pub fn parse(
                 return Err(err(n, "a frame line outside a sample".into()));
             }
             let sample = samples.last_mut().expect("open sample");
+            // Fast path: a chain seen before, found by its bytes up to the
+            // blank line that ends it, without looking at its lines (a
+            // stored chain was a whole run of frame lines, and the line
+            // after it here is blank, so the run would end there too). The
+            // next blank line is searched once for every sample before it,
+            // and only a length some chain has is hashed.
+            if blank_at < pos {
+                blank_at = blank_line
+                    .find(&bytes[pos..])
+                    .map_or(usize::MAX, |i| pos + i);
+            }
+            if blank_at != usize::MAX && chains.lens.contains(&(blank_at + 1 - pos)) {
+                if let Some(&chain) = chains.ix.get(&bytes[pos..=blank_at]) {
+                    let lines = chains.frames(chain).len();
+                    sample.frames = with_chain(
+                        std::mem::replace(&mut sample.frames, Frames::None),
+                        chain,
+                        &chains,
+                    );
+                    (pos, n) = (blank_at + 1, n + lines);
+                    continue;
+                }
+            }
             let (run_end, lines) = frame_run(bytes, pos);
             if lines > 0 {
                 let run = &text[pos..run_end];
@@ -493,22 +544,15 @@ pub fn parse(
                         let c = u32::try_from(chains.spans.len()).expect("fewer than 2^32 chains");
                         chains.spans.push((start as u32, chains.ids.len() as u32));
                         chains.ix.insert(run.as_bytes(), c);
+                        chains.lens.insert(run.len());
                         c
                     }
                 };
-                sample.frames = match std::mem::replace(&mut sample.frames, Frames::None) {
-                    Frames::None => Frames::Chain(chain),
-                    other => {
-                        let mut v = match other {
-                            Frames::One(id) => vec![id],
-                            Frames::Chain(c) => chains.frames(c).to_vec(),
-                            Frames::Own(v) => v,
-                            Frames::None => unreachable!(),
-                        };
-                        v.extend_from_slice(chains.frames(chain));
-                        Frames::Own(v)
-                    }
-                };
+                sample.frames = with_chain(
+                    std::mem::replace(&mut sample.frames, Frames::None),
+                    chain,
+                    &chains,
+                );
                 (pos, n) = (run_end, n + lines);
                 continue;
             }
@@ -712,6 +756,7 @@ pub fn parse(
             .map_or(0, |p| i64::try_from(p).unwrap_or(0)),
         // perf script does not say what its period counts.
         period_type: String::new(),
+        legacy_identity: Vec::new(),
     };
     let types = text::value_types(&types);
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))

@@ -67,7 +67,11 @@
 //!   ([`super::cp_batch::store_batch`], which stores many profiles per
 //!   insert; [`store`] is a batch of one). A load that fails half-way is
 //!   run again and stores what is missing; a listed profile is complete.
-//!   Loading the same file twice stores it once.
+//!   Loading the same file twice stores it once. Text profiles (perf
+//!   script, bpftrace, folded) hash the file with XXH3 since migration 10
+//!   (FNV-1a before); in a database holding text profiles of earlier
+//!   builds, a file's old id is computed too and kept when stored
+//!   ([`adopt_legacy_ids`]), so those are not stored twice either.
 
 use super::symbols::symbolize_stack;
 use crate::error::{Error, Result};
@@ -386,11 +390,24 @@ pub struct CpProfileRow {
     pub format: String,
     /// The file it was loaded from.
     pub source: String,
+    /// How `profile_id` was computed: [`ID_SCHEME`] for rows this build
+    /// writes; 0 (the column's default, migration 10) for rows of earlier
+    /// builds, and for a profile finished under its legacy id.
+    pub id_scheme: u8,
 }
+
+/// `cp_profiles.id_scheme` of the profiles this build stores: text
+/// profiles identified by XXH3 of their bytes ([`crate::formats::text::identity`]);
+/// 0 is FNV-1a ([`crate::formats::text::legacy_identity`]), which builds
+/// before migration 10 used. pprof ids are the same under both.
+pub const ID_SCHEME: u8 = 1;
+
+/// The formats whose identity changed with [`ID_SCHEME`] 1.
+pub const TEXT_FORMATS: &[&str] = &["perf", "bpftrace", "folded"];
 
 impl RowBinary for CpProfileRow {
     const TABLE: &'static str = "cp_profiles";
-    const STRUCTURE: &'static str = "profile_id UInt64, profile_type LowCardinality(String), service LowCardinality(String), ts DateTime64(3, 'UTC'), duration_ns Int64, period Int64, period_type LowCardinality(String), total Int64, sample_count UInt64, series_count UInt64, labels Map(LowCardinality(String), String), num_units Map(LowCardinality(String), String), format LowCardinality(String), source String";
+    const STRUCTURE: &'static str = "profile_id UInt64, profile_type LowCardinality(String), service LowCardinality(String), ts DateTime64(3, 'UTC'), duration_ns Int64, period Int64, period_type LowCardinality(String), total Int64, sample_count UInt64, series_count UInt64, labels Map(LowCardinality(String), String), num_units Map(LowCardinality(String), String), format LowCardinality(String), source String, id_scheme UInt8";
     fn encode(&self, b: &mut Vec<u8>) {
         b.extend_from_slice(&self.profile_id.to_le_bytes());
         string(b, &self.profile_type);
@@ -406,6 +423,7 @@ impl RowBinary for CpProfileRow {
         map_str(b, &self.num_units);
         string(b, &self.format);
         string(b, &self.source);
+        b.push(self.id_scheme);
     }
 }
 
@@ -433,6 +451,10 @@ pub struct ProfileRows {
     pub stack_count: usize,
     /// Distinct frames of the profile.
     pub frame_count: usize,
+    /// The id earlier builds gave the same profile, when the reader gave a
+    /// legacy identity ([`crate::model::Source::legacy_identity`]): see
+    /// [`adopt_legacy_ids`].
+    pub legacy_id: Option<u64>,
 }
 
 /// What one load keeps across its files: stacks the profiles name entirely
@@ -443,9 +465,23 @@ pub struct ProfileRows {
 /// batch). A fresh cache per file gives every profile all its rows.
 #[derive(Debug, Default)]
 pub struct LoadCache {
-    named: rustc_hash::FxHashMap<Vec<Frame>, Resolved>,
+    /// Keyed by [`frames_hash`] of the frames (looked up from borrowed
+    /// frames without copying them: [`ProfileReader::stack_refs`]), each
+    /// entry the frames and their resolution.
+    named: rustc_hash::FxHashMap<u64, Vec<(Vec<Frame>, Resolved)>>,
     sent_stacks: HashSet<u64>,
     sent_frames: HashSet<u64>,
+}
+
+/// The key of [`LoadCache`]'s named stacks: the same for equal frames,
+/// owned or borrowed.
+fn frames_hash<'a>(frames: impl Iterator<Item = &'a Frame>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    for f in frames {
+        f.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// Entries past which [`LoadCache`] forgets its resolved stacks (memory
@@ -600,21 +636,25 @@ pub fn reader_rows_cached(
             opts,
             cache,
         );
-        let mut id_parts: Vec<&[u8]> = src.identity.iter().map(Vec::as_slice).collect();
-        let idx = index.to_le_bytes();
-        if index > 0 {
-            id_parts.push(&idx);
-        }
-        for (k, v) in &base {
-            id_parts.push(k.as_bytes());
-            id_parts.push(v.as_bytes());
-        }
-        // Other span keys store other series and rows: another profile.
-        if !default_span_labels {
-            id_parts.push(b"span_labels");
-            id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
-        }
-        let profile_id = stable_hash(&id_parts);
+        let id_of = |identity: &[Vec<u8>]| {
+            let mut id_parts: Vec<&[u8]> = identity.iter().map(Vec::as_slice).collect();
+            let idx = index.to_le_bytes();
+            if index > 0 {
+                id_parts.push(&idx);
+            }
+            for (k, v) in &base {
+                id_parts.push(k.as_bytes());
+                id_parts.push(v.as_bytes());
+            }
+            // Other span keys store other series and rows: another profile.
+            if !default_span_labels {
+                id_parts.push(b"span_labels");
+                id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
+            }
+            stable_hash(&id_parts)
+        };
+        let profile_id = id_of(&src.identity);
+        rows.legacy_id = (!src.legacy_identity.is_empty()).then(|| id_of(&src.legacy_identity));
         rows.profile_id = profile_id;
         for r in &mut rows.samples {
             r.profile_id = profile_id;
@@ -680,12 +720,30 @@ fn batch_rows(
             continue;
         }
         let r = resolved.entry(key).or_insert_with(|| {
-            reader.stack(key, frames);
             // A stack the profile names entirely resolves the same in every
-            // file of the load.
+            // file of the load: found by reference first (no copy of its
+            // frames) when the reader can.
+            let mut refs = Vec::new();
+            if reader.stack_refs(key, &mut refs)
+                && refs.iter().all(|f| matches!(f, Frame::Symbol(_)))
+            {
+                let h = frames_hash(refs.iter().copied());
+                if let Some((_, r)) = cache.named.get(&h).and_then(|c| {
+                    c.iter()
+                        .find(|(f, _)| f.len() == refs.len() && f.iter().eq(refs.iter().copied()))
+                }) {
+                    return r.clone();
+                }
+            }
+            reader.stack(key, frames);
             let named = frames.iter().all(|f| matches!(f, Frame::Symbol(_)));
+            let h = frames_hash(frames.iter());
             if named {
-                if let Some(r) = cache.named.get(frames.as_slice()) {
+                if let Some((_, r)) = cache
+                    .named
+                    .get(&h)
+                    .and_then(|c| c.iter().find(|(f, _)| f == frames))
+                {
                     return r.clone();
                 }
             }
@@ -693,7 +751,11 @@ fn batch_rows(
             let parts: Vec<&[u8]> = labels.iter().map(|l| l.as_bytes()).collect();
             let r = std::sync::Arc::new((stable_hash(&parts), rows.clone(), labels.clone()));
             if named {
-                cache.named.insert(frames.clone(), r.clone());
+                cache
+                    .named
+                    .entry(h)
+                    .or_default()
+                    .push((frames.clone(), r.clone()));
             }
             r
         });
@@ -869,6 +931,7 @@ fn batch_rows(
             num_units: num_units.clone(),
             format: String::new(),
             source: String::new(),
+            id_scheme: ID_SCHEME,
         });
     }
     out.stack_count = stacks_seen.len();
@@ -966,8 +1029,90 @@ pub fn load_file(
     path: &Path,
     opts: &ContinuousOptions,
 ) -> Result<Vec<ContinuousSummary>> {
-    let (mut reader, source) = open_reader(path, opts)?;
-    load_reader(backend, &mut *reader, &source, opts)
+    let opts = with_legacy_identity(backend, opts)?;
+    let (mut reader, source) = open_reader(path, &opts)?;
+    load_reader(backend, &mut *reader, &source, &opts)
+}
+
+/// Whether `db` holds text profiles stored by builds before migration 10
+/// (`cp_profiles.id_scheme = 0`, format perf, bpftrace or folded): their
+/// ids hash the file with FNV-1a ([`crate::formats::text::legacy_identity`]).
+///
+/// # Errors
+/// The engine's error.
+pub fn holds_legacy_text_profiles(backend: &dyn Backend, db: &Ident) -> Result<bool> {
+    let formats: Vec<String> = TEXT_FORMATS.iter().map(|f| sql_string(f)).collect();
+    let n = backend.query_tsv(&format!(
+        "SELECT count() FROM (SELECT 1 FROM {db}.cp_profiles \
+         WHERE id_scheme = 0 AND format IN ({}) LIMIT 1)",
+        formats.join(", ")
+    ))?;
+    Ok(n.trim() != "0")
+}
+
+/// `opts` asking the text readers for their legacy identity too when `db`
+/// holds legacy text profiles ([`holds_legacy_text_profiles`]); as they are
+/// otherwise (a fresh database never pays for the legacy hash).
+///
+/// # Errors
+/// The engine's error.
+pub fn with_legacy_identity(
+    backend: &dyn Backend,
+    opts: &ContinuousOptions,
+) -> Result<ContinuousOptions> {
+    let mut opts = opts.clone();
+    opts.read.legacy_identity = holds_legacy_text_profiles(backend, &opts.database)?;
+    Ok(opts)
+}
+
+/// Profiles of `rows` whose legacy id ([`ProfileRows::legacy_id`]) is
+/// stored, in `cp_profiles` or `cp_samples` (an earlier build's load, whole
+/// or cut short), take that id back: their rows are then looked up and
+/// stored under it as any profile's ([`super::cp_batch::store_batch`]), so
+/// a complete one stores nothing and a partial one gets its missing rows
+/// only. Their profile rows get `id_scheme` 0 (the id is a legacy one).
+/// One query for the lot; none when no profile has a legacy id. Returns the
+/// (new id, legacy id) pairs adopted.
+///
+/// # Errors
+/// The engine's error.
+pub fn adopt_legacy_ids(
+    backend: &dyn Backend,
+    db: &Ident,
+    rows: &mut [ProfileRows],
+) -> Result<Vec<(u64, u64)>> {
+    let legacy: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.legacy_id.map(|id| id.to_string()))
+        .collect();
+    if legacy.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut stored: HashSet<u64> = HashSet::new();
+    for chunk in legacy.chunks(10_000) {
+        let list = chunk.join(",");
+        let tsv = backend.query_tsv(&format!(
+            "SELECT profile_id FROM {db}.cp_profiles WHERE profile_id IN ({list}) \
+             UNION DISTINCT SELECT profile_id FROM {db}.cp_samples WHERE profile_id IN ({list})"
+        ))?;
+        stored.extend(tsv.lines().filter_map(|l| l.trim().parse::<u64>().ok()));
+    }
+    let mut adopted = Vec::new();
+    for r in rows.iter_mut() {
+        let Some(old) = r.legacy_id.filter(|id| stored.contains(id)) else {
+            continue;
+        };
+        adopted.push((r.profile_id, old));
+        r.profile_id = old;
+        for s in &mut r.samples {
+            s.profile_id = old;
+        }
+        for p in &mut r.profiles {
+            p.profile_id = old;
+            p.id_scheme = 0;
+        }
+    }
+    Ok(adopted)
 }
 
 /// [`load_file`] on a reader already open (`source`: the file's path).
@@ -981,7 +1126,8 @@ pub fn load_reader(
     opts: &ContinuousOptions,
 ) -> Result<Vec<ContinuousSummary>> {
     let mut sym = Symbolizer::new(opts.symbolizer.clone());
-    let all = reader_rows(reader, &mut sym, source, opts)?;
+    let mut all = reader_rows(reader, &mut sym, source, opts)?;
+    adopt_legacy_ids(backend, &opts.database, &mut all)?;
     let mut out = Vec::with_capacity(all.len());
     for rows in &all {
         store(backend, &opts.database, rows)?;

@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         include_str!("../../../sql/schema/009_continuous_views.sql"),
     ),
     (
+        10,
+        "text_identity",
+        include_str!("../../../sql/schema/010_text_identity.sql"),
+    ),
+    (
         11,
         "continuous_stacks",
         include_str!("../../../sql/schema/011_continuous_stacks.sql"),

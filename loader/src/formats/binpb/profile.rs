@@ -96,6 +96,7 @@ pub fn source(info: &ProcessInfo) -> Source {
         labels: Vec::new(),
         period: 0,
         period_type: String::new(),
+        legacy_identity: Vec::new(),
     }
 }
 

@@ -308,6 +308,7 @@ pub(super) fn parse(
             .map_or(0, |p| i64::try_from(p).unwrap_or(0)),
         // perf script does not say what its period counts.
         period_type: String::new(),
+        legacy_identity: Vec::new(),
     };
     let types = text::value_types(&types);
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))

@@ -1,0 +1,21 @@
+-- flamehouse schema, migration 10: which identity scheme a stored
+-- profile's id was computed with. Placeholders as in migration 1.
+--
+-- A profile id hashes the source's identity (`Source::identity`). Text
+-- profiles (perf script, bpftrace, folded stacks) were identified by a
+-- FNV-1a 64 hash of every byte of the file, one byte at a time (half the
+-- time of parsing a perf script); from this migration on they are
+-- identified by XXH3-64 of the file's bytes (`formats::text::identity`).
+-- The same file thus gets another id, so rows written before read this
+-- column's DEFAULT 0 ("legacy": text ids hash with FNV-1a) and the loader
+-- writes 1 (text ids hash with XXH3). pprof and MemHawk ids did not change
+-- (0 and 1 mean the same for them).
+--
+-- A load into a database that holds legacy text profiles (id_scheme = 0,
+-- format perf / bpftrace / folded) also computes each text file's legacy
+-- id and, when that id is stored (whole or in part), stores nothing new
+-- for a complete profile and finishes a partial one under its legacy id
+-- (`ingest::continuous::adopt_legacy_ids`): loading the same file again
+-- never stores it twice. A database without legacy text profiles (every
+-- new one) never pays for the legacy hash.
+ALTER TABLE {db}.cp_profiles {on_cluster} ADD COLUMN IF NOT EXISTS id_scheme UInt8 DEFAULT 0;
