@@ -471,6 +471,38 @@ pub struct LoadCache {
     named: rustc_hash::FxHashMap<u64, Vec<(Vec<Frame>, Resolved)>>,
     sent_stacks: HashSet<u64>,
     sent_frames: HashSet<u64>,
+    /// What the current reader's rows added to `sent_*`: a reader that
+    /// fails gives no rows, so its additions are taken back (else a later
+    /// file's profiles would leave out frames and stacks nobody stored).
+    journal: Vec<(bool, u64)>,
+}
+
+impl LoadCache {
+    fn send_frame(&mut self, id: u64) -> bool {
+        let new = self.sent_frames.insert(id);
+        if new {
+            self.journal.push((false, id));
+        }
+        new
+    }
+
+    fn send_stack(&mut self, id: u64) -> bool {
+        let new = self.sent_stacks.insert(id);
+        if new {
+            self.journal.push((true, id));
+        }
+        new
+    }
+
+    fn roll_back(&mut self) {
+        for (stack, id) in self.journal.drain(..) {
+            if stack {
+                self.sent_stacks.remove(&id);
+            } else {
+                self.sent_frames.remove(&id);
+            }
+        }
+    }
 }
 
 /// The key of [`LoadCache`]'s named stacks: the same for equal frames,
@@ -571,6 +603,21 @@ pub fn reader_rows(
 /// # Errors
 /// As [`reader_rows`].
 pub fn reader_rows_cached(
+    reader: &mut dyn ProfileReader,
+    sym: &mut Symbolizer,
+    source: &str,
+    opts: &ContinuousOptions,
+    cache: &mut LoadCache,
+) -> Result<Vec<ProfileRows>> {
+    cache.journal.clear();
+    let rows = rows_cached(reader, sym, source, opts, cache);
+    if rows.is_err() {
+        cache.roll_back();
+    }
+    rows
+}
+
+fn rows_cached(
     reader: &mut dyn ProfileReader,
     sym: &mut Symbolizer,
     source: &str,
@@ -765,11 +812,11 @@ fn batch_rows(
         if stacks_seen.insert(stack_id) {
             by_stack.insert(stack_id, stack);
             for row in frame_rows {
-                if frames_seen.insert(row.frame_id) && cache.sent_frames.insert(row.frame_id) {
+                if frames_seen.insert(row.frame_id) && cache.send_frame(row.frame_id) {
                     out.frames.push(row.clone());
                 }
             }
-            if cache.sent_stacks.insert(stack_id) {
+            if cache.send_stack(stack_id) {
                 out.stacks.push(StackRow {
                     stack_id,
                     frame_ids: frame_rows.iter().map(|r| r.frame_id).collect(),
@@ -1220,6 +1267,88 @@ pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sample: its frames (leaf first) and labels.
+    type TestSample<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+
+    /// A text reader of `batches`, each a list of samples.
+    fn reader(batches: &[&[TestSample<'_>]]) -> crate::formats::text::TextReader {
+        use crate::model::{Frame, Label, Symbol};
+        let mut b = crate::formats::text::Builder::new(1);
+        for (i, batch) in batches.iter().enumerate() {
+            b.batch(
+                1_700_000_000_000_000_000 + i as u64 * 10_000_000_000,
+                10_000_000_000,
+            );
+            for (frames, labels) in batch.iter() {
+                let ids: Vec<u32> = frames
+                    .iter()
+                    .map(|f| {
+                        b.frame(Frame::Symbol(Symbol {
+                            function: (*f).to_string(),
+                            ..Symbol::default()
+                        }))
+                    })
+                    .collect();
+                let labels: Vec<Label> = labels
+                    .iter()
+                    .map(|(k, v)| Label {
+                        key: (*k).into(),
+                        value: (*v).into(),
+                    })
+                    .collect();
+                b.add(&ids, &labels, &[(0, 1)]);
+            }
+        }
+        let types = crate::formats::text::value_types(&[(
+            "folded".into(),
+            "samples".into(),
+            "count".into(),
+        )]);
+        b.finish(
+            crate::formats::Format::Folded,
+            types,
+            crate::model::Source {
+                identity: vec![b"test".to_vec()],
+                ..Default::default()
+            },
+            1,
+        )
+    }
+
+    /// A reader that fails after its first batch's rows were built gives no
+    /// rows: what that batch added to the load's cache is taken back, so a
+    /// later file of the load still carries those frames and stacks (else
+    /// nobody would store them). Fails without the cache's journal.
+    #[test]
+    fn a_failed_file_leaves_its_frames_and_stacks_to_later_files() {
+        let opts = ContinuousOptions::default();
+        let mut cache = LoadCache::default();
+        let mut sym = Symbolizer::new(opts.symbolizer.clone());
+        let stack: &[&str] = &["main", "work"];
+        // Batch 1's sample has two span ids: refused after batch 0's rows.
+        let mut bad = reader(&[
+            &[(stack, &[])],
+            &[(&["main", "other"], &[("span_id", "1"), ("span_id", "2")])],
+        ]);
+        let e = reader_rows_cached(&mut bad, &mut sym, "bad.folded", &opts, &mut cache)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two span ids"), "{e}");
+        let mut good = reader(&[&[(stack, &[])]]);
+        let rows =
+            reader_rows_cached(&mut good, &mut sym, "good.folded", &opts, &mut cache).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].stacks.len(), 1, "the stack of the failed file");
+        // The builder takes frames leaf first; labels are root first.
+        assert_eq!(rows[0].stacks[0].labels, ["work", "main"]);
+        assert_eq!(rows[0].frames.len(), 2);
+        // A stored file's rows are not repeated by the next one.
+        let mut again = reader(&[&[(stack, &[])]]);
+        let rows =
+            reader_rows_cached(&mut again, &mut sym, "again.folded", &opts, &mut cache).unwrap();
+        assert!(rows[0].stacks.is_empty() && rows[0].frames.is_empty());
+    }
 
     #[test]
     fn labels_are_checked() {
