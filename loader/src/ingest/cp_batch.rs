@@ -35,7 +35,7 @@ use super::continuous::{
 };
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
-use crate::storage::rows::{encode_all, FrameRow, RowBinary, StackRow};
+use crate::storage::rows::{encode_all, RowBinary};
 use crate::storage::Backend;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -94,7 +94,8 @@ pub struct Known {
     frames: HashSet<u64>,
     stacks: HashSet<u64>,
     series: HashSet<(u16, u64)>,
-    cp_stacks: HashSet<(String, u16, u64)>,
+    /// Per service (looked up by `&str`: no copy per row), its (day, stack).
+    cp_stacks: HashMap<String, HashSet<(u16, u64)>>,
 }
 
 /// What [`store_batch`] did.
@@ -138,6 +139,20 @@ fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> R
     backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)
 }
 
+/// The string of `hex`'s upper-case hex digits (ClickHouse's `hex()`),
+/// `None` when it is no UTF-8 or not hex.
+fn unhex(hex: &str) -> Option<String> {
+    let b = hex.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes = b
+        .chunks(2)
+        .map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
 /// and gives every output line.
 fn lookup<T: ToString>(
@@ -151,6 +166,52 @@ fn lookup<T: ToString>(
         let tsv = backend.query_tsv(&sql_of(&list.join(",")))?;
         tsv.lines().for_each(&mut line);
     }
+    Ok(())
+}
+
+/// Inserts the dictionary `rows` (frames, stacks: `R::TABLE` keyed by the
+/// `column` that `id` reads) that neither `known` (this load) nor the
+/// engine holds, each id once, and remembers them in `known`.
+fn store_new_ids<'a, R: RowBinary + Clone + 'a>(
+    backend: &dyn Backend,
+    db: &Ident,
+    rows: impl Iterator<Item = &'a R>,
+    id: impl Fn(&R) -> u64,
+    known: &mut HashSet<u64>,
+    column: &str,
+) -> Result<()> {
+    let mut new: Vec<&R> = Vec::new();
+    let mut ids = HashSet::new();
+    for r in rows {
+        if !known.contains(&id(r)) && ids.insert(id(r)) {
+            new.push(r);
+        }
+    }
+    if new.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<u64> = new.iter().map(|&r| id(r)).collect();
+    let mut have = HashSet::new();
+    lookup(
+        backend,
+        &ids,
+        |l| {
+            format!(
+                "SELECT DISTINCT {column} FROM {db}.{} WHERE {column} IN ({l})",
+                R::TABLE
+            )
+        },
+        |l| {
+            have.extend(l.trim().parse::<u64>().ok());
+        },
+    )?;
+    let rows: Vec<R> = new
+        .into_iter()
+        .filter(|&r| !have.contains(&id(r)))
+        .cloned()
+        .collect();
+    insert_rows(backend, db, &rows)?;
+    known.extend(ids);
     Ok(())
 }
 
@@ -184,65 +245,23 @@ pub fn store_batch(
         return Ok(stored);
     }
 
-    // Frames.
-    let mut frames: Vec<&FrameRow> = Vec::new();
-    let mut ids = HashSet::new();
-    for p in batch.iter().chain(&dicts) {
-        for f in &p.frames {
-            if !known.frames.contains(&f.frame_id) && ids.insert(f.frame_id) {
-                frames.push(f);
-            }
-        }
-    }
-    if !frames.is_empty() {
-        let ids: Vec<u64> = frames.iter().map(|f| f.frame_id).collect();
-        let mut have = HashSet::new();
-        lookup(
-            backend,
-            &ids,
-            |l| format!("SELECT DISTINCT frame_id FROM {db}.frames WHERE frame_id IN ({l})"),
-            |l| {
-                have.extend(l.trim().parse::<u64>().ok());
-            },
-        )?;
-        let rows: Vec<FrameRow> = frames
-            .iter()
-            .filter(|f| !have.contains(&f.frame_id))
-            .map(|&f| f.clone())
-            .collect();
-        insert_rows(backend, db, &rows)?;
-        known.frames.extend(ids);
-    }
-
-    // Stacks.
-    let mut stacks: Vec<&StackRow> = Vec::new();
-    let mut ids = HashSet::new();
-    for p in batch.iter().chain(&dicts) {
-        for s in &p.stacks {
-            if !known.stacks.contains(&s.stack_id) && ids.insert(s.stack_id) {
-                stacks.push(s);
-            }
-        }
-    }
-    if !stacks.is_empty() {
-        let ids: Vec<u64> = stacks.iter().map(|s| s.stack_id).collect();
-        let mut have = HashSet::new();
-        lookup(
-            backend,
-            &ids,
-            |l| format!("SELECT DISTINCT stack_id FROM {db}.stacks WHERE stack_id IN ({l})"),
-            |l| {
-                have.extend(l.trim().parse::<u64>().ok());
-            },
-        )?;
-        let rows: Vec<StackRow> = stacks
-            .iter()
-            .filter(|s| !have.contains(&s.stack_id))
-            .map(|&s| s.clone())
-            .collect();
-        insert_rows(backend, db, &rows)?;
-        known.stacks.extend(ids);
-    }
+    // Frames, then stacks: a sample's stack and frames are always there.
+    store_new_ids(
+        backend,
+        db,
+        batch.iter().chain(&dicts).flat_map(|p| &p.frames),
+        |f| f.frame_id,
+        &mut known.frames,
+        "frame_id",
+    )?;
+    store_new_ids(
+        backend,
+        db,
+        batch.iter().chain(&dicts).flat_map(|p| &p.stacks),
+        |s| s.stack_id,
+        &mut known.stacks,
+        "stack_id",
+    )?;
 
     // Series, once per day.
     let mut series: Vec<&SeriesRow> = Vec::new();
@@ -299,11 +318,11 @@ pub fn store_batch(
     for p in &batch {
         for s in &p.cp_stacks {
             let k = (s.service.as_str(), s.date, s.stack_id);
-            if !known
+            let stored = known
                 .cp_stacks
-                .contains(&(s.service.clone(), s.date, s.stack_id))
-                && keys.insert(k)
-            {
+                .get(k.0)
+                .is_some_and(|m| m.contains(&(k.1, k.2)));
+            if !stored && keys.insert(k) {
                 cp_stacks.push(s);
             }
         }
@@ -322,7 +341,8 @@ pub fn store_batch(
             .collect();
         let dates: HashSet<u16> = keys.iter().map(|k| k.1).collect();
         let dates: Vec<String> = dates.iter().map(u16::to_string).collect();
-        let mut have: HashSet<(String, u16, u64)> = HashSet::new();
+        // Services come back as hex: any byte, no escaping.
+        let mut have: HashMap<String, HashSet<(u16, u64)>> = HashMap::new();
         lookup(
             backend,
             &ids,
@@ -337,23 +357,33 @@ pub fn store_batch(
             |l| {
                 let mut f = l.splitn(3, '\t');
                 if let (Some(svc), Some(d), Some(id)) = (f.next(), f.next(), f.next()) {
-                    if let (Ok(d), Ok(id)) = (d.parse::<u16>(), id.trim().parse::<u64>()) {
-                        have.insert((svc.to_string(), d, id));
+                    if let (Ok(d), Ok(id), Some(svc)) =
+                        (d.parse::<u16>(), id.trim().parse::<u64>(), unhex(svc))
+                    {
+                        have.entry(svc).or_default().insert((d, id));
                     }
                 }
             },
         )?;
-        // Services come back as hex: any byte, no escaping.
-        let hex = |s: &str| s.bytes().map(|b| format!("{b:02X}")).collect::<String>();
         let rows: Vec<CpStackRow> = cp_stacks
             .iter()
-            .filter(|s| !have.contains(&(hex(&s.service), s.date, s.stack_id)))
+            .filter(|s| {
+                !have
+                    .get(s.service.as_str())
+                    .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
+            })
             .map(|&s| s.clone())
             .collect();
         insert_rows(backend, db, &rows)?;
-        known
-            .cp_stacks
-            .extend(keys.into_iter().map(|(s, d, id)| (s.to_string(), d, id)));
+        for (svc, d, id) in keys {
+            if let Some(m) = known.cp_stacks.get_mut(svc) {
+                m.insert((d, id));
+            } else {
+                known
+                    .cp_stacks
+                    .insert(svc.to_string(), HashSet::from([(d, id)]));
+            }
+        }
     }
 
     // What of the profiles is stored: their rows in cp_profiles, the count
@@ -710,6 +740,16 @@ pub fn load_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unhex_reads_clickhouse_hex() {
+        // `SELECT hex('api-é\t')` in ClickHouse: 6170692DC3A909.
+        assert_eq!(unhex("6170692DC3A909").as_deref(), Some("api-é\t"));
+        assert_eq!(unhex("").as_deref(), Some(""));
+        for bad in ["6", "ZZ", "FF"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn content_hash_sees_every_byte() {

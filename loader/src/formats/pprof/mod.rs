@@ -483,6 +483,12 @@ fn gunzip(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
             path: path.to_path_buf(),
             cause,
         })?;
+    decompressed_within(path, out, limit)
+}
+
+/// `out`, decompressed from `path` through a reader cut at `limit + 1`
+/// bytes, unless it went past `limit` (refused: memory stays bounded).
+fn decompressed_within(path: &Path, out: Vec<u8>, limit: u64) -> Result<Vec<u8>, Error> {
     if out.len() as u64 > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),
@@ -508,14 +514,7 @@ fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
         .take(limit + 1)
         .read_to_end(&mut out)
         .map_err(zstd_err)?;
-    if out.len() as u64 > limit {
-        return Err(Error::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-            after: " after decompression",
-        });
-    }
-    Ok(out)
+    decompressed_within(path, out, limit)
 }
 
 /// Resolves string indexes and ids of a decoded message; the error says
