@@ -19,6 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// A minute ago, but not before today's midnight (UTC): the profiles a test
+/// writes a few seconds apart after it then share one day partition, so the
+/// part counts the tests assert do not depend on the hour they run at
+/// (around midnight a minute ago was yesterday: two partitions, two parts).
+fn recent_ms() -> i64 {
+    let now = now_ms();
+    (now - 60_000).max(now - now.rem_euclid(86_400_000))
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -126,7 +135,7 @@ fn load(
 #[test]
 fn a_bad_file_in_a_batch_stores_the_others_once() {
     let dir = temp_path("cpingest-bad");
-    let now = now_ms() - 60_000;
+    let now = recent_ms();
     let mut files = Vec::new();
     let mut want = 0;
     for i in 0..6 {
@@ -216,7 +225,7 @@ impl flamehouse::storage::Backend for FailOn {
 #[test]
 fn a_stopped_batched_load_run_again_with_other_batches_stores_each_profile_once() {
     let dir = temp_path("cpingest-stop");
-    let now = now_ms() - 60_000;
+    let now = recent_ms();
     let files: Vec<PathBuf> = (0..8)
         .map(|i| {
             let p = dir.join(format!("s{i}.pb.gz"));
@@ -315,7 +324,7 @@ fn bin() -> PathBuf {
 fn load_warns_of_profiles_older_than_the_retention() {
     let dir = temp_path("cpingest-cli");
     let data = dir.join("data");
-    let now = now_ms() - 60_000;
+    let now = recent_ms();
     let day = 86_400_000;
     let new1 = dir.join("new1.pb.gz");
     let old = dir.join("old.pb.gz");
@@ -394,7 +403,7 @@ fn load_warns_of_profiles_older_than_the_retention() {
 #[test]
 fn first_batches_are_small_and_grow() {
     let dir = temp_path("cpingest-grow");
-    let now = now_ms() - 60_000;
+    let now = recent_ms();
     let files: Vec<PathBuf> = (0..24)
         .map(|i| {
             let p = dir.join(format!("g{i}.pb.gz"));
