@@ -3,11 +3,13 @@
 //! from files as `flamehouse load --service S S-*` does
 //! (`cp_batch::load_files`: many profiles per insert, decoding on a reader
 //! thread), against the engine's own bulk insert of the SAME rows: every
-//! table the load wrote (frames, stacks, cp_series, cp_samples,
+//! table the load wrote (frames, stacks, cp_series, cp_stacks, cp_samples,
 //! cp_profiles) exported to RowBinary files and inserted with `INSERT ...
 //! SELECT FROM file()` into a fresh database with the full schema, so the
 //! materialized views (rollup, label values, stack functions) do the same
-//! work. Both for pprof (gzipped, as Go writes it) and for `perf script`
+//! work; `file()` reads with the tables' own types and, in a second fresh
+//! database, with LowCardinality read as its plain type (as the loader
+//! sends it, faster), and the faster of the two is the baseline. Both for pprof (gzipped, as Go writes it) and for `perf script`
 //! text of the same draws (a slice: text is large).
 //!
 //! ```text
@@ -26,7 +28,8 @@
 mod fleet;
 
 use flamehouse::ingest::continuous::{
-    reader_rows_cached, ContinuousOptions, CpProfileRow, CpSampleRow, LoadCache, SeriesRow,
+    reader_rows_cached, ContinuousOptions, CpProfileRow, CpSampleRow, CpStackRow, LoadCache,
+    SeriesRow,
 };
 use flamehouse::ingest::cp_batch::{load_files, BatchOptions};
 use flamehouse::storage::rows::{FrameRow, RowBinary, StackRow};
@@ -63,10 +66,11 @@ fn progress(s: &str) {
 }
 
 /// The tables a load writes, with the structure the loader inserts.
-const TABLES: [(&str, &str); 5] = [
+const TABLES: [(&str, &str); 6] = [
     (FrameRow::TABLE, FrameRow::STRUCTURE),
     (StackRow::TABLE, StackRow::STRUCTURE),
     (SeriesRow::TABLE, SeriesRow::STRUCTURE),
+    (CpStackRow::TABLE, CpStackRow::STRUCTURE),
     (CpSampleRow::TABLE, CpSampleRow::STRUCTURE),
     (CpProfileRow::TABLE, CpProfileRow::STRUCTURE),
 ];
@@ -189,7 +193,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
             "SELECT (SELECT count() FROM {db}.cp_samples), (SELECT sum(value) FROM {db}.cp_samples WHERE profile_type LIKE '%:nanoseconds'), \
                     (SELECT sum(value) FROM {db}.cp_samples_1m), (SELECT count() FROM {db}.cp_series), (SELECT count() FROM {db}.cp_label_values), \
                     (SELECT count() FROM {db}.stacks), (SELECT count() FROM {db}.stack_functions), (SELECT count() FROM {db}.frames), \
-                    (SELECT count() FROM {db}.cp_profiles)"
+                    (SELECT count() FROM {db}.cp_profiles), (SELECT count() FROM {db}.cp_stacks)"
         ))
     };
     let c = counts(db);
@@ -270,7 +274,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
     }
     let bulk_rate = rows as f64 / bulk_s;
     say(format!(
-        "{name}: engine bulk INSERT ... SELECT FROM file() of the same rows into the 5 tables of a fresh schema (views included), the faster reading: {bulk_s:.2} s = {bulk_rate:.0} rows/s (load average {la_bulk})"
+        "{name}: engine bulk INSERT ... SELECT FROM file() of the same rows into the 6 tables of a fresh schema (views included), the faster reading: {bulk_s:.2} s = {bulk_rate:.0} rows/s (load average {la_bulk})"
     ));
     say(format!(
         "RATIO {name} ingest / bulk insert = {:.3}x (goal >= 0.5) {}",

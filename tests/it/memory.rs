@@ -408,7 +408,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
         fixtures()
             .iter()
             .map(|f| {
@@ -915,7 +915,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1307,7 +1307,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));

@@ -297,8 +297,9 @@ enum Command {
         #[command(flatten)]
         target: TargetArgs,
     },
-    /// Continuous profiles (loaded from pprof): flame graphs, diffs, top
-    /// functions, sandwich, the list of profiles, export to pprof.
+    /// Continuous profiles (loaded from pprof, perf script, bpftrace or
+    /// folded stacks): flame graphs, diffs, top functions, sandwich, the
+    /// list of profiles, export to pprof.
     Profile {
         #[command(subcommand)]
         command: ProfileCommand,

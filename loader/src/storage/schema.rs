@@ -67,6 +67,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "continuous_stacks",
         include_str!("../../../sql/schema/011_continuous_stacks.sql"),
     ),
+    (
+        12,
+        "profile_lookup",
+        include_str!("../../../sql/schema/012_profile_lookup.sql"),
+    ),
 ];
 
 /// The migration of the continuous views (`CREATE OR REPLACE VIEW` only,
