@@ -408,7 +408,7 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
         fixtures()
             .iter()
             .map(|f| {
@@ -915,7 +915,7 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1307,7 +1307,7 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1330,7 +1330,7 @@ fn init_twice_is_a_noop() {
     );
     assert_eq!(
         migrations,
-        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n"
+        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n12\tprofile_lookup\n13\tprocess_stacks\n"
     );
     // Every table a load writes with a deduplication token (and every
     // materialized view's target) keeps a window of tokens: without one
@@ -1776,4 +1776,96 @@ fn flame_command_folds_every_view_as_its_tree() {
     }
     assert_eq!(checked, 24);
     assert!(pruned >= 6, "only {pruned} pruned trees with [other] lines");
+}
+
+/// Migration 13: the memory views join the stacks of their own process
+/// (`process_stacks`, ordered by process), not the whole `stacks`
+/// dictionary that every process and every continuous profile fills. The
+/// loader writes a process's rows (every stack its samples name, with its
+/// labels); unrelated stacks change no answer and are not read (`EXPLAIN`);
+/// a database of migrations 1 to 12 is back-filled to the loader's rows and
+/// answers as before; `delete` removes the process's rows only.
+#[test]
+fn memory_views_read_their_process_stacks_only() {
+    let db = "flamehouse_mem_pstacks";
+    fresh_db(db);
+    let (f1, f2) = (&fixtures()[0], &fixtures()[1]);
+    let p1 = load(db, &f1.path).unwrap().process_id;
+    let p2 = load(db, &f2.path).unwrap().process_id;
+    let before = [
+        snapshot_of(db, p1, &f1.replay),
+        snapshot_of(db, p2, &f2.replay),
+    ];
+    // The reference: each process's distinct sample stacks and their labels.
+    let want = q(&format!(
+        "SELECT DISTINCT s.process_id, s.stack_id, st.labels FROM {db}.samples AS s \
+         INNER JOIN (SELECT DISTINCT stack_id, labels FROM {db}.stacks) AS st ON st.stack_id = s.stack_id \
+         ORDER BY ALL"
+    ));
+    let rows = || {
+        q(&format!(
+            "SELECT DISTINCT process_id, stack_id, labels FROM {db}.process_stacks ORDER BY ALL"
+        ))
+    };
+    assert!(want.lines().count() > 20, "{want}");
+    assert_eq!(rows(), want, "the loader's rows");
+
+    q(&format!(
+        "INSERT INTO {db}.stacks (stack_id, frame_ids, labels) \
+         SELECT cityHash64('unrelated', number), [number], ['main', toString(number)] FROM numbers(30000)"
+    ));
+    let (a, b) = (f1.replay.first_ts(), f1.replay.last_ts());
+    let plan = |view: &str| {
+        q(&format!(
+            "EXPLAIN indexes = 1 SELECT * FROM {db}.{view}(process_id = {p1}, metric = 'bytes', \
+             max_nodes = 0, t1 = '{}', t2 = '{}')",
+            ts(a),
+            ts(b)
+        ))
+    };
+    let reads = |plan: &str, t: &str| plan.contains(&format!("ReadFromMergeTree ({db}.{t})"));
+    let p = plan("flame_diff");
+    assert!(!reads(&p, "stacks") && reads(&p, "process_stacks"), "{p}");
+    assert!(
+        p.contains("Condition: (process_id in"),
+        "process_stacks read by its key:\n{p}"
+    );
+    same_outputs(&snapshot_of(db, p1, &f1.replay), &before[0]);
+    same_outputs(&snapshot_of(db, p2, &f2.replay), &before[1]);
+
+    // Back to migrations 1 to 12: no process_stacks, migration 4's views.
+    q(&format!("DROP TABLE {db}.process_stacks"));
+    q(&format!(
+        "ALTER TABLE {db}.schema_migrations DELETE WHERE version = 13 SETTINGS mutations_sync = 1"
+    ));
+    let opts = SchemaOptions {
+        database: db.parse().unwrap(),
+        cluster: None,
+    };
+    for stmt in flamehouse_udf::catalog::statements(
+        &opts.render(include_str!("../../sql/schema/004_checked_views.sql")),
+    ) {
+        q(&stmt);
+    }
+    assert!(
+        reads(&plan("flame_diff"), "stacks"),
+        "migration 4 joined stacks"
+    );
+    assert_eq!(schema(db), vec![13]);
+    assert_eq!(rows(), want, "the back-fill is the loader's rows");
+    assert!(!reads(&plan("flame_diff"), "stacks"));
+    same_outputs(&snapshot_of(db, p1, &f1.replay), &before[0]);
+    same_outputs(&snapshot_of(db, p2, &f2.replay), &before[1]);
+    assert_eq!(schema(db), Vec::<u32>::new());
+    assert_eq!(rows(), want, "the back-fill runs once");
+
+    flamehouse::ingest::delete_process(engine(), &db.parse().unwrap(), p1).unwrap();
+    let left = q(&format!(
+        "SELECT DISTINCT process_id FROM {db}.process_stacks ORDER BY ALL"
+    ));
+    assert_eq!(
+        left.trim(),
+        p2.to_string(),
+        "delete removes its process's rows only"
+    );
 }

@@ -6,7 +6,7 @@
 use super::batch::{Batch, Spare};
 use crate::error::Result;
 use crate::storage::ident::Ident;
-use crate::storage::rows::{RowBinary, SampleRow};
+use crate::storage::rows::{ProcessStackRow, RowBinary, SampleRow};
 use crate::storage::{insert, Backend};
 
 /// The embedded engine's background merges paused (`SYSTEM STOP MERGES`)
@@ -95,6 +95,25 @@ pub(super) fn write_batch(backend: &dyn Backend, db: &Ident, b: Batch) -> Result
     )?;
     insert(backend, db, &b.frames, &format!("{tok}:frames"))?;
     insert(backend, db, &b.stacks, &format!("{tok}:stacks"))?;
+    // The process's own copy of the stacks its samples name (what the
+    // memory views join), before the samples. Every stack of a load is in
+    // one of its batches (`Interner`), and replayed records' stacks were
+    // sent by the load that stored them.
+    let process_stacks: Vec<ProcessStackRow> = b
+        .stacks
+        .iter()
+        .map(|s| ProcessStackRow {
+            process_id: b.intent.process_id,
+            stack_id: s.stack_id,
+            labels: s.labels.clone(),
+        })
+        .collect();
+    insert(
+        backend,
+        db,
+        &process_stacks,
+        &format!("{tok}:process_stacks"),
+    )?;
     if !b.samples.is_empty() {
         backend.insert_rowbinary(
             db,
@@ -122,6 +141,7 @@ pub(super) fn write_batch(backend: &dyn Backend, db: &Ident, b: Batch) -> Result
 /// [`delete_process`] empties them: progress first (so an interrupted
 /// delete resumes nothing on half-deleted rows), the process row last (so
 /// it still shows in `process_list` until the delete is complete).
+/// `process_stacks` holds the process's copy of its stacks (migration 13).
 /// `frames`, `stacks` and `stack_functions` are shared dictionaries keyed by
 /// content hashes: other processes may use the same rows, and unused rows
 /// cost little and change no result, so they are kept.
@@ -130,6 +150,7 @@ pub const PROCESS_TABLES: &[&str] = &[
     "load_intents",
     "samples",
     "samples_1m",
+    "process_stacks",
     "totals",
     "process_stats",
     "processes",

@@ -139,6 +139,31 @@ impl RowBinary for StackRow {
     }
 }
 
+/// `process_stacks` (migration 13): a stack some sample of a process has,
+/// with its labels, so a memory view joins the process's stacks only.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProcessStackRow {
+    /// Process.
+    pub process_id: u64,
+    /// Stable hash of the labels.
+    pub stack_id: u64,
+    /// Labels, root first.
+    pub labels: Vec<String>,
+}
+
+impl RowBinary for ProcessStackRow {
+    const TABLE: &'static str = "process_stacks";
+    const STRUCTURE: &'static str = "process_id UInt64, stack_id UInt64, labels Array(String)";
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.stack_id.to_le_bytes());
+        uleb(b, self.labels.len() as u64);
+        for l in &self.labels {
+            string(b, l);
+        }
+    }
+}
+
 /// `samples`: a stack's absolute values at `ts` and the change since its
 /// previous row.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -72,6 +72,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "profile_lookup",
         include_str!("../../../sql/schema/012_profile_lookup.sql"),
     ),
+    (
+        13,
+        "process_stacks",
+        include_str!("../../../sql/schema/013_process_stacks.sql"),
+    ),
 ];
 
 /// The migration of the continuous views (`CREATE OR REPLACE VIEW` only,
