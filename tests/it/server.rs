@@ -16,8 +16,8 @@ use flamehouse::error::Result;
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::engine::Engine;
 use flamehouse::storage::rows::{
-    FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, RowBinary, SampleRow, StackRow,
-    TotalRow,
+    FrameRow, IntentRow, ProcessRow, ProcessStackRow, ProgressRow, RollupRow, RowBinary, SampleRow,
+    StackRow, TotalRow,
 };
 use flamehouse::storage::schema::{migrate, SchemaOptions};
 use flamehouse::storage::server::{ServerBackend, ServerOptions};
@@ -393,6 +393,7 @@ fn structure_of(table: &str) -> &'static str {
         (ProcessRow::TABLE, ProcessRow::STRUCTURE),
         (FrameRow::TABLE, FrameRow::STRUCTURE),
         (StackRow::TABLE, StackRow::STRUCTURE),
+        (ProcessStackRow::TABLE, ProcessStackRow::STRUCTURE),
         (SampleRow::TABLE, SampleRow::STRUCTURE),
         (TotalRow::TABLE, TotalRow::STRUCTURE),
         (RollupRow::TABLE, RollupRow::STRUCTURE),
