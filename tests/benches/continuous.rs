@@ -519,9 +519,9 @@ fn main() {
     say(before);
     say(after);
 
-    // 5. Bytes on disk.
+    // 5. Bytes on disk, skip indexes included (`span_idx`, `profile_idx`).
     let sizes = q(&format!(
-        "SELECT table, sum(rows), sum(data_compressed_bytes) FROM system.parts \
+        "SELECT table, sum(rows), sum(data_compressed_bytes + secondary_indices_compressed_bytes) FROM system.parts \
          WHERE active AND database = {} GROUP BY table ORDER BY table",
         sql_string(db.as_str())
     ));
