@@ -540,3 +540,40 @@ fn lookups_by_profile_id_skip_the_granules_without_it() {
     assert_eq!(skip_granules(&listed(stored), "profile_idx"), (1, 1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A batch of more ids than one lookup query takes (10,000: here 12,000
+/// distinct stacks and frames) asks table by table in chunks instead of in
+/// one `UNION ALL`: stored once, and found again on a reload.
+#[test]
+fn a_batch_of_many_ids_is_looked_up_in_chunks() {
+    let dir = temp_path("cpingest-chunks");
+    let db = "fh_cpi_chunks";
+    fresh(db);
+    let p = dir.join("big.pb.gz");
+    let mut w = PprofWriter::new(
+        &[("samples", "count"), ("cpu", "nanoseconds")],
+        ("cpu", "nanoseconds"),
+        10_000_000,
+    );
+    w.set_time(recent_ms() * 1_000_000, 10_000_000_000);
+    let mut want = 0;
+    for i in 0..12_000i64 {
+        let leaf = format!("pkg.leaf{i}");
+        w.add_sample(&[&leaf, "main.main"], &[1, 10_000_000 + i], &[]);
+        want += 10_000_000 + i;
+    }
+    std::fs::write(&p, w.encode_gzip().unwrap()).unwrap();
+    let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1_000_000);
+    let s = r.unwrap();
+    assert_eq!((s.profiles, s.already_stored), (1, 0), "{s:?}");
+    assert_eq!(cpu_total(db), want);
+    let before = state(db);
+    assert_eq!(
+        q(&format!("SELECT count() FROM {db}.stacks")).trim(),
+        "12000"
+    );
+    let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1_000_000);
+    assert_eq!(r.unwrap().already_stored, 1);
+    assert_eq!(state(db), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,9 +15,10 @@
 //! `cp_series`, `cp_stacks`, `cp_samples`, `cp_profiles` (the views fill the rollup,
 //! label values and stack functions from the same inserts), so a profile
 //! listed in `cp_profiles` is complete. Before the inserts one round trip
-//! per table asks what of the batch is stored already: frames, stacks,
-//! series and stacks per service and day by id; profiles by `(profile_id, profile_type)`; samples by
-//! profile (their row count). What is stored is not sent again, so a load
+//! (a `UNION ALL`; one query per table and chunk of 10,000 ids when the
+//! batch has more) asks what of the batch is stored already: frames,
+//! stacks, series and stacks per service and day by id; profiles by
+//! `(profile_id, profile_type)`; samples by profile (their row count). What is stored is not sent again, so a load
 //! that stopped half-way (an engine error, a crash) and is run again, with
 //! the same files or with other batches around them, stores every profile
 //! exactly once; a profile whose samples were cut inside one insert (the
@@ -153,6 +154,9 @@ fn unhex(hex: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// Ids per lookup query: the query text stays small.
+const LOOKUP_CHUNK: usize = 10_000;
+
 /// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
 /// and gives every output line.
 fn lookup<T: ToString>(
@@ -161,7 +165,7 @@ fn lookup<T: ToString>(
     sql_of: impl Fn(&str) -> String,
     mut line: impl FnMut(&str),
 ) -> Result<()> {
-    for chunk in ids.chunks(10_000) {
+    for chunk in ids.chunks(LOOKUP_CHUNK) {
         let list: Vec<String> = chunk.iter().map(ToString::to_string).collect();
         let tsv = backend.query_tsv(&sql_of(&list.join(",")))?;
         tsv.lines().for_each(&mut line);
@@ -169,50 +173,99 @@ fn lookup<T: ToString>(
     Ok(())
 }
 
-/// Inserts the dictionary `rows` (frames, stacks: `R::TABLE` keyed by the
-/// `column` that `id` reads) that neither `known` (this load) nor the
-/// engine holds, each id once, and remembers them in `known`.
-fn store_new_ids<'a, R: RowBinary + Clone + 'a>(
-    backend: &dyn Backend,
-    db: &Ident,
-    rows: impl Iterator<Item = &'a R>,
-    id: impl Fn(&R) -> u64,
-    known: &mut HashSet<u64>,
-    column: &str,
-) -> Result<()> {
-    let mut new: Vec<&R> = Vec::new();
-    let mut ids = HashSet::new();
-    for r in rows {
-        if !known.contains(&id(r)) && ids.insert(id(r)) {
-            new.push(r);
+/// One question of a batch to the engine: rows of `(tag, a, b, c)` for
+/// `ids`, as [`Held::line`] reads them.
+struct Ask<'a> {
+    ids: Vec<u64>,
+    sql_of: Box<dyn Fn(&str) -> String + 'a>,
+}
+
+/// What the engine holds of a batch, asked before any of its inserts
+/// (none of them changes another's answer).
+#[derive(Default)]
+struct Held {
+    frames: HashSet<u64>,
+    stacks: HashSet<u64>,
+    series: HashSet<(u16, u64)>,
+    /// Per service, its (day, stack).
+    cp_stacks: HashMap<String, HashSet<(u16, u64)>>,
+    /// (profile id, type) listed in `cp_profiles`.
+    listed: HashSet<(u64, String)>,
+    /// Sample rows stored per profile id.
+    sample_counts: HashMap<u64, usize>,
+}
+
+impl Held {
+    fn line(&mut self, l: &str) {
+        let f: Vec<&str> = l.splitn(4, '\t').collect();
+        let [tag, a, b, c] = f[..] else { return };
+        let Ok(id) = a.parse::<u64>() else { return };
+        match tag {
+            "f" => {
+                self.frames.insert(id);
+            }
+            "s" => {
+                self.stacks.insert(id);
+            }
+            "r" => {
+                if let Ok(d) = b.parse::<u16>() {
+                    self.series.insert((d, id));
+                }
+            }
+            "k" => {
+                if let (Ok(d), Some(svc)) = (b.parse::<u16>(), unhex(c.trim_end())) {
+                    self.cp_stacks.entry(svc).or_default().insert((d, id));
+                }
+            }
+            "p" => {
+                self.listed.insert((id, b.to_string()));
+            }
+            "c" => {
+                if let Ok(n) = b.parse::<usize>() {
+                    self.sample_counts.insert(id, n);
+                }
+            }
+            _ => {}
         }
     }
-    if new.is_empty() {
-        return Ok(());
+
+    /// Asks all of `asks` in one round trip (`UNION ALL`) when their ids
+    /// fit one query, else each in chunks.
+    fn ask(backend: &dyn Backend, asks: &[Ask<'_>]) -> Result<Held> {
+        let mut held = Held::default();
+        let asks: Vec<&Ask<'_>> = asks.iter().filter(|a| !a.ids.is_empty()).collect();
+        if asks.is_empty() {
+            return Ok(held);
+        }
+        if asks.iter().map(|a| a.ids.len()).sum::<usize>() <= LOOKUP_CHUNK {
+            let sql: Vec<String> = asks
+                .iter()
+                .map(|a| {
+                    let list: Vec<String> = a.ids.iter().map(u64::to_string).collect();
+                    (a.sql_of)(&list.join(","))
+                })
+                .collect();
+            let tsv = backend.query_tsv(&sql.join(" UNION ALL "))?;
+            tsv.lines().for_each(|l| held.line(l));
+        } else {
+            for a in asks {
+                lookup(backend, &a.ids, &a.sql_of, |l| held.line(l))?;
+            }
+        }
+        Ok(held)
     }
-    let ids: Vec<u64> = new.iter().map(|&r| id(r)).collect();
-    let mut have = HashSet::new();
-    lookup(
-        backend,
-        &ids,
-        |l| {
-            format!(
-                "SELECT DISTINCT {column} FROM {db}.{} WHERE {column} IN ({l})",
-                R::TABLE
-            )
-        },
-        |l| {
-            have.extend(l.trim().parse::<u64>().ok());
-        },
-    )?;
-    let rows: Vec<R> = new
-        .into_iter()
-        .filter(|&r| !have.contains(&id(r)))
-        .cloned()
-        .collect();
-    insert_rows(backend, db, &rows)?;
-    known.extend(ids);
-    Ok(())
+}
+
+/// `rows` that neither `known` (this load) nor an earlier row of them
+/// holds, each id once.
+fn new_rows<'a, R: 'a>(
+    rows: impl Iterator<Item = &'a R>,
+    id: impl Fn(&R) -> u64,
+    known: &HashSet<u64>,
+) -> Vec<&'a R> {
+    let mut ids = HashSet::new();
+    rows.filter(|r| !known.contains(&id(r)) && ids.insert(id(r)))
+        .collect()
 }
 
 /// Stores the rows of many profiles with one insert per table (see the
@@ -245,76 +298,31 @@ pub fn store_batch(
         return Ok(stored);
     }
 
-    // Frames, then stacks: a sample's stack and frames are always there.
-    store_new_ids(
-        backend,
-        db,
+    // What of the batch is new to this load.
+    let frames = new_rows(
         batch.iter().chain(&dicts).flat_map(|p| &p.frames),
         |f| f.frame_id,
-        &mut known.frames,
-        "frame_id",
-    )?;
-    store_new_ids(
-        backend,
-        db,
+        &known.frames,
+    );
+    let stacks = new_rows(
         batch.iter().chain(&dicts).flat_map(|p| &p.stacks),
         |s| s.stack_id,
-        &mut known.stacks,
-        "stack_id",
-    )?;
-
+        &known.stacks,
+    );
     // Series, once per day.
     let mut series: Vec<&SeriesRow> = Vec::new();
-    let mut keys = HashSet::new();
+    let mut series_keys = HashSet::new();
     for p in &batch {
         for s in &p.series {
             let k = (s.date, s.series_id);
-            if !known.series.contains(&k) && keys.insert(k) {
+            if !known.series.contains(&k) && series_keys.insert(k) {
                 series.push(s);
             }
         }
     }
-    if !series.is_empty() {
-        let ids: Vec<u64> = keys
-            .iter()
-            .map(|k| k.1)
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        let dates: HashSet<u16> = keys.iter().map(|k| k.0).collect();
-        let dates: Vec<String> = dates.iter().map(u16::to_string).collect();
-        let mut have = HashSet::new();
-        lookup(
-            backend,
-            &ids,
-            |l| {
-                format!(
-                    "SELECT DISTINCT toUInt16(date), series_id FROM {db}.cp_series \
-                     WHERE toUInt16(date) IN ({}) AND series_id IN ({l})",
-                    dates.join(",")
-                )
-            },
-            |l| {
-                if let Some((d, s)) = l.trim().split_once('\t') {
-                    if let (Ok(d), Ok(s)) = (d.parse::<u16>(), s.parse::<u64>()) {
-                        have.insert((d, s));
-                    }
-                }
-            },
-        )?;
-        let rows: Vec<SeriesRow> = series
-            .iter()
-            .filter(|s| !have.contains(&(s.date, s.series_id)))
-            .map(|&s| s.clone())
-            .collect();
-        insert_rows(backend, db, &rows)?;
-        known.series.extend(keys);
-    }
-
-    // Stacks per service and day (`cp_stacks`, what queries join), before
-    // the samples: a stored sample's stack is always there.
+    // Stacks per service and day (`cp_stacks`, what queries join).
     let mut cp_stacks: Vec<&CpStackRow> = Vec::new();
-    let mut keys: HashSet<(&str, u16, u64)> = HashSet::new();
+    let mut cp_keys: HashSet<(&str, u16, u64)> = HashSet::new();
     for p in &batch {
         for s in &p.cp_stacks {
             let k = (s.service.as_str(), s.date, s.stack_id);
@@ -322,132 +330,160 @@ pub fn store_batch(
                 .cp_stacks
                 .get(k.0)
                 .is_some_and(|m| m.contains(&(k.1, k.2)));
-            if !stored && keys.insert(k) {
+            if !stored && cp_keys.insert(k) {
                 cp_stacks.push(s);
             }
         }
     }
-    if !cp_stacks.is_empty() {
-        let ids: Vec<u64> = keys
-            .iter()
-            .map(|k| k.2)
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        let services: HashSet<&str> = keys.iter().map(|k| k.0).collect();
-        let services: Vec<String> = services
-            .into_iter()
-            .map(crate::storage::sql_string)
-            .collect();
-        let dates: HashSet<u16> = keys.iter().map(|k| k.1).collect();
-        let dates: Vec<String> = dates.iter().map(u16::to_string).collect();
-        // Services come back as hex: any byte, no escaping.
-        let mut have: HashMap<String, HashSet<(u16, u64)>> = HashMap::new();
-        lookup(
-            backend,
-            &ids,
-            |l| {
+    // Profiles: listed (complete) ones in cp_profiles, the sample count of
+    // every one (used for the unlisted). Looked up by id whatever their
+    // time: a profile is the same one when loaded again with another time
+    // (`time_ns`, or the load's own time for formats without one).
+    let pids: Vec<u64> = batch.iter().map(|p| p.profile_id).collect();
+
+    // One round trip for all of it: no insert below changes another answer.
+    let distinct =
+        |v: Vec<u64>| -> Vec<u64> { v.into_iter().collect::<HashSet<_>>().into_iter().collect() };
+    let series_dates: Vec<String> = series_keys
+        .iter()
+        .map(|k| k.0)
+        .collect::<HashSet<_>>()
+        .iter()
+        .map(u16::to_string)
+        .collect();
+    let cp_services: Vec<String> = cp_keys
+        .iter()
+        .map(|k| k.0)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .map(crate::storage::sql_string)
+        .collect();
+    let cp_dates: Vec<String> = cp_keys
+        .iter()
+        .map(|k| k.1)
+        .collect::<HashSet<_>>()
+        .iter()
+        .map(u16::to_string)
+        .collect();
+    let asks = [
+        Ask {
+            ids: frames.iter().map(|f| f.frame_id).collect(),
+            sql_of: Box::new(|l| {
+                format!("SELECT DISTINCT 'f', toString(frame_id), '', '' FROM {db}.frames WHERE frame_id IN ({l})")
+            }),
+        },
+        Ask {
+            ids: stacks.iter().map(|s| s.stack_id).collect(),
+            sql_of: Box::new(|l| {
+                format!("SELECT DISTINCT 's', toString(stack_id), '', '' FROM {db}.stacks WHERE stack_id IN ({l})")
+            }),
+        },
+        Ask {
+            ids: distinct(series_keys.iter().map(|k| k.1).collect()),
+            sql_of: Box::new(|l| {
                 format!(
-                    "SELECT DISTINCT hex(service), toUInt16(date), stack_id FROM {db}.cp_stacks \
-                     WHERE service IN ({}) AND toUInt16(date) IN ({}) AND stack_id IN ({l})",
-                    services.join(","),
-                    dates.join(",")
+                    "SELECT DISTINCT 'r', toString(series_id), toString(toUInt16(date)), '' FROM {db}.cp_series \
+                     WHERE toUInt16(date) IN ({}) AND series_id IN ({l})",
+                    series_dates.join(",")
                 )
-            },
-            |l| {
-                let mut f = l.splitn(3, '\t');
-                if let (Some(svc), Some(d), Some(id)) = (f.next(), f.next(), f.next()) {
-                    if let (Ok(d), Ok(id), Some(svc)) =
-                        (d.parse::<u16>(), id.trim().parse::<u64>(), unhex(svc))
-                    {
-                        have.entry(svc).or_default().insert((d, id));
-                    }
-                }
-            },
-        )?;
-        let rows: Vec<CpStackRow> = cp_stacks
-            .iter()
-            .filter(|s| {
-                !have
-                    .get(s.service.as_str())
-                    .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
-            })
-            .map(|&s| s.clone())
-            .collect();
-        insert_rows(backend, db, &rows)?;
-        for (svc, d, id) in keys {
-            if let Some(m) = known.cp_stacks.get_mut(svc) {
-                m.insert((d, id));
-            } else {
-                known
-                    .cp_stacks
-                    .insert(svc.to_string(), HashSet::from([(d, id)]));
-            }
+            }),
+        },
+        // Services come back as hex: any byte, no escaping.
+        Ask {
+            ids: distinct(cp_keys.iter().map(|k| k.2).collect()),
+            sql_of: Box::new(|l| {
+                format!(
+                    "SELECT DISTINCT 'k', toString(stack_id), toString(toUInt16(date)), hex(service) FROM {db}.cp_stacks \
+                     WHERE service IN ({}) AND toUInt16(date) IN ({}) AND stack_id IN ({l})",
+                    cp_services.join(","),
+                    cp_dates.join(",")
+                )
+            }),
+        },
+        Ask {
+            ids: pids.clone(),
+            sql_of: Box::new(|l| {
+                format!(
+                    "SELECT DISTINCT 'p', toString(profile_id), CAST(profile_type AS String), '' FROM {db}.cp_profiles \
+                     WHERE profile_id IN ({l})"
+                )
+            }),
+        },
+        Ask {
+            ids: pids,
+            sql_of: Box::new(|l| {
+                format!(
+                    "SELECT 'c', toString(profile_id), toString(count()), '' FROM {db}.cp_samples \
+                     WHERE profile_id IN ({l}) GROUP BY profile_id"
+                )
+            }),
+        },
+    ];
+    let held = Held::ask(backend, &asks)?;
+
+    // Frames, then stacks: a sample's stack and frames are always there.
+    let rows: Vec<_> = frames
+        .iter()
+        .filter(|f| !held.frames.contains(&f.frame_id))
+        .map(|&f| f.clone())
+        .collect();
+    insert_rows(backend, db, &rows)?;
+    known.frames.extend(frames.iter().map(|f| f.frame_id));
+    let rows: Vec<_> = stacks
+        .iter()
+        .filter(|s| !held.stacks.contains(&s.stack_id))
+        .map(|&s| s.clone())
+        .collect();
+    insert_rows(backend, db, &rows)?;
+    known.stacks.extend(stacks.iter().map(|s| s.stack_id));
+
+    let rows: Vec<SeriesRow> = series
+        .iter()
+        .filter(|s| !held.series.contains(&(s.date, s.series_id)))
+        .map(|&s| s.clone())
+        .collect();
+    insert_rows(backend, db, &rows)?;
+    known.series.extend(series_keys);
+
+    // `cp_stacks` before the samples: a stored sample's stack is always there.
+    let rows: Vec<CpStackRow> = cp_stacks
+        .iter()
+        .filter(|s| {
+            !held
+                .cp_stacks
+                .get(s.service.as_str())
+                .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
+        })
+        .map(|&s| s.clone())
+        .collect();
+    insert_rows(backend, db, &rows)?;
+    for (svc, d, id) in cp_keys {
+        if let Some(m) = known.cp_stacks.get_mut(svc) {
+            m.insert((d, id));
+        } else {
+            known
+                .cp_stacks
+                .insert(svc.to_string(), HashSet::from([(d, id)]));
         }
     }
 
-    // What of the profiles is stored: their rows in cp_profiles, the count
-    // of their samples.
-    // Looked up by id whatever their time: a profile is the same one when
-    // loaded again with another time (`time_ns`, or the load's own time for
-    // formats without one).
     if batch.is_empty() {
         return Ok(stored);
     }
-    let pids: Vec<u64> = batch.iter().map(|p| p.profile_id).collect();
-    let mut listed: HashSet<(u64, String)> = HashSet::new();
-    lookup(
-        backend,
-        &pids,
-        |l| {
-            format!(
-                "SELECT DISTINCT profile_id, profile_type FROM {db}.cp_profiles \
-                 WHERE profile_id IN ({l})"
-            )
-        },
-        |l| {
-            if let Some((id, ty)) = l.split_once('\t') {
-                if let Ok(id) = id.parse::<u64>() {
-                    listed.insert((id, ty.to_string()));
-                }
-            }
-        },
-    )?;
-    // Samples of the profiles not listed (complete) yet.
-    let unlisted: Vec<u64> = batch
-        .iter()
-        .filter(|p| {
-            !p.profiles
-                .iter()
-                .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())))
-        })
-        .map(|p| p.profile_id)
-        .collect();
-    let mut sample_counts: HashMap<u64, usize> = HashMap::new();
-    lookup(
-        backend,
-        &unlisted,
-        |l| {
-            format!(
-                "SELECT profile_id, count() FROM {db}.cp_samples \
-                 WHERE profile_id IN ({l}) GROUP BY profile_id"
-            )
-        },
-        |l| {
-            if let Some((id, n)) = l.trim().split_once('\t') {
-                if let (Ok(id), Ok(n)) = (id.parse::<u64>(), n.parse::<usize>()) {
-                    sample_counts.insert(id, n);
-                }
-            }
-        },
-    )?;
-    // Profiles whose samples were cut inside one insert: the keys of the
-    // rows they have.
+    let listed = &held.listed;
+    let sample_counts = &held.sample_counts;
+    let complete = |p: &ProfileRows| {
+        p.profiles
+            .iter()
+            .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())))
+    };
+    // Profiles not listed whose samples were cut inside one insert: the
+    // keys of the rows they have.
     let partial: Vec<u64> = batch
         .iter()
         .filter(|p| {
             let n = sample_counts.get(&p.profile_id).copied().unwrap_or(0);
-            n > 0 && n < p.samples.len()
+            !complete(p) && n > 0 && n < p.samples.len()
         })
         .map(|p| p.profile_id)
         .collect();
@@ -483,12 +519,8 @@ pub fn store_batch(
     let mut samples: Vec<&CpSampleRow> = Vec::new();
     let mut profiles: Vec<&CpProfileRow> = Vec::new();
     for p in &batch {
-        let complete_profile = p
-            .profiles
-            .iter()
-            .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())));
         // Profile rows are written last: a listed profile is complete.
-        if complete_profile {
+        if complete(p) {
             stored.already_stored += 1;
             continue;
         }
