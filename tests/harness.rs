@@ -198,3 +198,58 @@ pub fn check_tree(rows: &[Row]) -> BTreeMap<Vec<String>, Vec<i64>> {
 
 /// Random samples over a small vocabulary (so prefixes are shared).
 pub use flamehouse_fixtures::testing::random_samples;
+
+/// The shared engine as a backend that records what it is sent (every
+/// query and the table of every insert) and, when made by
+/// [`Spy::failing`], fails the inserts into one table once a number of them
+/// went through (an engine gone mid-load).
+#[derive(Debug, Default)]
+pub struct Spy {
+    fail: Option<(&'static str, std::sync::atomic::AtomicUsize)>,
+    /// The queries (`query_tsv`), in order.
+    pub queries: std::sync::Mutex<Vec<String>>,
+    /// The tables inserted into, in order.
+    pub inserts: std::sync::Mutex<Vec<String>>,
+}
+
+impl Spy {
+    /// Fails every insert into `table` after the first `after`.
+    pub fn failing(table: &'static str, after: usize) -> Spy {
+        Spy {
+            fail: Some((table, after.into())),
+            ..Spy::default()
+        }
+    }
+}
+
+impl flamehouse::storage::Backend for Spy {
+    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
+        engine().execute(sql)
+    }
+    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
+        self.queries.lock().unwrap().push(sql.to_string());
+        engine().query_tsv(sql)
+    }
+    fn insert_rowbinary(
+        &self,
+        db: &flamehouse::Ident,
+        table: &str,
+        structure: &str,
+        rows: &[u8],
+        token: &str,
+    ) -> flamehouse::Result<()> {
+        use std::sync::atomic::Ordering;
+        if let Some((t, after)) = &self.fail {
+            if *t == table {
+                if after.load(Ordering::Relaxed) == 0 {
+                    return Err(flamehouse::Error::Query {
+                        message: format!("insert into {table} failed (test)"),
+                    });
+                }
+                after.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.inserts.lock().unwrap().push(table.to_string());
+        flamehouse::storage::Backend::insert_rowbinary(engine(), db, table, structure, rows, token)
+    }
+}

@@ -1,8 +1,10 @@
 //! Times queries on a saved engine data directory, in process (no HTTP):
 //! `cargo run --release -p flamehouse-tests --example qtime -- DIR RUNS
 //! (FILE.sql | -e SQL)...` prints the minimum and median of RUNS runs after
-//! one warm-up, and the first line of the answer. For timing pieces of the
-//! bench's queries (`BENCH_SAVE_TO`, `BENCH_SQL_DIR`).
+//! one warm-up, and the first line of the answer. `{N}` in a query is
+//! replaced by a new number on every run (inserts that the engine does not
+//! deduplicate, `IN` lists its query condition cache has not seen). For
+//! timing pieces of the bench's queries (`BENCH_SAVE_TO`, `BENCH_SQL_DIR`).
 
 use flamehouse::storage::engine::{Engine, EngineOptions};
 use std::time::Instant;
@@ -10,7 +12,12 @@ use std::time::Instant;
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = args.next().expect("DIR");
-    let runs: usize = args.next().expect("RUNS").parse().expect("RUNS");
+    let runs: usize = args
+        .next()
+        .expect("RUNS")
+        .parse::<usize>()
+        .expect("RUNS")
+        .max(1);
     let engine = Engine::open(&EngineOptions {
         data_dir: Some(dir.into()),
         ..Default::default()

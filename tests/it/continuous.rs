@@ -1035,33 +1035,6 @@ fn cluster_rendering_is_replicated_and_parses() {
     assert_eq!(stmts.len(), 11);
 }
 
-/// A backend whose inserts into one table fail (an engine gone mid-load).
-struct FailOn(&'static str);
-
-impl flamehouse::storage::Backend for FailOn {
-    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
-        engine().execute(sql)
-    }
-    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
-        engine().query_tsv(sql)
-    }
-    fn insert_rowbinary(
-        &self,
-        db: &flamehouse::Ident,
-        table: &str,
-        structure: &str,
-        rows: &[u8],
-        token: &str,
-    ) -> flamehouse::Result<()> {
-        if table == self.0 {
-            return Err(flamehouse::Error::Query {
-                message: format!("insert into {table} failed (test)"),
-            });
-        }
-        flamehouse::storage::Backend::insert_rowbinary(engine(), db, table, structure, rows, token)
-    }
-}
-
 /// A profile is stored whole or not at all: a load that fails at any table
 /// lists no profile, and running it again stores exactly what one clean
 /// load stores (nothing twice, nothing missing).
@@ -1092,7 +1065,7 @@ fn a_failed_load_run_again_stores_the_profile_once() {
         fresh(&db);
         let rows = pprof_rows(&p, "heap", 7, &copts(&db)).unwrap();
         let dbi: flamehouse::Ident = db.parse().unwrap();
-        let e = store(&FailOn(table), &dbi, &rows).unwrap_err();
+        let e = store(&Spy::failing(table, 0), &dbi, &rows).unwrap_err();
         assert!(e.to_string().contains(table), "{e}");
         assert_eq!(
             q(&format!("SELECT count() FROM {db}.cp_profiles")),

@@ -17,7 +17,6 @@ use flamehouse_fixtures::testing::temp_path;
 use flamehouse_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A minute ago, but not before today's midnight (UTC): the profiles a test
 /// writes a few seconds apart after it then share one day partition, so the
@@ -185,40 +184,6 @@ fn a_bad_file_in_a_batch_stores_the_others_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A backend whose inserts into one table fail (an engine gone mid-load)
-/// after `after` inserts into it went through.
-struct FailOn {
-    table: &'static str,
-    after: AtomicUsize,
-}
-
-impl flamehouse::storage::Backend for FailOn {
-    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
-        engine().execute(sql)
-    }
-    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
-        engine().query_tsv(sql)
-    }
-    fn insert_rowbinary(
-        &self,
-        db: &flamehouse::Ident,
-        table: &str,
-        structure: &str,
-        rows: &[u8],
-        token: &str,
-    ) -> flamehouse::Result<()> {
-        if table == self.table {
-            if self.after.load(Ordering::Relaxed) == 0 {
-                return Err(flamehouse::Error::Query {
-                    message: format!("insert into {table} failed (test)"),
-                });
-            }
-            self.after.fetch_sub(1, Ordering::Relaxed);
-        }
-        flamehouse::storage::Backend::insert_rowbinary(engine(), db, table, structure, rows, token)
-    }
-}
-
 /// A batched load that stops at any table of its second batch, run again
 /// with other batches (every file its own batch, and more files), stores
 /// exactly what one clean load stores.
@@ -239,16 +204,20 @@ fn a_stopped_batched_load_run_again_with_other_batches_stores_each_profile_once(
     let want = state(refdb);
     // A batch is about 3 files (rows of one file: 2 types x 5..8 stacks).
     let rows_per_batch = 30;
-    for (i, table) in ["frames", "stacks", "cp_series", "cp_samples", "cp_profiles"]
-        .into_iter()
-        .enumerate()
+    for (i, table) in [
+        "frames",
+        "stacks",
+        "cp_series",
+        "cp_stacks",
+        "cp_samples",
+        "cp_profiles",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let db = format!("fh_cpi_stop_{i}");
         fresh(&db);
-        let failing = FailOn {
-            table,
-            after: AtomicUsize::new(1),
-        };
+        let failing = Spy::failing(table, 1);
         let (r, events) = load(&failing, &files[..6], &copts(&db), rows_per_batch);
         let e = r.unwrap_err().to_string();
         assert!(e.contains(table), "{e}");
@@ -541,39 +510,72 @@ fn lookups_by_profile_id_skip_the_granules_without_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A batch of more ids than one lookup query takes (10,000: here 12,000
-/// distinct stacks and frames) asks table by table in chunks instead of in
-/// one `UNION ALL`: stored once, and found again on a reload.
+/// What a batch asks before storing is one round trip when its ids fit one
+/// query (10,000), and one query per table and chunk of 10,000 ids when
+/// not (here 12,000 distinct stacks and frames); either way every profile
+/// is stored once, and a reload finds everything (it inserts nothing: the
+/// engine's deduplication tokens would otherwise hide a lookup that missed).
 #[test]
-fn a_batch_of_many_ids_is_looked_up_in_chunks() {
+fn a_batch_asks_in_one_round_trip_or_in_chunks() {
     let dir = temp_path("cpingest-chunks");
-    let db = "fh_cpi_chunks";
-    fresh(db);
-    let p = dir.join("big.pb.gz");
-    let mut w = PprofWriter::new(
-        &[("samples", "count"), ("cpu", "nanoseconds")],
-        ("cpu", "nanoseconds"),
-        10_000_000,
-    );
-    w.set_time(recent_ms() * 1_000_000, 10_000_000_000);
-    let mut want = 0;
-    for i in 0..12_000i64 {
-        let leaf = format!("pkg.leaf{i}");
-        w.add_sample(&[&leaf, "main.main"], &[1, 10_000_000 + i], &[]);
-        want += 10_000_000 + i;
+    for (n, chunked) in [(300i64, false), (12_000, true)] {
+        let db = format!("fh_cpi_chunks_{n}");
+        fresh(&db);
+        let p = dir.join(format!("big{n}.pb.gz"));
+        let mut w = PprofWriter::new(
+            &[("samples", "count"), ("cpu", "nanoseconds")],
+            ("cpu", "nanoseconds"),
+            10_000_000,
+        );
+        w.set_time(recent_ms() * 1_000_000, 10_000_000_000);
+        let mut want = 0;
+        for i in 0..n {
+            let leaf = format!("pkg.leaf{i}");
+            w.add_sample(&[&leaf, "main.main"], &[1, 10_000_000 + i], &[]);
+            want += 10_000_000 + i;
+        }
+        std::fs::write(&p, w.encode_gzip().unwrap()).unwrap();
+        let first = Spy::default();
+        let s = load(&first, std::slice::from_ref(&p), &copts(&db), 1_000_000)
+            .0
+            .unwrap();
+        assert_eq!((s.profiles, s.already_stored), (1, 0), "{s:?}");
+        assert_eq!(cpu_total(&db), want);
+        assert_eq!(
+            q(&format!("SELECT count() FROM {db}.stacks")).trim(),
+            n.to_string()
+        );
+        // The lookups (the tagged `SELECT`s of `store_batch`).
+        let lookups: Vec<String> = first
+            .queries
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|q| q.starts_with("SELECT DISTINCT '") || q.starts_with("SELECT '"))
+            .cloned()
+            .collect();
+        if chunked {
+            // frames, stacks, series, cp_stacks, profiles, counts; the
+            // frames, stacks and cp_stacks (12,000 each) in two chunks each.
+            assert_eq!(
+                lookups.len(),
+                9,
+                "{:?}",
+                lookups.iter().map(|l| &l[..40]).collect::<Vec<_>>()
+            );
+            assert!(lookups.iter().all(|l| !l.contains(" UNION ALL ")));
+        } else {
+            assert_eq!(lookups.len(), 1);
+            assert_eq!(lookups[0].matches(" UNION ALL ").count(), 5);
+        }
+        let before = state(&db);
+        let again = Spy::default();
+        let s = load(&again, std::slice::from_ref(&p), &copts(&db), 1_000_000)
+            .0
+            .unwrap();
+        assert_eq!(s.already_stored, 1);
+        assert_eq!(*again.inserts.lock().unwrap(), Vec::<String>::new(), "{n}");
+        assert_eq!(state(&db), before);
     }
-    std::fs::write(&p, w.encode_gzip().unwrap()).unwrap();
-    let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1_000_000);
-    let s = r.unwrap();
-    assert_eq!((s.profiles, s.already_stored), (1, 0), "{s:?}");
-    assert_eq!(cpu_total(db), want);
-    let before = state(db);
-    assert_eq!(
-        q(&format!("SELECT count() FROM {db}.stacks")).trim(),
-        "12000"
-    );
-    let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1_000_000);
-    assert_eq!(r.unwrap().already_stored, 1);
-    assert_eq!(state(db), before);
     let _ = std::fs::remove_dir_all(&dir);
 }

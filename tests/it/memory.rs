@@ -1869,3 +1869,38 @@ fn memory_views_read_their_process_stacks_only() {
         "delete removes its process's rows only"
     );
 }
+
+/// Migrations 12 and 13 render for a cluster (`init --cluster`): every DDL
+/// statement runs `ON CLUSTER`, the new table is Replicated, no placeholder
+/// is left; the back-fill is a plain INSERT (on the node `init` talks to,
+/// replicated from there); every statement parses.
+#[test]
+fn migrations_12_and_13_render_for_a_cluster() {
+    let opts = SchemaOptions {
+        database: "fh_mem_cluster".parse().unwrap(),
+        cluster: Some("prod".parse().unwrap()),
+    };
+    for (version, want_name, want_stmts) in [(12, "profile_lookup", 4), (13, "process_stacks", 9)] {
+        let (_, name, sql) = flamehouse::storage::schema::MIGRATIONS
+            .iter()
+            .find(|m| m.0 == version)
+            .unwrap();
+        assert_eq!(*name, want_name);
+        let stmts = flamehouse_udf::catalog::statements(&opts.render(sql));
+        assert_eq!(stmts.len(), want_stmts, "{version}");
+        for s in &stmts {
+            for p in ["{db}", "{on_cluster}", "{replicated}"] {
+                assert!(!s.contains(p), "{s}");
+            }
+            if s.starts_with("INSERT") {
+                assert!(!s.contains("ON CLUSTER"), "{s}");
+            } else {
+                assert!(s.contains(" ON CLUSTER prod "), "{s}");
+            }
+            if s.starts_with("CREATE TABLE") {
+                assert!(s.contains("ENGINE = ReplicatedReplacingMergeTree"), "{s}");
+            }
+            q(&format!("SELECT formatQuerySingleLine({})", lit(s)));
+        }
+    }
+}

@@ -92,15 +92,8 @@ impl ProfileFormat for Bpftrace {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        let mut reader = parse(&text, path, mtime, &options.bpftrace)?;
-        if options.legacy_identity {
-            reader.set_legacy_identity(text::legacy_identity_with(
-                "bpftrace",
-                &text,
-                &options.bpftrace,
-            ));
-        }
-        Ok(Box::new(reader))
+        let reader = parse(&text, path, mtime, &options.bpftrace)?;
+        Ok(reader.boxed_with_legacy(options, "bpftrace", &text, &options.bpftrace))
     }
 }
 

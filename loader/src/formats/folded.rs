@@ -100,15 +100,8 @@ impl ProfileFormat for Folded {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        let mut reader = parse(&text, path, mtime, &options.folded)?;
-        if options.legacy_identity {
-            reader.set_legacy_identity(text::legacy_identity_with(
-                "folded",
-                &text,
-                &options.folded,
-            ));
-        }
-        Ok(Box::new(reader))
+        let reader = parse(&text, path, mtime, &options.folded)?;
+        Ok(reader.boxed_with_legacy(options, "folded", &text, &options.folded))
     }
 }
 

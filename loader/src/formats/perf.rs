@@ -128,11 +128,8 @@ impl ProfileFormat for Perf {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME)?;
-        let mut reader = parse(&text, path, mtime, &options.perf)?;
-        if options.legacy_identity {
-            reader.set_legacy_identity(text::legacy_identity_with("perf", &text, &options.perf));
-        }
-        Ok(Box::new(reader))
+        let reader = parse(&text, path, mtime, &options.perf)?;
+        Ok(reader.boxed_with_legacy(options, "perf", &text, &options.perf))
     }
 }
 

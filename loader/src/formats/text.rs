@@ -331,15 +331,28 @@ pub struct TextReader {
 }
 
 impl TextReader {
-    /// Sets the source's [`Source::legacy_identity`] (asked for by
-    /// [`crate::formats::ReadOptions::legacy_identity`]).
-    pub fn set_legacy_identity(&mut self, id: Vec<Vec<u8>>) {
-        for e in &mut self.events {
-            if let Event::Source(s) = e {
+    /// The reader, boxed, its source carrying the legacy identity of
+    /// `text` read with `options` ([`Source::legacy_identity`]) when
+    /// `read.legacy_identity` asks for it (a database holding text
+    /// profiles of earlier builds).
+    #[must_use]
+    pub fn boxed_with_legacy<O: std::fmt::Debug + Default + PartialEq>(
+        mut self,
+        read: &crate::formats::ReadOptions,
+        format: &str,
+        text: &str,
+        options: &O,
+    ) -> Box<dyn ProfileReader> {
+        if read.legacy_identity {
+            let id = with_options(legacy_identity(format, text), options);
+            if let Some(s) = self.events.iter_mut().find_map(|e| match e {
+                Event::Source(s) => Some(s),
+                _ => None,
+            }) {
                 s.legacy_identity = id;
-                return;
             }
         }
+        Box::new(self)
     }
 
     /// The labels of a stack key (the sample's own labels: perf's comm,
@@ -424,16 +437,6 @@ pub fn identity_with<O: std::fmt::Debug + Default + PartialEq>(
     options: &O,
 ) -> Vec<Vec<u8>> {
     with_options(identity(format, text), options)
-}
-
-/// [`legacy_identity`] of a text read with `options`, as [`identity_with`].
-#[must_use]
-pub fn legacy_identity_with<O: std::fmt::Debug + Default + PartialEq>(
-    format: &str,
-    text: &str,
-    options: &O,
-) -> Vec<Vec<u8>> {
-    with_options(legacy_identity(format, text), options)
 }
 
 fn with_options<O: std::fmt::Debug + Default + PartialEq>(

@@ -189,8 +189,8 @@ struct Held {
     series: HashSet<(u16, u64)>,
     /// Per service, its (day, stack).
     cp_stacks: HashMap<String, HashSet<(u16, u64)>>,
-    /// (profile id, type) listed in `cp_profiles`.
-    listed: HashSet<(u64, String)>,
+    /// Types of each profile id listed in `cp_profiles`.
+    listed: HashMap<u64, HashSet<String>>,
     /// Sample rows stored per profile id.
     sample_counts: HashMap<u64, usize>,
 }
@@ -218,7 +218,7 @@ impl Held {
                 }
             }
             "p" => {
-                self.listed.insert((id, b.to_string()));
+                self.listed.entry(id).or_default().insert(b.to_string());
             }
             "c" => {
                 if let Ok(n) = b.parse::<usize>() {
@@ -254,6 +254,21 @@ impl Held {
         }
         Ok(held)
     }
+
+    /// Whether the row of profile `id` and type `ty` is in `cp_profiles`.
+    fn listed(&self, id: u64, ty: &str) -> bool {
+        self.listed.get(&id).is_some_and(|t| t.contains(ty))
+    }
+}
+
+/// The distinct values of `values`, each written by `lit`, comma-separated
+/// (an `IN (...)` list).
+fn in_list<T: std::hash::Hash + Eq>(
+    values: impl Iterator<Item = T>,
+    lit: impl Fn(T) -> String,
+) -> String {
+    let set: HashSet<T> = values.collect();
+    set.into_iter().map(lit).collect::<Vec<_>>().join(",")
 }
 
 /// `rows` that neither `known` (this load) nor an earlier row of them
@@ -342,29 +357,12 @@ pub fn store_batch(
     let pids: Vec<u64> = batch.iter().map(|p| p.profile_id).collect();
 
     // One round trip for all of it: no insert below changes another answer.
-    let distinct =
-        |v: Vec<u64>| -> Vec<u64> { v.into_iter().collect::<HashSet<_>>().into_iter().collect() };
-    let series_dates: Vec<String> = series_keys
-        .iter()
-        .map(|k| k.0)
-        .collect::<HashSet<_>>()
-        .iter()
-        .map(u16::to_string)
-        .collect();
-    let cp_services: Vec<String> = cp_keys
-        .iter()
-        .map(|k| k.0)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .map(crate::storage::sql_string)
-        .collect();
-    let cp_dates: Vec<String> = cp_keys
-        .iter()
-        .map(|k| k.1)
-        .collect::<HashSet<_>>()
-        .iter()
-        .map(u16::to_string)
-        .collect();
+    let distinct = |ids: &mut dyn Iterator<Item = u64>| -> Vec<u64> {
+        ids.collect::<HashSet<_>>().into_iter().collect()
+    };
+    let series_dates = in_list(series_keys.iter().map(|k| k.0), |d| d.to_string());
+    let cp_services = in_list(cp_keys.iter().map(|k| k.0), crate::storage::sql_string);
+    let cp_dates = in_list(cp_keys.iter().map(|k| k.1), |d| d.to_string());
     let asks = [
         Ask {
             ids: frames.iter().map(|f| f.frame_id).collect(),
@@ -379,24 +377,21 @@ pub fn store_batch(
             }),
         },
         Ask {
-            ids: distinct(series_keys.iter().map(|k| k.1).collect()),
+            ids: distinct(&mut series_keys.iter().map(|k| k.1)),
             sql_of: Box::new(|l| {
                 format!(
                     "SELECT DISTINCT 'r', toString(series_id), toString(toUInt16(date)), '' FROM {db}.cp_series \
-                     WHERE toUInt16(date) IN ({}) AND series_id IN ({l})",
-                    series_dates.join(",")
+                     WHERE toUInt16(date) IN ({series_dates}) AND series_id IN ({l})"
                 )
             }),
         },
         // Services come back as hex: any byte, no escaping.
         Ask {
-            ids: distinct(cp_keys.iter().map(|k| k.2).collect()),
+            ids: distinct(&mut cp_keys.iter().map(|k| k.2)),
             sql_of: Box::new(|l| {
                 format!(
                     "SELECT DISTINCT 'k', toString(stack_id), toString(toUInt16(date)), hex(service) FROM {db}.cp_stacks \
-                     WHERE service IN ({}) AND toUInt16(date) IN ({}) AND stack_id IN ({l})",
-                    cp_services.join(","),
-                    cp_dates.join(",")
+                     WHERE service IN ({cp_services}) AND toUInt16(date) IN ({cp_dates}) AND stack_id IN ({l})"
                 )
             }),
         },
@@ -470,12 +465,11 @@ pub fn store_batch(
     if batch.is_empty() {
         return Ok(stored);
     }
-    let listed = &held.listed;
     let sample_counts = &held.sample_counts;
     let complete = |p: &ProfileRows| {
         p.profiles
             .iter()
-            .all(|r| listed.contains(&(r.profile_id, r.profile_type.clone())))
+            .all(|r| held.listed(r.profile_id, &r.profile_type))
     };
     // Profiles not listed whose samples were cut inside one insert: the
     // keys of the rows they have.
@@ -483,7 +477,7 @@ pub fn store_batch(
         .iter()
         .filter(|p| {
             let n = sample_counts.get(&p.profile_id).copied().unwrap_or(0);
-            !complete(p) && n > 0 && n < p.samples.len()
+            n > 0 && n < p.samples.len() && !complete(p)
         })
         .map(|p| p.profile_id)
         .collect();
@@ -537,7 +531,7 @@ pub fn store_batch(
         profiles.extend(
             p.profiles
                 .iter()
-                .filter(|r| !listed.contains(&(r.profile_id, r.profile_type.clone()))),
+                .filter(|r| !held.listed(r.profile_id, &r.profile_type)),
         );
     }
     stored.sample_rows = samples.len();

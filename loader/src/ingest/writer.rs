@@ -99,13 +99,14 @@ pub(super) fn write_batch(backend: &dyn Backend, db: &Ident, b: Batch) -> Result
     // memory views join), before the samples. Every stack of a load is in
     // one of its batches (`Interner`), and replayed records' stacks were
     // sent by the load that stored them.
+    let process_id = b.intent.process_id;
     let process_stacks: Vec<ProcessStackRow> = b
         .stacks
-        .iter()
+        .into_iter()
         .map(|s| ProcessStackRow {
-            process_id: b.intent.process_id,
+            process_id,
             stack_id: s.stack_id,
-            labels: s.labels.clone(),
+            labels: s.labels,
         })
         .collect();
     insert(
