@@ -25,6 +25,7 @@ extern "C" {
 /// prevent it).
 extern "C" fn close_engine(status: std::ffi::c_int, _: *mut std::ffi::c_void) {
     let _ = std::fs::remove_dir_all(data_dir());
+    let _ = std::fs::remove_file(config_file());
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -36,14 +37,40 @@ fn data_dir() -> PathBuf {
     std::env::temp_dir().join(format!("flamehouse-it-{}", std::process::id()))
 }
 
-/// The process-wide engine on a fresh temporary data directory. It is
-/// closed at exit: the engine's own teardown crashes on an open connection.
+fn config_file() -> PathBuf {
+    std::env::temp_dir().join(format!("flamehouse-it-{}.xml", std::process::id()))
+}
+
+/// The cluster the engine knows ([`engine`]'s configuration): one shard,
+/// this process. The engine runs a `Distributed` table over it for real (a
+/// shard at this process's own address is queried and written in process);
+/// `ON CLUSTER` DDL and Replicated engines need a keeper it does not have.
+pub const CLUSTER: &str = "fh_one";
+
+/// The engine's configuration: [`CLUSTER`]. A shard is this process when
+/// its address is a local one with the port the engine would listen on
+/// (`tcp_port`; it listens on none) and it names no default database.
+const CONFIG: &str = "<clickhouse>
+  <tcp_port>9000</tcp_port>
+  <remote_servers>
+    <fh_one>
+      <shard><replica><host>127.0.0.1</host><port>9000</port></replica></shard>
+    </fh_one>
+  </remote_servers>
+</clickhouse>
+";
+
+/// The process-wide engine on a fresh temporary data directory, knowing
+/// the one-shard [`CLUSTER`]. It is closed at exit: the engine's own
+/// teardown crashes on an open connection.
 pub fn engine() -> &'static Engine {
     ENGINE.get_or_init(|| {
         let dir = data_dir();
         let _ = std::fs::remove_dir_all(&dir);
+        std::fs::write(config_file(), CONFIG).expect("writing the engine's configuration");
         let e = Engine::open(&EngineOptions {
             data_dir: Some(dir),
+            config_file: Some(config_file()),
             ..Default::default()
         })
         .unwrap_or_else(|e| panic!("opening the embedded engine: {e}"));

@@ -17,15 +17,20 @@
 -- (nothing is rewritten). The dictionaries have no TTL: they are shared,
 -- small, and a stack may be used again tomorrow.
 --
--- Cluster (`init --cluster`): every table here is {replicated}, so each
--- node holds all of it. The dictionaries, cp_series, cp_label_values and
--- cp_profiles are small and meant to stay replicated whole on every node;
--- cp_samples and cp_samples_1m are the facts, to be sharded by series_id
--- behind a Distributed table (`Distributed(cluster, db, cp_samples,
--- series_id)`) so that every series' rows and every GROUP BY stack_id stay
--- on one shard and the join with `stacks` is local. The embedded engine here
--- cannot insert into Replicated tables nor run Distributed queries, so that
--- layout is rendered and documented but not exercised.
+-- Cluster (`init --cluster`): every table is {replicated} and created
+-- ON CLUSTER. The dictionaries, cp_series, cp_label_values and cp_profiles
+-- are small and replicated whole to every node. The facts are sharded by
+-- series_id (`schema::SHARDED_TABLES`): on a cluster `{local}` renders as
+-- `_local`, so cp_samples_local and cp_samples_1m_local hold each shard's
+-- series (their views fill the shard's own rollups), and the statements
+-- marked {cluster_only} put a Distributed table named cp_samples (and
+-- cp_samples_1m) in front of them. Loads insert into it
+-- (`insert_distributed_sync = 1`: a batch is on its shards when the insert
+-- returns) and every query reads it, so the SQL is the same as on a single
+-- node; each series' rows, and each GROUP BY stack_id of a series, stay on
+-- one shard, and the joins with the replicated tables are local. On a
+-- single node `{local}` renders as nothing and the marked statements are
+-- left out.
 
 -- Labels once per series and day: the series a selector picks are looked up
 -- here (a few rows per series), never on the sample rows.
@@ -67,7 +72,7 @@ ARRAY JOIN mapKeys(labels) AS key, mapValues(labels) AS value;
 -- num_labels: pprof numeric labels (Go heap profiles' `bytes`, the object
 -- size) per sample, values only (their units are per profile, in
 -- cp_profiles.num_units, as pprof keeps them); empty for most profiles.
-CREATE TABLE IF NOT EXISTS {db}.cp_samples {on_cluster} (
+CREATE TABLE IF NOT EXISTS {db}.cp_samples{local} {on_cluster} (
     profile_type LowCardinality(String),
     service LowCardinality(String),
     series_id UInt64,
@@ -86,7 +91,9 @@ SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 100000;
 -- merge). The queries read it instead of cp_samples for ranges longer than
 -- `continuous_query::DEFAULT_ROLLUP_AFTER_SECONDS` (6 hours), widened to
 -- whole minutes.
-CREATE TABLE IF NOT EXISTS {db}.cp_samples_1m {on_cluster} (
+{cluster_only}CREATE TABLE IF NOT EXISTS {db}.cp_samples {on_cluster} AS {db}.cp_samples_local ENGINE = Distributed({cluster}, {db}, cp_samples_local, series_id);
+
+CREATE TABLE IF NOT EXISTS {db}.cp_samples_1m{local} {on_cluster} (
     profile_type LowCardinality(String),
     service LowCardinality(String),
     series_id UInt64,
@@ -99,10 +106,12 @@ ORDER BY (profile_type, service, toStartOfHour(minute), series_id, stack_id, min
 TTL toDate(minute) + INTERVAL {retention_days} DAY
 SETTINGS ttl_only_drop_parts = 1, non_replicated_deduplication_window = 100000;
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.cp_samples_1m_mv {on_cluster} TO {db}.cp_samples_1m AS
+{cluster_only}CREATE TABLE IF NOT EXISTS {db}.cp_samples_1m {on_cluster} AS {db}.cp_samples_1m_local ENGINE = Distributed({cluster}, {db}, cp_samples_1m_local, series_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.cp_samples_1m_mv {on_cluster} TO {db}.cp_samples_1m{local} AS
 SELECT profile_type, service, series_id, toDateTime(toStartOfMinute(ts), 'UTC') AS minute,
        stack_id, sum(value) AS value
-FROM {db}.cp_samples
+FROM {db}.cp_samples{local}
 GROUP BY profile_type, service, series_id, minute, stack_id;
 
 -- One row per stored profile and type: list, open and export single

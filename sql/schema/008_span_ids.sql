@@ -1,5 +1,7 @@
 -- flamehouse schema, migration 8: span ids on continuous-profile samples.
--- Placeholders as in migration 1.
+-- Placeholders as in migration 1 and 6 (on a cluster the column and index go
+-- on every shard's cp_samples_local, and the column on the Distributed
+-- cp_samples too).
 --
 -- Go's and OpenTelemetry's profilers tag CPU samples with the span they ran
 -- in (pprof sample label `span_id`, 16 hex digits). As a series label that
@@ -21,6 +23,8 @@
 -- An existing database gets the column with 0 for every stored row and the
 -- index on the parts written from now on (older parts are read whole by a
 -- span filter; they hold no span ids anyway).
-ALTER TABLE {db}.cp_samples {on_cluster} ADD COLUMN IF NOT EXISTS span_id UInt64 DEFAULT 0;
+ALTER TABLE {db}.cp_samples{local} {on_cluster} ADD COLUMN IF NOT EXISTS span_id UInt64 DEFAULT 0;
 
-ALTER TABLE {db}.cp_samples {on_cluster} ADD INDEX IF NOT EXISTS span_idx span_id TYPE bloom_filter(0.01) GRANULARITY 1;
+{cluster_only}ALTER TABLE {db}.cp_samples {on_cluster} ADD COLUMN IF NOT EXISTS span_id UInt64 DEFAULT 0;
+
+ALTER TABLE {db}.cp_samples{local} {on_cluster} ADD INDEX IF NOT EXISTS span_idx span_id TYPE bloom_filter(0.01) GRANULARITY 1;

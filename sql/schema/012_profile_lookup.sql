@@ -1,5 +1,6 @@
 -- flamehouse schema, migration 12: finding a profile's rows by its id.
--- Placeholders as in migration 1.
+-- Placeholders as in migration 1 and 6 (on a cluster the index goes on every
+-- shard's cp_samples_local).
 --
 -- Every batch a load stores first asks what of its profiles is stored
 -- already (`cp_batch::store_batch`): their rows in cp_profiles, and the
@@ -20,9 +21,9 @@
 -- An existing database gets the filters of its stored parts built by a
 -- mutation (in the background; an embedded engine resumes it at its next
 -- start) and on every part written from now on.
-ALTER TABLE {db}.cp_samples {on_cluster} ADD INDEX IF NOT EXISTS profile_idx profile_id TYPE bloom_filter(0.001) GRANULARITY 1;
+ALTER TABLE {db}.cp_samples{local} {on_cluster} ADD INDEX IF NOT EXISTS profile_idx profile_id TYPE bloom_filter(0.001) GRANULARITY 1;
 
-ALTER TABLE {db}.cp_samples {on_cluster} MATERIALIZE INDEX profile_idx;
+ALTER TABLE {db}.cp_samples{local} {on_cluster} MATERIALIZE INDEX profile_idx;
 
 ALTER TABLE {db}.cp_profiles {on_cluster} ADD INDEX IF NOT EXISTS profile_idx profile_id TYPE bloom_filter(0.001) GRANULARITY 1;
 

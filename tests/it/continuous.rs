@@ -356,24 +356,7 @@ fn top_functions_equal_go_tool_pprof_top_for_every_sample_type() {
             let kind = ty.split(':').next().unwrap();
             let (want, total) = parse_top(&golden(&format!("{p}.top.{kind}.txt")));
             let svc = format!("{{service=\"{p}\"}}");
-            let raw = around(ty, ms, &svc);
-            assert_eq!(raw.source(&o), Source::Raw);
-            assert_eq!(
-                top(&top_functions_sql(&o, &raw, None, 0).unwrap()),
-                want,
-                "{p} {ty}"
-            );
-            let long = Selection {
-                from_ms: ms - 86_400_000,
-                to_ms: ms + 86_400_000,
-                ..raw
-            };
-            assert_eq!(long.source(&o), Source::Rollup);
-            assert_eq!(
-                top(&top_functions_sql(&o, &long, None, 0).unwrap()),
-                want,
-                "{p} {ty} from the rollup"
-            );
+            top_from_every_source(&o, &around(ty, ms, &svc), &want, &format!("{p} {ty}"));
             let stored: i64 = q(&format!(
                 "SELECT total FROM {db}.cp_profiles FINAL WHERE profile_id = {} \
                  AND profile_type = '{ty}'",
@@ -387,6 +370,39 @@ fn top_functions_equal_go_tool_pprof_top_for_every_sample_type() {
         }
     }
     assert_eq!(checked, 14);
+}
+
+/// Top functions of `raw` (one profile's instant) are `want` read from the
+/// samples, from the hourly rollup with the samples at the edges (a 6-hour
+/// range) and from the per-minute rollup (a 2-day range).
+pub(crate) fn top_from_every_source(
+    o: &QueryOptions,
+    raw: &Selection,
+    want: &BTreeMap<String, (i64, i64)>,
+    what: &str,
+) {
+    assert_eq!(raw.source(o), Source::Raw);
+    let widened = |half: i64| Selection {
+        from_ms: raw.from_ms - half,
+        to_ms: raw.from_ms + half,
+        ..raw.clone()
+    };
+    let hours = widened(3 * 3_600_000);
+    let sql = top_functions_sql(o, &hours, None, 0).unwrap();
+    assert!(sql.contains("cp_samples_1h"), "{what}: {sql}");
+    let long = widened(86_400_000);
+    assert_eq!(long.source(o), Source::Rollup);
+    for (sel, from) in [
+        (raw, "samples"),
+        (&hours, "hourly rollup"),
+        (&long, "minute rollup"),
+    ] {
+        assert_eq!(
+            top(&top_functions_sql(o, sel, None, 0).unwrap()),
+            *want,
+            "{what} from the {from}"
+        );
+    }
 }
 
 /// The flame graph's stacks (each path's self) equal `go tool pprof
@@ -526,7 +542,7 @@ fn numeric_labels_keep_values_and_units() {
 /// Flat and cum per function of a diff tree: flat on each path's leaf of
 /// (comparison self - baseline self), cum once per path through the
 /// function (a node whose ancestors do not hold it).
-fn diff_top(t: &BTreeMap<Vec<String>, Vec<i64>>) -> BTreeMap<String, (i64, i64)> {
+pub(crate) fn diff_top(t: &BTreeMap<Vec<String>, Vec<i64>>) -> BTreeMap<String, (i64, i64)> {
     let mut m: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for (path, v) in t {
         let Some(leaf) = path.last() else { continue };
@@ -1002,8 +1018,10 @@ fn profile_time_is_the_files_own() {
 }
 
 /// `init --cluster` renders migration 6 with `ON CLUSTER` on every
-/// statement and a Replicated engine on every table, and the engine parses
-/// every rendered statement (it cannot run them: no keeper here).
+/// statement, a Replicated engine on every MergeTree table and a
+/// Distributed table in front of each sharded one, and the engine parses
+/// every rendered statement (the `cluster` tests run them on a one-shard
+/// cluster).
 #[test]
 fn cluster_rendering_is_replicated_and_parses() {
     let opts = SchemaOptions {
@@ -1018,10 +1036,12 @@ fn cluster_rendering_is_replicated_and_parses() {
     let rendered = opts.render(sql);
     assert!(!rendered.contains("{retention_days}"));
     let stmts = flamehouse_udf::catalog::statements(&rendered);
-    let mut tables = 0;
+    let (mut tables, mut distributed) = (0, 0);
     for s in &stmts {
         assert!(s.contains(" ON CLUSTER prod "), "{s}");
-        if s.starts_with("CREATE TABLE") {
+        if s.contains("ENGINE = Distributed(prod, fh_cp_cluster, ") {
+            distributed += 1;
+        } else if s.starts_with("CREATE TABLE") {
             tables += 1;
             assert!(s.contains("ENGINE = Replicated"), "{s}");
             assert!(
@@ -1031,8 +1051,8 @@ fn cluster_rendering_is_replicated_and_parses() {
         }
         q(&format!("SELECT formatQuerySingleLine({})", lit(s)));
     }
-    assert_eq!(tables, 5);
-    assert_eq!(stmts.len(), 11);
+    assert_eq!((tables, distributed), (5, 2));
+    assert_eq!(stmts.len(), 13);
 }
 
 /// A profile is stored whole or not at all: a load that fails at any table

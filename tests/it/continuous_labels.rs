@@ -568,7 +568,15 @@ fn migration_8_upgrades_a_database_with_samples() {
     let (_, name, sql) = MIGRATIONS.iter().find(|(v, _, _)| *v == 8).unwrap();
     assert_eq!(*name, "span_ids");
     let stmts = flamehouse_udf::catalog::statements(&cluster.render(sql));
-    assert_eq!(stmts.len(), 2);
+    // The shards' column and index, and the Distributed table's column.
+    assert_eq!(stmts.len(), 3);
+    assert_eq!(
+        stmts
+            .iter()
+            .filter(|s| s.contains("cp_samples_local "))
+            .count(),
+        2
+    );
     for s in &stmts {
         assert!(s.contains(" ON CLUSTER prod "), "{s}");
         q(&format!("SELECT formatQuerySingleLine({})", lit(s)));

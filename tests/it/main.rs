@@ -4,6 +4,7 @@
 
 mod cli;
 mod cli_run;
+mod cluster;
 mod continuous;
 mod continuous_cli;
 mod continuous_exports;

@@ -530,6 +530,8 @@ fn server_backend_wire_bytes_replay_to_the_same_tables() {
                 r.param("deduplicate_blocks_in_dependent_materialized_views"),
                 Some("1")
             );
+            // A cluster's Distributed cp_samples: on the shards on return.
+            assert_eq!(r.param("insert_distributed_sync"), Some("1"), "{table}");
             let token = r
                 .param("insert_deduplication_token")
                 .expect("insert_deduplication_token")

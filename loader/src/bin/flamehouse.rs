@@ -139,8 +139,9 @@ struct SchemaArgs {
     /// Database holding the flamehouse schema (letters, digits and `_`).
     #[arg(long, default_value = schema::DEFAULT_DATABASE, value_parser = parse_database)]
     database: Ident,
-    /// Cluster for ON CLUSTER / Replicated engines (needs --url: the
-    /// embedded engine is one node).
+    /// Cluster for ON CLUSTER, Replicated engines and the continuous
+    /// samples sharded by series behind Distributed tables (needs --url,
+    /// or `init --print`: the embedded engine is one node).
     #[arg(long, value_parser = parse_cluster)]
     cluster: Option<Ident>,
 }
@@ -188,6 +189,11 @@ enum Command {
         /// place is kept (a new schema's is 30 days).
         #[arg(long)]
         retention: Option<u32>,
+        /// Print the SQL that builds a new database (every migration
+        /// rendered for --database and --cluster, then --retention's
+        /// ALTERs) and run nothing: a cluster's DDL reviewed before it runs.
+        #[arg(long)]
+        print: bool,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -529,7 +535,7 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
         if let Some(id) = SERVER_ONLY.iter().find(|id| typed(id)) {
             anyhow::bail!("{} needs --url (it only applies to a server)", flag(id));
         }
-        if typed("cluster") {
+        if typed("cluster") && !typed("print") {
             anyhow::bail!("--cluster needs --url (the embedded engine is a single node)");
         }
     } else if typed("data") {
@@ -626,7 +632,42 @@ fn run() -> anyhow::Result<()> {
         Command::Init {
             schema,
             retention,
+            print: true,
+            ..
+        } => {
+            let opts = schema.options();
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut last = None;
+            for (version, name, stmt) in schema::new_database_statements(&opts) {
+                if last != Some(version) {
+                    writeln!(out, "-- migration {version}: {name}")?;
+                    last = Some(version);
+                }
+                writeln!(out, "{stmt};\n")?;
+            }
+            if let Some(days) = retention {
+                // A new database's layout: sharded on a cluster.
+                let distributed: Vec<String> = if opts.cluster.is_some() {
+                    schema::SHARDED_TABLES
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                writeln!(out, "-- retention: {days} days")?;
+                for stmt in continuous::retention_statements(&opts, days, &distributed) {
+                    writeln!(out, "{stmt};\n")?;
+                }
+            }
+            out.flush()?;
+            Ok(())
+        }
+        Command::Init {
+            schema,
+            retention,
             target,
+            ..
         } => {
             let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;

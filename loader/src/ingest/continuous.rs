@@ -1230,29 +1230,72 @@ pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> 
             "retention: at least 1 day (0 would drop every profile)".into(),
         ));
     }
+    let distributed = distributed_tables(backend, &opts.database)?;
+    for stmt in retention_statements(opts, days, &distributed) {
+        backend.execute(&stmt)?;
+    }
+    Ok(())
+}
+
+/// The statements [`set_retention`] runs: one `ALTER TABLE ... MODIFY TTL`
+/// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
+/// cluster's sharded layout) is altered on its shards' `<name>_local`, the
+/// Distributed table having no TTL of its own.
+pub fn retention_statements(
+    opts: &SchemaOptions,
+    days: u32,
+    distributed: &[String],
+) -> Vec<String> {
     let on_cluster = opts
         .cluster
         .as_ref()
         .map(|c| format!(" ON CLUSTER {c}"))
         .unwrap_or_default();
-    for (table, day) in RETENTION_TABLES {
-        backend.execute(&format!(
-            "ALTER TABLE {}.{table}{on_cluster} MODIFY TTL {day} + INTERVAL {days} DAY",
-            opts.database
-        ))?;
-    }
-    Ok(())
+    RETENTION_TABLES
+        .iter()
+        .map(|(table, day)| {
+            let local = if distributed.iter().any(|d| d == table) {
+                crate::storage::schema::LOCAL_SUFFIX
+            } else {
+                ""
+            };
+            format!(
+                "ALTER TABLE {}.{table}{local}{on_cluster} MODIFY TTL {day} + INTERVAL {days} DAY",
+                opts.database
+            )
+        })
+        .collect()
+}
+
+/// The `Distributed` tables of `db`: on a cluster's sharded layout, the
+/// tables of [`crate::storage::schema::SHARDED_TABLES`].
+///
+/// # Errors
+/// The engine's error.
+pub fn distributed_tables(backend: &dyn Backend, db: &Ident) -> Result<Vec<String>> {
+    Ok(backend
+        .query_tsv(&format!(
+            "SELECT name FROM system.tables WHERE database = {} AND engine = 'Distributed' ORDER BY name",
+            sql_string(db.as_str())
+        ))?
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect())
 }
 
 /// The retention in days of `cp_samples` as stored in its TTL (None when it
-/// has none), read from the engine.
+/// has none), read from the engine; on a cluster's sharded layout, the TTL
+/// of the connected node's `cp_samples_local`.
 ///
 /// # Errors
 /// The engine's error.
 pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> {
     let q = backend.query_tsv(&format!(
-        "SELECT create_table_query FROM system.tables WHERE database = {} AND name = 'cp_samples'",
-        sql_string(db.as_str())
+        "SELECT create_table_query FROM system.tables WHERE database = {} \
+         AND name IN ('cp_samples', 'cp_samples{}') AND engine != 'Distributed'",
+        sql_string(db.as_str()),
+        crate::storage::schema::LOCAL_SUFFIX
     ))?;
     let re =
         regex::Regex::new(r"TTL toDate\(ts\) \+ (?:toIntervalDay\((\d+)\)|INTERVAL (\d+) DAY)")

@@ -38,6 +38,11 @@ pub struct EngineOptions {
     /// test binaries under `target/*/deps`), else the first on `PATH`
     /// (see [`find_udf_binary`]).
     pub udf_binary: Option<PathBuf>,
+    /// A ClickHouse configuration file the engine reads at start
+    /// (`--config-file`), for settings the command line cannot give: a
+    /// `remote_servers` cluster whose one shard is this process (the
+    /// cluster tests run the sharded layout so). Default: none.
+    pub config_file: Option<PathBuf>,
 }
 
 /// `$FLAMEHOUSE_CACHE`, else `$XDG_CACHE_HOME/flamehouse`, else
@@ -233,7 +238,7 @@ impl Engine {
         let (data_dir, scripts, configs) = prepare_data_dir(&data_dir, &udf)?;
 
         let api = Api::load(&library)?;
-        let args = [
+        let mut args = vec![
             "clickhouse".to_string(),
             format!("--path={}", data_dir.display()),
             // Loader batches carry their rows inline after `FORMAT RowBinary`,
@@ -245,6 +250,10 @@ impl Engine {
                 configs.display()
             ),
         ];
+        if let Some(config) = &opts.config_file {
+            let config = std::fs::canonicalize(config).map_err(file_err(config))?;
+            args.push(format!("--config-file={}", config.display()));
+        }
         let cargs: Vec<CString> = args
             .iter()
             .map(|a| CString::new(a.as_str()).expect("no NUL in paths"))

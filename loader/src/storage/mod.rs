@@ -154,7 +154,7 @@ pub(crate) fn fifo_path(engine: &Engine) -> Result<PathBuf> {
 fn file_insert_sql(db: &Ident, table: &Ident, structure: &str, token: &str, path: &Path) -> String {
     format!(
         "INSERT INTO {db}.{table} ({}) SETTINGS insert_deduplication_token = {}, \
-         deduplicate_blocks_in_dependent_materialized_views = 1 \
+         deduplicate_blocks_in_dependent_materialized_views = 1, insert_distributed_sync = 1 \
          SELECT * FROM file({}, RowBinary, {})",
         column_names(structure).join(", "),
         sql_string(token),

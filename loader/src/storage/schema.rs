@@ -107,8 +107,8 @@ pub fn default_database() -> Ident {
 pub struct SchemaOptions {
     /// Database name. Default: `flamehouse`.
     pub database: Ident,
-    /// Cluster name for `ON CLUSTER` and Replicated engines. Default: none
-    /// (single node).
+    /// Cluster name for `ON CLUSTER`, Replicated engines and the sharded
+    /// layout of [`SHARDED_TABLES`]. Default: none (single node).
     pub cluster: Option<Ident>,
 }
 
@@ -121,16 +121,61 @@ impl Default for SchemaOptions {
     }
 }
 
+/// The continuous tables a cluster shards by `series_id` (`init
+/// --cluster`): the facts and the tables their materialized views fill.
+/// On a cluster each is a `Distributed` table of this name in front of
+/// `<name>_local` ([`LOCAL_SUFFIX`]) on every shard, so every series' rows
+/// (and so every `GROUP BY stack_id` of a series) stay on one shard. Every
+/// other table is small or per process and replicated whole to each node.
+pub const SHARDED_TABLES: &[&str] = &[
+    "cp_samples",
+    "cp_samples_1m",
+    "cp_samples_1h",
+    "cp_series_profiles",
+];
+
+/// The suffix of a sharded table's shard-local table on a cluster.
+pub const LOCAL_SUFFIX: &str = "_local";
+
+/// The line prefix of a statement that exists on a cluster only (the
+/// `Distributed` tables and their `ALTER`s): kept, without the prefix,
+/// when rendering for a cluster; dropped for a single node.
+const CLUSTER_ONLY: &str = "{cluster_only}";
+
 impl SchemaOptions {
-    /// Fills the placeholders of a migration template.
+    /// Fills the placeholders of a migration template: `{db}`,
+    /// `{on_cluster}` (`ON CLUSTER c` or nothing), `{replicated}`
+    /// (`Replicated` or nothing), `{retention_days}`, `{cluster}` (the
+    /// cluster's name), `{local}` (the [`LOCAL_SUFFIX`] of a
+    /// [`SHARDED_TABLES`] table on a cluster, nothing on a single node)
+    /// and whole statements marked `{cluster_only}` at the start of a line.
     pub fn render(&self, sql: &str) -> String {
-        let (on_cluster, replicated) = match &self.cluster {
-            Some(c) => (format!("ON CLUSTER {c}"), "Replicated"),
-            None => (String::new(), ""),
+        let (on_cluster, replicated, local) = match &self.cluster {
+            Some(c) => (format!("ON CLUSTER {c}"), "Replicated", LOCAL_SUFFIX),
+            None => (String::new(), "", ""),
         };
-        sql.replace("{db}", self.database.as_str())
+        let mut kept = String::with_capacity(sql.len());
+        // Inside a dropped statement, which ends at a line ending with `;`.
+        let mut dropping = false;
+        for line in sql.split_inclusive('\n') {
+            if dropping {
+                dropping = !line.trim_end().ends_with(';');
+                continue;
+            }
+            match line.strip_prefix(CLUSTER_ONLY) {
+                Some(rest) if self.cluster.is_some() => kept.push_str(rest),
+                Some(rest) => dropping = !rest.trim_end().ends_with(';'),
+                None => kept.push_str(line),
+            }
+        }
+        kept.replace("{db}", self.database.as_str())
             .replace(" {on_cluster}", format!(" {on_cluster}").trim_end())
             .replace("{replicated}", replicated)
+            .replace("{local}", local)
+            .replace(
+                "{cluster}",
+                self.cluster.as_ref().map_or("", |c| c.as_str()),
+            )
             .replace("{retention_days}", &DEFAULT_RETENTION_DAYS.to_string())
     }
 }
@@ -203,6 +248,31 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         recreate_views(backend, opts, false)?;
     }
     Ok(done)
+}
+
+/// The statements [`migrate`] runs to build a new database, in its order
+/// (less the rows it records in `schema_migrations`), each with the version
+/// and name of its migration (0, `functions`: the SQL wrapper functions):
+/// what `flamehouse init --print` shows, so a cluster's DDL can be reviewed
+/// before it runs.
+pub fn new_database_statements(opts: &SchemaOptions) -> Vec<(u32, &'static str, String)> {
+    let mut out: Vec<(u32, &'static str, String)> = catalog::statements(&catalog::functions_sql())
+        .into_iter()
+        .map(|s| (0, "functions", s))
+        .collect();
+    let views = MIGRATIONS.iter().filter(|m| m.0 == VIEWS_MIGRATION);
+    for (version, name, sql) in MIGRATIONS
+        .iter()
+        .filter(|m| m.0 != VIEWS_MIGRATION)
+        .chain(views)
+    {
+        out.extend(
+            catalog::statements(&opts.render(sql))
+                .into_iter()
+                .map(|s| (*version, *name, s)),
+        );
+    }
+    out
 }
 
 /// Re-creates migration 9's views: every one when `all` (what `init`

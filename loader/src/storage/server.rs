@@ -24,7 +24,11 @@
 //!
 //! Every insert carries the settings `insert_deduplication_token` and
 //! `deduplicate_blocks_in_dependent_materialized_views = 1`, as the embedded
-//! backend's inserts do, so a batch sent again is stored once.
+//! backend's inserts do, so a batch sent again is stored once, and
+//! `insert_distributed_sync = 1` (the alias of
+//! `distributed_foreground_insert` since 23.10, kept for older servers), so
+//! an insert into a cluster's Distributed table returns once its rows are
+//! on their shards.
 
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
@@ -261,7 +265,11 @@ impl Backend for ServerBackend {
             .client
             .insert_formatted_with(sql)
             .with_setting("insert_deduplication_token", token)
-            .with_setting("deduplicate_blocks_in_dependent_materialized_views", "1");
+            .with_setting("deduplicate_blocks_in_dependent_materialized_views", "1")
+            // Into a cluster's Distributed cp_samples: the rows are on their
+            // shards when the insert returns (not queued on this node), so
+            // the next batch's lookups see them and a failure is reported.
+            .with_setting("insert_distributed_sync", "1");
         // One request; the body is a stream of compressed blocks (a row may
         // span two blocks: the server decompresses the stream before parsing
         // it).
