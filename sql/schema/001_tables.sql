@@ -1,6 +1,8 @@
 -- flamehouse schema, migration 1: tables and materialized views.
 -- Placeholders: {db} the database, {on_cluster} empty or `ON CLUSTER name`,
--- {replicated} empty or `Replicated` (cluster install). Statements are
+-- {replicated} before an engine: nothing on a single node; on a cluster
+-- `Replicated`, with one replica path for the whole cluster (every node
+-- holds all of the table; `schema::WHOLE_REPLICA_PATH`). Statements are
 -- separated by blank lines; every one is idempotent (IF NOT EXISTS).
 
 CREATE DATABASE IF NOT EXISTS {db} {on_cluster};

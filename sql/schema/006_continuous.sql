@@ -17,12 +17,14 @@
 -- (nothing is rewritten). The dictionaries have no TTL: they are shared,
 -- small, and a stack may be used again tomorrow.
 --
--- Cluster (`init --cluster`): every table is {replicated} and created
--- ON CLUSTER. The dictionaries, cp_series, cp_label_values and cp_profiles
--- are small and replicated whole to every node. The facts are sharded by
--- series_id (`schema::SHARDED_TABLES`): on a cluster `{local}` renders as
--- `_local`, so cp_samples_local and cp_samples_1m_local hold each shard's
--- series (their views fill the shard's own rollups), and the statements
+-- Cluster (`init --cluster`): every table is created ON CLUSTER. The
+-- dictionaries, cp_series, cp_label_values and cp_profiles are small and
+-- {replicated}: whole on every node, so each shard's sub-queries and joins
+-- on them are local and complete. The facts are sharded by series_id
+-- (`schema::SHARDED_TABLES`): on a cluster `{local}` renders as `_local`
+-- and {sharded} as `Replicated` with the engine's default path (replicas
+-- of a shard share it), so cp_samples_local and cp_samples_1m_local hold
+-- each shard's series (their views fill the shard's own rollups), and the statements
 -- marked {cluster_only} put a Distributed table named cp_samples (and
 -- cp_samples_1m) in front of them. Loads insert into it
 -- (`insert_distributed_sync = 1`: a batch is on its shards when the insert
@@ -81,7 +83,7 @@ CREATE TABLE IF NOT EXISTS {db}.cp_samples{local} {on_cluster} (
     value Int64,
     profile_id UInt64,
     num_labels Map(LowCardinality(String), Int64)
-) ENGINE = {replicated}MergeTree
+) ENGINE = {sharded}MergeTree
 PARTITION BY toDate(ts)
 ORDER BY (profile_type, service, toStartOfHour(ts), series_id, stack_id, ts)
 TTL toDate(ts) + INTERVAL {retention_days} DAY
@@ -100,7 +102,7 @@ CREATE TABLE IF NOT EXISTS {db}.cp_samples_1m{local} {on_cluster} (
     minute DateTime('UTC'),
     stack_id UInt64,
     value Int64
-) ENGINE = {replicated}SummingMergeTree
+) ENGINE = {sharded}SummingMergeTree
 PARTITION BY toDate(minute)
 ORDER BY (profile_type, service, toStartOfHour(minute), series_id, stack_id, minute)
 TTL toDate(minute) + INTERVAL {retention_days} DAY

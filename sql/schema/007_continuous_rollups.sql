@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS {db}.cp_samples_1h{local} {on_cluster} (
     hour DateTime('UTC'),
     stack_id UInt64,
     value Int64
-) ENGINE = {replicated}SummingMergeTree
+) ENGINE = {sharded}SummingMergeTree
 PARTITION BY toDate(hour)
 ORDER BY (profile_type, service, hour, series_id, stack_id)
 TTL toDate(hour) + INTERVAL {retention_days} DAY
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS {db}.cp_series_profiles{local} {on_cluster} (
     series_id UInt64,
     ts DateTime64(3, 'UTC'),
     profile_id UInt64
-) ENGINE = {replicated}ReplacingMergeTree
+) ENGINE = {sharded}ReplacingMergeTree
 PARTITION BY toDate(ts)
 ORDER BY (profile_type, service, series_id, ts, profile_id)
 TTL toDate(ts) + INTERVAL {retention_days} DAY

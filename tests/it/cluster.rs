@@ -17,20 +17,24 @@ use crate::continuous::{
 };
 use flamehouse::continuous_query::{diff_sql, flame_sql, Selection, Selector};
 use flamehouse::ingest::continuous::{distributed_tables, retention_days, set_retention};
-use flamehouse::storage::schema::{compact, migrate, SchemaOptions, SHARDED_TABLES};
+use flamehouse::storage::schema::{
+    compact, migrate, SchemaOptions, SHARDED_TABLES, WHOLE_REPLICA_PATH,
+};
 use flamehouse::storage::Backend;
 use flamehouse_tests::*;
 
 /// The shared engine, running every DDL statement as each node of
 /// [`CLUSTER`] runs it from the DDL queue: `ON CLUSTER` removed and
-/// `Replicated*MergeTree` as `*MergeTree` (no keeper here). Queries and
-/// inserts go to the engine unchanged.
+/// `Replicated*MergeTree(path, name, ...)` as `*MergeTree(...)` (no keeper
+/// here). Queries and inserts go to the engine unchanged.
 struct OnEachNode;
 
 impl OnEachNode {
     fn node_sql(sql: &str) -> String {
         sql.replace(&format!(" ON CLUSTER {CLUSTER}"), "")
             .replace("ENGINE = Replicated", "ENGINE = ")
+            .replace(&format!("({WHOLE_REPLICA_PATH}, "), "(")
+            .replace(&format!("({WHOLE_REPLICA_PATH})"), "")
     }
 }
 
@@ -258,10 +262,13 @@ fn loads_and_queries_through_distributed_tables_equal_go_tool_pprof() {
 }
 
 /// The full cluster rendering of every migration: `ON CLUSTER` on every
-/// DDL statement, Replicated engines on every MergeTree, and per sharded
-/// table a `*_local` table and a Distributed one sharded by `series_id`;
-/// every statement parses. A single node's rendering has no Distributed
-/// table and no `_local` name.
+/// DDL statement; Replicated engines on every MergeTree, each shard's
+/// replicas sharing the `*_local` tables' (the engine's default path, per
+/// shard) and every node sharing every other table's (one path for the
+/// cluster, so each shard has all of it); per sharded table a `*_local`
+/// table and a Distributed one sharded by `series_id`; every statement
+/// parses. A single node's rendering has no Distributed table and no
+/// `_local` name.
 #[test]
 fn every_migration_renders_for_a_cluster_and_a_single_node() {
     let cluster = cluster_opts("fh_render");
@@ -269,7 +276,7 @@ fn every_migration_renders_for_a_cluster_and_a_single_node() {
         database: "fh_render".parse().unwrap(),
         cluster: None,
     };
-    let mut distributed = Vec::new();
+    let (mut distributed, mut locals) = (Vec::new(), 0);
     for (version, _, sql) in flamehouse::storage::schema::MIGRATIONS {
         for s in flamehouse_udf::catalog::statements(&cluster.render(sql)) {
             for p in [
@@ -289,7 +296,18 @@ fn every_migration_renders_for_a_cluster_and_a_single_node() {
                 "{version}: {s}"
             );
             if s.contains("MergeTree") && s.starts_with("CREATE TABLE") {
-                assert!(s.contains("ENGINE = Replicated"), "{version}: {s}");
+                let at = s.find("ENGINE = Replicated").expect(&s);
+                let engine = s[at..].lines().next().unwrap();
+                let local = s.split_whitespace().nth(5).unwrap().ends_with("_local");
+                if local {
+                    assert!(engine.ends_with("MergeTree"), "{version}: {engine}");
+                } else {
+                    assert!(
+                        engine.contains(&format!("MergeTree({WHOLE_REPLICA_PATH}")),
+                        "{version}: {engine}"
+                    );
+                }
+                locals += usize::from(local);
             }
             if let Some(at) = s.find("ENGINE = Distributed(") {
                 let head = s.split_whitespace().nth(5).unwrap().to_string();
@@ -316,6 +334,7 @@ fn every_migration_renders_for_a_cluster_and_a_single_node() {
         .map(|t| format!("fh_render.{t}"))
         .collect();
     assert_eq!(distributed, want);
+    assert_eq!(locals, SHARDED_TABLES.len());
 }
 
 /// `flamehouse init --print` shows what `init` runs, without an engine or

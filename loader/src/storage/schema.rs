@@ -137,6 +137,16 @@ pub const SHARDED_TABLES: &[&str] = &[
 /// The suffix of a sharded table's shard-local table on a cluster.
 pub const LOCAL_SUFFIX: &str = "_local";
 
+/// The replica path and name of a table replicated whole on a cluster
+/// (every table but the shards' `_local` ones): one path for the whole
+/// cluster (`all`, not the default `{shard}`), so every node of every shard
+/// is a replica and holds all of it (the shards' `series_id IN (SELECT ...
+/// FROM cp_series)` sub-queries need every series). `{uuid}` is the table's
+/// (the same on every node: created `ON CLUSTER`); `{shard}` and
+/// `{replica}` are the nodes' macros, so a replica name is unique in the
+/// cluster even where replica macros repeat from shard to shard.
+pub const WHOLE_REPLICA_PATH: &str = "'/clickhouse/tables/{uuid}/all', '{shard}_{replica}'";
+
 /// The line prefix of a statement that exists on a cluster only (the
 /// `Distributed` tables and their `ALTER`s): kept, without the prefix,
 /// when rendering for a cluster; dropped for a single node.
@@ -144,11 +154,16 @@ const CLUSTER_ONLY: &str = "{cluster_only}";
 
 impl SchemaOptions {
     /// Fills the placeholders of a migration template: `{db}`,
-    /// `{on_cluster}` (`ON CLUSTER c` or nothing), `{replicated}`
-    /// (`Replicated` or nothing), `{retention_days}`, `{cluster}` (the
-    /// cluster's name), `{local}` (the [`LOCAL_SUFFIX`] of a
-    /// [`SHARDED_TABLES`] table on a cluster, nothing on a single node)
-    /// and whole statements marked `{cluster_only}` at the start of a line.
+    /// `{on_cluster}` (`ON CLUSTER c` or nothing), `ENGINE =
+    /// {replicated}XMergeTree[(args)]` (on a cluster `ReplicatedXMergeTree`
+    /// with [`WHOLE_REPLICA_PATH`] before the args: a table whole on every
+    /// node), `{sharded}` (`Replicated` with the engine's default path, per
+    /// shard: the shards' `_local` tables), `{retention_days}`, `{cluster}`
+    /// (the cluster's name), `{local}` (the [`LOCAL_SUFFIX`] of a
+    /// [`SHARDED_TABLES`] table on a cluster) and whole statements marked
+    /// `{cluster_only}` at the start of a line; on a single node the
+    /// engines are plain and `{local}` and the marked statements are
+    /// nothing.
     pub fn render(&self, sql: &str) -> String {
         let (on_cluster, replicated, local) = match &self.cluster {
             Some(c) => (format!("ON CLUSTER {c}"), "Replicated", LOCAL_SUFFIX),
@@ -168,8 +183,20 @@ impl SchemaOptions {
                 None => kept.push_str(line),
             }
         }
+        let whole = regex::Regex::new(r"ENGINE = \{replicated\}(\w*MergeTree)(?:\(([^)]*)\))?")
+            .expect("a valid regex");
+        let kept = whole.replace_all(&kept, |c: &regex::Captures<'_>| {
+            let args = c.get(2).map_or("", |a| a.as_str());
+            match (&self.cluster, args) {
+                (Some(_), "") => format!("ENGINE = Replicated{}({WHOLE_REPLICA_PATH})", &c[1]),
+                (Some(_), a) => format!("ENGINE = Replicated{}({WHOLE_REPLICA_PATH}, {a})", &c[1]),
+                (None, "") => format!("ENGINE = {}", &c[1]),
+                (None, a) => format!("ENGINE = {}({a})", &c[1]),
+            }
+        });
         kept.replace("{db}", self.database.as_str())
             .replace(" {on_cluster}", format!(" {on_cluster}").trim_end())
+            .replace("{sharded}", replicated)
             .replace("{replicated}", replicated)
             .replace("{local}", local)
             .replace(
