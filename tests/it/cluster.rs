@@ -404,3 +404,70 @@ fn init_print_is_what_init_runs() {
         );
     }
 }
+
+/// Every variable and panel query of the continuous dashboard, expanded as
+/// Grafana and the plugin expand them, answers on the sharded layout
+/// exactly as on a single node (whose answers `grafana_continuous` holds
+/// against `go tool pprof`): the panels read the Distributed tables with
+/// the same SQL.
+#[test]
+fn the_continuous_dashboard_answers_the_same_on_the_sharded_layout() {
+    use crate::grafana_continuous::{dashboard, expand, load_runs, range, t0, vars};
+    let single = dashboard();
+    let opts = cluster_opts("fh_cluster_grafana");
+    load_runs(&OnEachNode, &opts);
+    assert_eq!(engines(opts.database.as_str())["cp_samples"], "Distributed");
+    let sharded = flamehouse::grafana::continuous::continuous_dashboard(&opts.database);
+    let queries = |d: &serde_json::Value| -> Vec<(String, String)> {
+        let vars = d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["type"] == "query")
+            .map(|v| {
+                (
+                    v["name"].to_string(),
+                    v["query"].as_str().unwrap().to_string(),
+                )
+            });
+        let panels = d["panels"].as_array().unwrap().iter().flat_map(|p| {
+            p["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| {
+                    (
+                        p["title"].to_string(),
+                        t["rawSql"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        vars.chain(panels).collect()
+    };
+    let (a, b) = (queries(&single), queries(&sharded));
+    assert_eq!(a.len(), b.len());
+    let (f, t) = range();
+    let mut diff_mode = vars(&["one", "two"], &["one"]);
+    diff_mode.insert("diff_mode", vec!["1".into()]);
+    let cases = [
+        (vars(&["one"], &["one"]), f, t),
+        (vars(&["one", "two"], &["one"]), f, t),
+        (diff_mode, f, t),
+        (vars(&["two"], &["one"]), t0() - 12 * 3_600_000, t),
+    ];
+    let (mut compared, mut answered) = (0, 0);
+    for ((name, one), (_, other)) in a.iter().zip(&b) {
+        for (v, from, to) in &cases {
+            let want = q(&expand(one, v, *from, *to));
+            assert_eq!(q(&expand(other, v, *from, *to)), want, "{name}");
+            compared += 1;
+            answered += usize::from(!want.is_empty());
+        }
+    }
+    assert!(compared >= 4 * 10, "{compared}");
+    assert!(
+        answered * 10 >= compared * 9,
+        "{answered} of {compared} answered"
+    );
+}

@@ -101,7 +101,12 @@ fn percent(s: &str) -> String {
 
 /// Expands the plugin's macros and Grafana's variables as they would be
 /// (a multi-value selection is `{a,b}` before the format).
-fn expand(sql: &str, vars: &BTreeMap<&str, Vec<String>>, from_ms: i64, to_ms: i64) -> String {
+pub(crate) fn expand(
+    sql: &str,
+    vars: &BTreeMap<&str, Vec<String>>,
+    from_ms: i64,
+    to_ms: i64,
+) -> String {
     let mut s = sql
         .replace(
             "$__fromTime_ms",
@@ -134,7 +139,7 @@ fn hx(name: &str) -> String {
 
 /// The profiles' time (ms): an hour ago, whole seconds (the files' own
 /// times would fall out of the retention some day).
-fn t0() -> i64 {
+pub(crate) fn t0() -> i64 {
     static T: OnceLock<i64> = OnceLock::new();
     *T.get_or_init(|| {
         let now = std::time::SystemTime::now()
@@ -150,37 +155,41 @@ fn t0() -> i64 {
 fn loaded() -> Ident {
     static ONCE: OnceLock<Ident> = OnceLock::new();
     ONCE.get_or_init(|| {
-        let db: Ident = DB.parse().unwrap();
-        q(&format!("DROP DATABASE IF EXISTS {db}"));
-        migrate(
-            engine(),
-            &SchemaOptions {
-                database: db.clone(),
-                cluster: None,
-            },
-        )
-        .unwrap();
-        for (file, run) in [("cpu.pb.gz", "one"), ("cpu2.pb.gz", "two")] {
-            let opts = ContinuousOptions {
-                database: db.clone(),
-                service: Some("shop".into()),
-                labels: vec![("run".into(), run.into())],
-                time_ns: Some(t0() * 1_000_000),
-                ..Default::default()
-            };
-            load_pprof(engine(), &pprof_dir().join(file), &opts).unwrap();
-        }
-        db
+        let schema = SchemaOptions {
+            database: DB.parse().unwrap(),
+            cluster: None,
+        };
+        load_runs(engine(), &schema);
+        schema.database
     })
     .clone()
 }
 
-fn dashboard() -> Value {
+/// A fresh database made by `migrate` through `backend` with cpu.pb.gz
+/// (`run=one`) and cpu2.pb.gz (`run=two`) loaded, both of service `shop`,
+/// at [`t0`].
+pub(crate) fn load_runs(backend: &dyn flamehouse::storage::Backend, schema: &SchemaOptions) {
+    let db = &schema.database;
+    q(&format!("DROP DATABASE IF EXISTS {db} SYNC"));
+    migrate(backend, schema).unwrap();
+    for (file, run) in [("cpu.pb.gz", "one"), ("cpu2.pb.gz", "two")] {
+        let opts = ContinuousOptions {
+            database: db.clone(),
+            service: Some("shop".into()),
+            labels: vec![("run".into(), run.into())],
+            time_ns: Some(t0() * 1_000_000),
+            ..Default::default()
+        };
+        load_pprof(backend, &pprof_dir().join(file), &opts).unwrap();
+    }
+}
+
+pub(crate) fn dashboard() -> Value {
     continuous_dashboard(&loaded())
 }
 
 /// Variables selecting `run` in `values` (baseline `baseline`).
-fn vars(values: &[&str], baseline: &[&str]) -> BTreeMap<&'static str, Vec<String>> {
+pub(crate) fn vars(values: &[&str], baseline: &[&str]) -> BTreeMap<&'static str, Vec<String>> {
     let mut v: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     v.insert("type", vec![CPU.into()]);
     v.insert("service", vec![hx("shop")]);
@@ -214,7 +223,7 @@ fn run(p: &Value, v: &BTreeMap<&str, Vec<String>>, from: i64, to: i64) -> String
 }
 
 /// The range around the profiles: [t0 - 30 min, t0 + 30 min).
-fn range() -> (i64, i64) {
+pub(crate) fn range() -> (i64, i64) {
     (t0() - 1_800_000, t0() + 1_800_000)
 }
 
