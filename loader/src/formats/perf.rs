@@ -1,7 +1,11 @@
 //! `perf script` text (Linux perf's default fields): one sample a
 //! paragraph, a header line `comm [pid/]tid [cpu] secs.frac: [period] event:`
 //! then the call chain, leaf first, one `addr sym+off (module)` a line, and
-//! a blank line.
+//! a blank line. Field lists of `perf script -F` that leave some out are
+//! read too: no time (every sample at the file's time, one batch), no
+//! period (1 each), no event (the event [`NO_EVENT`], `perf`), no module
+//! or offset on frames; the source lines of `-F +srcline` after a frame
+//! are skipped.
 //!
 //! Parsed here rather than through inferno's `collapse::perf`, which only
 //! writes folded text: the model needs each frame's module and the address
@@ -114,7 +118,20 @@ impl ProfileFormat for Perf {
             return Sniff::Yes;
         }
         match s.split_once('\n') {
-            Some((line, _)) if parse_header(line, &mut Vec::new()).is_ok() => Sniff::Yes,
+            // A header without a time (`-F` without `time`) only with a
+            // frame line after it: `a;b 12` is a folded line.
+            Some((line, next))
+                if parse_header(line, &mut Vec::new()).is_ok_and(|h| {
+                    h.time_ns.is_some()
+                        || next.starts_with(char::is_whitespace)
+                            && next
+                                .split_whitespace()
+                                .next()
+                                .is_some_and(|a| u64::from_str_radix(a, 16).is_ok())
+                }) =>
+            {
+                Sniff::Yes
+            }
             // A header line cut at the sniff length: its time is in it.
             None if s.split_whitespace().skip(1).any(is_time) && !s.starts_with('@') => Sniff::Yes,
             _ => Sniff::No,
@@ -141,12 +158,41 @@ struct Header<'a> {
     comm: Cow<'a, str>,
     pid: Option<u32>,
     tid: u32,
-    time_ns: u64,
+    /// None: a `-F` list without `time`.
+    time_ns: Option<u64>,
     period: u64,
+    /// [`NO_EVENT`] for a `-F` list without `event`.
     event: &'a str,
     /// The line after the event, trimmed (a single-frame sample's
     /// `addr sym (dso)`, or a tracepoint's arguments).
     rest: &'a str,
+}
+
+/// The event of the samples of a script whose headers name none (`perf
+/// script -F` without `event`): their types are `perf_samples:count` and
+/// `perf:count`.
+pub const NO_EVENT: &str = "perf";
+
+/// `[pid/]tid`.
+fn is_ids(t: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    match t.split_once('/') {
+        Some((p, t)) => digits(p) && digits(t),
+        None => digits(t),
+    }
+}
+
+/// A source line that `perf script -F +srcline` prints after a frame,
+/// indented by two spaces where frame lines start with a tab: one word
+/// that is no address (`burn.c:14`, `??:0`, or `[vdso][b46]` where perf
+/// knows no file). Not a frame: skipped, as FlameGraph's and inferno's
+/// collapsers skip it.
+fn is_srcline(line: &str) -> bool {
+    let word = line.trim();
+    line.starts_with("  ")
+        && !word.is_empty()
+        && !word.contains(char::is_whitespace)
+        && u64::from_str_radix(word, 16).is_err()
 }
 
 fn is_time(t: &str) -> bool {
@@ -205,7 +251,11 @@ fn offset(line: &str, part: &str) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
 }
 
-/// A header line; `toks` is scratch space.
+/// A header line; `toks` is scratch space. perf's default fields are
+/// `comm [pid/]tid [cpu] secs.frac: [period] event:` (then the sampled ip
+/// when there is no call graph, or a tracepoint's arguments); a `-F` list
+/// may leave out the time (the first `[pid/]tid` after the command name
+/// ends the name then), the period and the event.
 fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>, String> {
     tokens(line, toks);
     let tokens = &toks[..];
@@ -214,10 +264,31 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
         .enumerate()
         .skip(1)
         .find(|(_, t)| is_time(t))
-        .map(|(i, _)| i)
-        .ok_or("a sample header needs its time (`secs.frac:`; default perf script fields)")?;
-    let time_ns = parse_time(tokens[ti]).ok_or("time out of range")?;
-    let mut before = &tokens[..ti];
+        .map(|(i, _)| i);
+    let (mut before, after, time_ns) = match ti {
+        Some(ti) => (
+            &tokens[..ti],
+            &tokens[ti + 1..],
+            Some(parse_time(tokens[ti]).ok_or("time out of range")?),
+        ),
+        None => {
+            let ii = tokens
+                .iter()
+                .enumerate()
+                .skip(1)
+                .find(|(_, t)| is_ids(t))
+                .map(|(i, _)| i)
+                .ok_or("a sample header needs its tid (`comm [pid/]tid`) or time (`secs.frac:`)")?;
+            let mut end = ii + 1;
+            if tokens
+                .get(end)
+                .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
+            {
+                end += 1;
+            }
+            (&tokens[..end], &tokens[end..], None)
+        }
+    };
     if before
         .last()
         .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
@@ -247,16 +318,39 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
         ),
         None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
     };
-    let mut after = &tokens[ti + 1..];
+    let mut after = after;
     let mut period = 1;
-    if let Some(p) = after
-        .first()
-        .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
-    {
+    // Digits are the period when an event or nothing follows them (else
+    // they are the sampled ip of a header without an event).
+    if let Some(p) = after.first().filter(|t| {
+        t.bytes().all(|c| c.is_ascii_digit()) && after.get(1).is_none_or(|e| e.ends_with(':'))
+    }) {
         period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
         after = &after[1..];
     }
-    let event_token = *after.first().ok_or("no event after the time")?;
+    let Some(&event_token) = after.first() else {
+        return Ok(Header {
+            comm,
+            pid,
+            tid,
+            time_ns,
+            period,
+            event: NO_EVENT,
+            rest: "",
+        });
+    };
+    if !event_token.ends_with(':') && u64::from_str_radix(event_token, 16).is_ok() {
+        // No event: the sampled ip (no call graph).
+        return Ok(Header {
+            comm,
+            pid,
+            tid,
+            time_ns,
+            period,
+            event: NO_EVENT,
+            rest: line[offset(line, event_token)..].trim(),
+        });
+    }
     let rest = line[offset(line, event_token) + event_token.len()..].trim();
     let event = event_token
         .strip_suffix(':')
@@ -354,6 +448,8 @@ struct Chains<'a> {
     ix: FxHashMap<&'a [u8], u32>,
     /// Chain -> its frame ids in `ids`.
     spans: Vec<(u32, u32)>,
+    /// Chain -> its number of lines (its frames and any source lines).
+    lines: Vec<usize>,
     ids: Vec<u32>,
     /// The byte lengths of the chains: a text of another length is no
     /// chain, whatever its bytes (the fast path hashes no other).
@@ -516,7 +612,7 @@ pub fn parse(
             }
             if blank_at != usize::MAX && chains.lens.contains(&(blank_at + 1 - pos)) {
                 if let Some(&chain) = chains.ix.get(&bytes[pos..=blank_at]) {
-                    let lines = chains.frames(chain).len();
+                    let lines = chains.lines[chain as usize];
                     sample.frames = with_chain(
                         std::mem::replace(&mut sample.frames, Frames::None),
                         chain,
@@ -534,12 +630,16 @@ pub fn parse(
                     None => {
                         let start = chains.ids.len();
                         for (i, l) in run.split_terminator('\n').enumerate() {
+                            if is_srcline(l) {
+                                continue;
+                            }
                             let id = frame_of(l, options, &mut b, &mut seen)
                                 .map_err(|m| err(here + i, m))?;
                             chains.ids.push(id);
                         }
                         let c = u32::try_from(chains.spans.len()).expect("fewer than 2^32 chains");
                         chains.spans.push((start as u32, chains.ids.len() as u32));
+                        chains.lines.push(lines);
                         chains.ix.insert(run.as_bytes(), c);
                         chains.lens.insert(run.len());
                         c
@@ -555,6 +655,10 @@ pub fn parse(
             }
             // A line the run does not take (indented with non-ASCII
             // whitespace): alone, as the line-by-line reading does.
+            if is_srcline(line) {
+                (pos, n) = (next, n + 1);
+                continue;
+            }
             let id = frame_of(line, options, &mut b, &mut seen).map_err(|m| err(n, m))?;
             let mut v = match std::mem::replace(&mut sample.frames, Frames::None) {
                 Frames::None => Vec::new(),
@@ -643,7 +747,9 @@ pub fn parse(
             last_period = Some((event, h.period));
         }
         samples.push(Sample {
-            time_ns: h.time_ns,
+            // Without times (`-F` without `time`) every sample is at the
+            // start: one window, at the file's time.
+            time_ns: h.time_ns.unwrap_or(0),
             event: event as u32,
             period: h.period,
             frames,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{is_time, parse_frame, parse_time, text, Builder, Error, PerfOptions, Placement, NAME};
+use super::{parse_frame, text, Builder, Error, PerfOptions, Placement, NAME};
 use crate::formats::Format;
 use crate::model::{Frame, Label, Source, Symbol};
 
@@ -22,64 +22,18 @@ struct Header<'a> {
     rest: Vec<&'a str>,
 }
 
+/// The fast reader's header, owned: how a header line reads is not what
+/// the fast path changed (its chains are).
 fn parse_header(line: &str) -> Result<Header<'_>, String> {
-    let tokens: Vec<&str> = line.split_whitespace().collect();
-    let ti = tokens
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, t)| is_time(t))
-        .map(|(i, _)| i)
-        .ok_or("a sample header needs its time (`secs.frac:`; default perf script fields)")?;
-    let time_ns = parse_time(tokens[ti]).ok_or("time out of range")?;
-    let mut before = &tokens[..ti];
-    if before
-        .last()
-        .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
-    {
-        before = &before[..before.len() - 1];
-    }
-    let (ids, comm) = before.split_last().ok_or("no pid/tid before the time")?;
-    if comm.is_empty() {
-        return Err("no command name before the pid".into());
-    }
-    let (pid, tid) = match ids.split_once('/') {
-        Some((p, t)) => (
-            Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
-            t.parse().map_err(|_| format!("bad tid `{t}`"))?,
-        ),
-        None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
-    };
-    let mut after = &tokens[ti + 1..];
-    let mut period = 1;
-    if let Some(p) = after
-        .first()
-        .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
-    {
-        period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
-        after = &after[1..];
-    }
-    let (event, rest) = after.split_first().ok_or("no event after the time")?;
-    let event = event
-        .strip_suffix(':')
-        .ok_or_else(|| format!("the event `{event}` does not end with `:`"))?;
-    // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
-    // (`sched:sched_switch`).
-    let event = match event.rsplit_once(':') {
-        Some((e, m)) if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) => e,
-        _ => event,
-    };
-    if event.is_empty() {
-        return Err("empty event name".into());
-    }
+    let h = super::parse_header(line, &mut Vec::new())?;
     Ok(Header {
-        comm: comm.join(" "),
-        pid,
-        tid,
-        time_ns,
-        period,
-        event,
-        rest: rest.to_vec(),
+        comm: h.comm.into_owned(),
+        pid: h.pid,
+        tid: h.tid,
+        time_ns: h.time_ns.unwrap_or(0),
+        period: h.period,
+        event: h.event,
+        rest: h.rest.split_whitespace().collect(),
     })
 }
 
@@ -142,6 +96,9 @@ pub(super) fn parse(
         if line.starts_with(char::is_whitespace) {
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
+            }
+            if super::is_srcline(line) {
+                continue;
             }
             let line = line.trim();
             let id = match seen.get(line) {

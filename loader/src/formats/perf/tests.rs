@@ -139,6 +139,85 @@ fn fp_and_dwarf_stacks_equal_perf_reports_folded_and_stackcollapse() {
     }
 }
 
+/// Scripts of one recording with field lists other than the default
+/// (`generate.sh perffields`): without event and dso (`-F
+/// comm,tid,time,ip,sym`), without time (`-F comm,tid,ip,sym,dso`), and
+/// with source lines after the frames (`-F +srcline`). Each is detected as
+/// perf script and its stacks equal perf's own folded report of the
+/// recording.
+#[test]
+fn other_field_lists_equal_perf_report_folded() {
+    let report = report_folded(&read("burn.fields.report-folded.txt"));
+    assert!(report.values().sum::<i64>() > 50);
+    for (k, types) in [
+        ("no-event", ["perf_samples:count", "perf:count"]),
+        ("no-time", ["perf_samples:count", "perf:count"]),
+        (
+            "srcline",
+            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
+        ),
+    ] {
+        let name = format!("burn.fields.{k}.perf-script.txt");
+        let script = read(&name);
+        let head = &script.as_bytes()[..script.len().min(4096)];
+        assert_eq!(Perf.sniff(head), Sniff::Yes, "{k}");
+        let mut r = parse(&script, &fixture(&name), 7, &PerfOptions::default()).unwrap();
+        assert_eq!(
+            r.value_types()
+                .iter()
+                .map(crate::model::ValueType::profile_type)
+                .collect::<Vec<_>>(),
+            types,
+            "{k}"
+        );
+        let (stacks, labels) = folded(&mut r, 0);
+        assert_eq!(stacks, report, "{k}: vs perf report -g folded");
+        assert!(labels.iter().all(|l| l
+            == &[Label {
+                key: "comm".into(),
+                value: "burn".into()
+            }]));
+    }
+    // Without times every sample is at the file's time: one batch.
+    let mut r = parse(
+        &read("burn.fields.no-time.perf-script.txt"),
+        Path::new("t"),
+        7_000_000_000,
+        &PerfOptions::default(),
+    )
+    .unwrap();
+    let batches: Vec<u64> = r
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Batch(b) => Some(b.time_ns),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(batches, [7_000_000_000]);
+}
+
+/// Source lines (`-F +srcline`: two spaces, one word that is no address,
+/// `dso[offset]` where perf knows no file) are skipped wherever they are;
+/// a one-word address line is still a frame, and a tab-indented word that
+/// is no address still an error.
+#[test]
+fn source_lines_are_skipped_and_address_lines_kept() {
+    let script =
+        "p 1 1.0: 5 cpu-clock:\n\t1 f (m)\n  f.c:3\n\t2 g (m)\n  [vdso][b46]\n\t  abc\n  ??:0\n\n";
+    let mut r = parse(script, Path::new("s"), 0, &PerfOptions::default()).unwrap();
+    let (stacks, _) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("0xabc;g;f".to_string(), 1)]));
+    let e = parse(
+        "p 1 1.0: 5 cpu-clock:\n\tzz\n\n",
+        Path::new("s"),
+        0,
+        &PerfOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("bad frame address `zz`"), "{e}");
+}
+
 #[test]
 fn frames_keep_their_module_and_unknown_code_its_address() {
     let script = "\
@@ -279,7 +358,11 @@ fn bad_lines_name_the_file_and_line() {
             "time",
         ),
         ("p x 1.0: 5 cpu-clock:\n", 1, "bad tid"),
-        ("p 1 1.0: 5\n", 1, "event"),
+        (
+            "p 1 1.0: cpu-clock\n",
+            1,
+            "event `cpu-clock` does not end with `:`",
+        ),
     ];
     for (input, line, what) in cases {
         let e = parse(input, Path::new("/d/p.txt"), 0, &PerfOptions::default()).unwrap_err();
