@@ -5,7 +5,10 @@
 //! read too: no time (every sample at the file's time, one batch), no
 //! period (1 each), no event (the event [`NO_EVENT`], `perf`), no module
 //! or offset on frames; the source lines of `-F +srcline` after a frame
-//! are skipped.
+//! are skipped. A recording without a call graph (headers right-aligned,
+//! each with its sampled ip, no blank lines between samples) is one frame
+//! a sample; side-band records (`--show-mmap-events`,
+//! `--show-task-events`) are skipped.
 //!
 //! Parsed here rather than through inferno's `collapse::perf`, which only
 //! writes folded text: the model needs each frame's module and the address
@@ -118,6 +121,12 @@ impl ProfileFormat for Perf {
             return Sniff::Yes;
         }
         match s.split_once('\n') {
+            // A side-band record (`--show-mmap-events`) first.
+            Some((line, _))
+                if is_side_band(line) && line.split_whitespace().skip(1).any(is_time) =>
+            {
+                Sniff::Yes
+            }
             // A header without a time (`-F` without `time`) only with a
             // frame line after it: `a;b 12` is a folded line.
             Some((line, next))
@@ -172,6 +181,20 @@ struct Header<'a> {
 /// script -F` without `event`): their types are `perf_samples:count` and
 /// `perf:count`.
 pub const NO_EVENT: &str = "perf";
+
+/// A sample header indented by spaces: perf right-aligns the command
+/// name in 16 columns when there is no call graph (`perf record` without
+/// `-g`, or `perf script -G`), and then no blank line separates samples.
+/// Told from a frame line (which perf indents with a tab) by its time.
+fn is_indented_header(line: &str) -> bool {
+    line.starts_with(' ') && line.split_whitespace().skip(1).any(is_time)
+}
+
+/// perf's side-band records (`--show-mmap-events`, `--show-task-events`:
+/// `comm tid time: PERF_RECORD_MMAP2 ...`): not samples, skipped.
+fn is_side_band(line: &str) -> bool {
+    line.contains(" PERF_RECORD_")
+}
 
 /// `[pid/]tid`.
 fn is_ids(t: &str) -> bool {
@@ -512,6 +535,9 @@ fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
     let mut lines = 0;
     while p < b.len() && is_blank(b[p]) {
         let end = memchr::memchr(b'\n', &b[p..]).map_or(b.len(), |i| p + i);
+        if b[p] == b' ' && std::str::from_utf8(&b[p..end]).is_ok_and(is_indented_header) {
+            break;
+        }
         let mut q = end;
         while q > p && is_blank(b[q - 1]) {
             q -= 1;
@@ -594,7 +620,7 @@ pub fn parse(
             (pos, n) = (next, n + 1);
             continue;
         }
-        if line.starts_with(char::is_whitespace) {
+        if line.starts_with(char::is_whitespace) && !is_indented_header(line) {
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
@@ -668,6 +694,11 @@ pub fn parse(
             };
             v.push(id);
             sample.frames = Frames::Own(v);
+            (pos, n) = (next, n + 1);
+            continue;
+        }
+        if is_side_band(line) {
+            open = false;
             (pos, n) = (next, n + 1);
             continue;
         }

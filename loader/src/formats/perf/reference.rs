@@ -93,7 +93,7 @@ pub(super) fn parse(
         if line.starts_with('#') && !open {
             continue;
         }
-        if line.starts_with(char::is_whitespace) {
+        if line.starts_with(char::is_whitespace) && !super::is_indented_header(line) {
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
@@ -111,6 +111,10 @@ pub(super) fn parse(
                 }
             };
             samples.last_mut().expect("open sample").frames.push(id);
+            continue;
+        }
+        if super::is_side_band(line) {
+            open = false;
             continue;
         }
         let h = parse_header(line).map_err(|m| err(n, m))?;

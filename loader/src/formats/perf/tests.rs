@@ -141,10 +141,11 @@ fn fp_and_dwarf_stacks_equal_perf_reports_folded_and_stackcollapse() {
 
 /// Scripts of one recording with field lists other than the default
 /// (`generate.sh perffields`): without event and dso (`-F
-/// comm,tid,time,ip,sym`), without time (`-F comm,tid,ip,sym,dso`), and
-/// with source lines after the frames (`-F +srcline`). Each is detected as
-/// perf script and its stacks equal perf's own folded report of the
-/// recording.
+/// comm,tid,time,ip,sym`), without time (`-F comm,tid,ip,sym,dso`), with
+/// source lines after the frames (`-F +srcline`), and with side-band
+/// records between the samples (`--show-mmap-events --show-task-events`).
+/// Each is detected as perf script and its stacks equal perf's own folded
+/// report of the recording.
 #[test]
 fn other_field_lists_equal_perf_report_folded() {
     let report = report_folded(&read("burn.fields.report-folded.txt"));
@@ -154,6 +155,10 @@ fn other_field_lists_equal_perf_report_folded() {
         ("no-time", ["perf_samples:count", "perf:count"]),
         (
             "srcline",
+            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
+        ),
+        (
+            "side-band",
             ["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
         ),
     ] {
@@ -201,6 +206,33 @@ fn other_field_lists_equal_perf_report_folded() {
 /// `dso[offset]` where perf knows no file) are skipped wherever they are;
 /// a one-word address line is still a frame, and a tab-indented word that
 /// is no address still an error.
+/// A recording without a call graph (`perf record` without `-g`): perf
+/// right-aligns the command name, puts the sampled ip on the header line
+/// and separates no samples by a blank line. Detected as perf script; one
+/// frame per sample, counted per symbol as `perf report --sort sym` counts.
+#[test]
+fn a_recording_without_call_graph_equals_perf_report_per_symbol() {
+    let name = "burn.nocallgraph.perf-script.txt";
+    let script = read(name);
+    assert!(script.starts_with(' '));
+    let head = &script.as_bytes()[..script.len().min(4096)];
+    assert_eq!(Perf.sniff(head), Sniff::Yes);
+    let mut r = parse(&script, &fixture(name), 0, &PerfOptions::default()).unwrap();
+    let (stacks, _) = folded(&mut r, 0);
+    let mut want = BTreeMap::new();
+    for line in read("burn.nocallgraph.report-samples.txt").lines() {
+        let mut w = line.split_whitespace();
+        let (Some(n), Some(_), Some(sym)) = (w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        if let Ok(n) = n.parse::<i64>() {
+            *want.entry(sym.to_string()).or_insert(0) += n;
+        }
+    }
+    assert!(want.values().sum::<i64>() > 50);
+    assert_eq!(stacks, want);
+}
+
 #[test]
 fn source_lines_are_skipped_and_address_lines_kept() {
     let script =
