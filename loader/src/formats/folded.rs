@@ -1,7 +1,11 @@
 //! Folded stacks, one `root;...;leaf COUNT` a line: Brendan Gregg's
 //! FlameGraph collapsers, inferno, py-spy's `-f raw`.
 //!
-//! - the count is the last space-separated field, a non-negative integer;
+//! - the count is the last field after a space or a tab (FlameGraph takes
+//!   either), a non-negative integer; a line with two counts (`a;b 10
+//!   12`, difffolded.pl's differential input, which FlameGraph and inferno
+//!   read as a diff) is refused naming its line rather than read with
+//!   ` 10` in the leaf's name;
 //!   a line with nothing before it (` 5`) is a sample with an empty stack
 //!   (py-spy writes it when it catches no Python frame); the same stack on
 //!   several lines is summed; blank lines are skipped;
@@ -60,9 +64,19 @@ impl Default for FoldedOptions {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Folded;
 
+/// `(stack, count)` of a line: split at its last space or tab.
+fn split_count(line: &str) -> Option<(&str, &str)> {
+    line.rfind([' ', '\t'])
+        .map(|i| (&line[..i], &line[i + 1..]))
+}
+
+fn is_count(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
 fn folded_line(line: &str) -> bool {
     let line = line.trim_end_matches('\r');
-    line.rsplit_once(' ').is_some_and(|(stack, n)| {
+    split_count(line).is_some_and(|(stack, n)| {
         !n.is_empty()
             && n.bytes().all(|c| c.is_ascii_digit())
             && !stack.starts_with(char::is_whitespace)
@@ -167,9 +181,14 @@ pub fn parse(
         if line.trim().is_empty() {
             continue;
         }
-        let (stack, count) = line
-            .rsplit_once(' ')
-            .ok_or_else(|| err(n, "no count (`a;b;c COUNT`)".into()))?;
+        let (stack, count) =
+            split_count(line).ok_or_else(|| err(n, "no count (`a;b;c COUNT`)".into()))?;
+        if split_count(stack).is_some_and(|(s, c)| is_count(c) && !s.trim().is_empty()) {
+            return Err(err(
+                n,
+                "two counts (`a;b 10 12`): a differential folded file (difffolded.pl); load each side on its own".into(),
+            ));
+        }
         let count: i64 = count
             .parse()
             .ok()
@@ -337,6 +356,8 @@ mod tests {
             ("a;b 1\n\na;b x\n", 3, "no non-negative integer"),
             ("a;b -3\n", 1, "no non-negative integer"),
             ("a;;b 3\n", 1, "empty frame"),
+            ("a;b 1\na;b 10 12\n", 2, "two counts"),
+            ("a;b 1\na;b\t10\t12\n", 2, "two counts"),
         ] {
             let e = parse(
                 input,
@@ -369,5 +390,41 @@ mod tests {
             Sniff::No
         );
         assert_eq!(Folded.sniff(&[0x1f, 0x8b, 8, 0]), Sniff::No);
+        // A tab before the count, as FlameGraph's flamegraph.pl takes it.
+        assert_eq!(Folded.sniff(b"main;foo;bar\t12\n"), Sniff::Yes);
+    }
+
+    /// A tab before the count reads as a space does; a frame ending in a
+    /// number that is not the line's second count stays whole.
+    #[test]
+    fn a_tab_before_the_count_and_numbers_inside_frames() {
+        let read = |text: &str| {
+            let mut r = parse(text, Path::new("t"), 0, &FoldedOptions::default()).unwrap();
+            let mut out = Vec::new();
+            let mut frames = Vec::new();
+            for e in r.events() {
+                let Event::Batch(b) = e else { continue };
+                for (i, &k) in b.stacks.iter().enumerate() {
+                    r.stack(k, &mut frames);
+                    let names: Vec<String> = frames
+                        .iter()
+                        .rev()
+                        .map(|f| match f {
+                            Frame::Symbol(s) => s.function.clone(),
+                            Frame::Address(a) => format!("{a:#x}"),
+                        })
+                        .collect();
+                    out.push((names.join(";"), b.values[i]));
+                }
+            }
+            out
+        };
+        assert_eq!(
+            read("main;foo;bar\t12\nmain;Worker 3;run 5\n"),
+            [
+                ("main;foo;bar".to_string(), 12),
+                ("main;Worker 3;run".to_string(), 5)
+            ]
+        );
     }
 }
