@@ -351,42 +351,34 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
         period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
         after = &after[1..];
     }
-    let Some(&event_token) = after.first() else {
-        return Ok(Header {
-            comm,
-            pid,
-            tid,
-            time_ns,
-            period,
-            event: NO_EVENT,
-            rest: "",
-        });
+    let (event, rest) = match after.first() {
+        // A `-F` list without `event`: nothing more, or the sampled ip
+        // (no call graph).
+        None => (NO_EVENT, ""),
+        Some(&ip) if !ip.ends_with(':') && u64::from_str_radix(ip, 16).is_ok() => {
+            (NO_EVENT, line[offset(line, ip)..].trim())
+        }
+        Some(&token) => {
+            let rest = line[offset(line, token) + token.len()..].trim();
+            let event = token
+                .strip_suffix(':')
+                .ok_or_else(|| format!("the event `{token}` does not end with `:`"))?;
+            // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
+            // (`sched:sched_switch`).
+            let event = match event.rsplit_once(':') {
+                Some((e, m))
+                    if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) =>
+                {
+                    e
+                }
+                _ => event,
+            };
+            if event.is_empty() {
+                return Err("empty event name".into());
+            }
+            (event, rest)
+        }
     };
-    if !event_token.ends_with(':') && u64::from_str_radix(event_token, 16).is_ok() {
-        // No event: the sampled ip (no call graph).
-        return Ok(Header {
-            comm,
-            pid,
-            tid,
-            time_ns,
-            period,
-            event: NO_EVENT,
-            rest: line[offset(line, event_token)..].trim(),
-        });
-    }
-    let rest = line[offset(line, event_token) + event_token.len()..].trim();
-    let event = event_token
-        .strip_suffix(':')
-        .ok_or_else(|| format!("the event `{event_token}` does not end with `:`"))?;
-    // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
-    // (`sched:sched_switch`).
-    let event = match event.rsplit_once(':') {
-        Some((e, m)) if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) => e,
-        _ => event,
-    };
-    if event.is_empty() {
-        return Err("empty event name".into());
-    }
     Ok(Header {
         comm,
         pid,
