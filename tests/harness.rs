@@ -233,6 +233,8 @@ pub use flamehouse_fixtures::testing::random_samples;
 #[derive(Debug, Default)]
 pub struct Spy {
     fail: Option<(&'static str, std::sync::atomic::AtomicUsize)>,
+    /// Made by [`Spy::on_each_node`].
+    node: bool,
     /// The queries (`query_tsv`), in order.
     pub queries: std::sync::Mutex<Vec<String>>,
     /// The tables inserted into, in order.
@@ -249,9 +251,31 @@ impl Spy {
     }
 }
 
+impl Spy {
+    /// Runs every statement as each node of [`CLUSTER`] runs it from the
+    /// DDL queue: `ON CLUSTER` removed and `Replicated*MergeTree(path,
+    /// name, ...)` as `*MergeTree(...)` (no keeper here); queries and
+    /// inserts unchanged.
+    pub fn on_each_node() -> Spy {
+        Spy {
+            node: true,
+            ..Spy::default()
+        }
+    }
+}
+
 impl flamehouse::storage::Backend for Spy {
     fn execute(&self, sql: &str) -> flamehouse::Result<()> {
-        engine().execute(sql)
+        if !self.node {
+            return engine().execute(sql);
+        }
+        let path = flamehouse::storage::schema::WHOLE_REPLICA_PATH;
+        engine().execute(
+            &sql.replace(&format!(" ON CLUSTER {CLUSTER}"), "")
+                .replace("ENGINE = Replicated", "ENGINE = ")
+                .replace(&format!("({path}, "), "(")
+                .replace(&format!("({path})"), ""),
+        )
     }
     fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
         self.queries.lock().unwrap().push(sql.to_string());

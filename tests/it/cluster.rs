@@ -5,57 +5,23 @@
 //! equal `go tool pprof`'s as on a single node.
 //!
 //! What cannot run here: `ON CLUSTER` (the DDL queue) and Replicated
-//! engines need a keeper. [`OnEachNode`] runs each DDL statement as a
+//! engines need a keeper. [`Spy::on_each_node`] runs each DDL statement as a
 //! node's DDL worker would run it: without `ON CLUSTER`, with the plain
 //! engine. Two shards cannot run either (a second shard would be a second
 //! server): that the rows of a series stay on one shard follows from the
 //! sharding key, checked in the rendering.
 
 use crate::continuous::{
-    around, diff_top, golden, load_as, parse_top, parse_traces, per_stack, qopts, selves, top,
-    top_from_every_source, tree, CPU,
+    around, golden, load_as, parse_top, parse_traces, per_stack, qopts, release_diff_top, selves,
+    top, top_from_every_source, tree, CPU,
 };
-use flamehouse::continuous_query::{diff_sql, flame_sql, Selection, Selector};
+use flamehouse::continuous_query::flame_sql;
 use flamehouse::ingest::continuous::{distributed_tables, retention_days, set_retention};
 use flamehouse::storage::schema::{
     compact, migrate, SchemaOptions, SHARDED_TABLES, WHOLE_REPLICA_PATH,
 };
 use flamehouse::storage::Backend;
 use flamehouse_tests::*;
-
-/// The shared engine, running every DDL statement as each node of
-/// [`CLUSTER`] runs it from the DDL queue: `ON CLUSTER` removed and
-/// `Replicated*MergeTree(path, name, ...)` as `*MergeTree(...)` (no keeper
-/// here). Queries and inserts go to the engine unchanged.
-struct OnEachNode;
-
-impl OnEachNode {
-    fn node_sql(sql: &str) -> String {
-        sql.replace(&format!(" ON CLUSTER {CLUSTER}"), "")
-            .replace("ENGINE = Replicated", "ENGINE = ")
-            .replace(&format!("({WHOLE_REPLICA_PATH}, "), "(")
-            .replace(&format!("({WHOLE_REPLICA_PATH})"), "")
-    }
-}
-
-impl Backend for OnEachNode {
-    fn execute(&self, sql: &str) -> flamehouse::Result<()> {
-        engine().execute(&Self::node_sql(sql))
-    }
-    fn query_tsv(&self, sql: &str) -> flamehouse::Result<String> {
-        engine().query_tsv(sql)
-    }
-    fn insert_rowbinary(
-        &self,
-        db: &flamehouse::Ident,
-        table: &str,
-        structure: &str,
-        rows: &[u8],
-        token: &str,
-    ) -> flamehouse::Result<()> {
-        engine().insert_rowbinary(db, table, structure, rows, token)
-    }
-}
 
 fn cluster_opts(db: &str) -> SchemaOptions {
     SchemaOptions {
@@ -69,10 +35,10 @@ fn fresh_cluster(db: &str) -> SchemaOptions {
     q(&format!("DROP DATABASE IF EXISTS {db} SYNC"));
     let opts = cluster_opts(db);
     assert_eq!(
-        migrate(&OnEachNode, &opts).unwrap(),
+        migrate(&Spy::on_each_node(), &opts).unwrap(),
         (1..=13).collect::<Vec<u32>>()
     );
-    set_retention(&OnEachNode, &opts, 36500).unwrap();
+    set_retention(&Spy::on_each_node(), &opts, 36500).unwrap();
     opts
 }
 
@@ -170,7 +136,7 @@ fn the_sharded_tables_are_distributed_over_local_ones() {
         retention_days(engine(), &opts.database).unwrap(),
         Some(36500)
     );
-    set_retention(&OnEachNode, &opts, 7).unwrap();
+    set_retention(&Spy::on_each_node(), &opts, 7).unwrap();
     assert_eq!(retention_days(engine(), &opts.database).unwrap(), Some(7));
     for t in SHARDED_TABLES {
         let create = q(&format!(
@@ -179,7 +145,7 @@ fn the_sharded_tables_are_distributed_over_local_ones() {
         assert!(create.contains("toIntervalDay(7)"), "{t}: {create}");
     }
     // `compact` merges the shards' tables (a Distributed table has no parts).
-    let merged: Vec<String> = compact(&OnEachNode, &opts)
+    let merged: Vec<String> = compact(&Spy::on_each_node(), &opts)
         .unwrap()
         .into_iter()
         .map(|(t, _, _)| t)
@@ -189,7 +155,7 @@ fn the_sharded_tables_are_distributed_over_local_ones() {
         assert!(!merged.contains(&(*t).to_string()), "{merged:?}");
     }
     // A second `init` applies nothing.
-    assert!(migrate(&OnEachNode, &opts).unwrap().is_empty());
+    assert!(migrate(&Spy::on_each_node(), &opts).unwrap().is_empty());
 }
 
 /// Loads write through the Distributed `cp_samples` (rows on the shard when
@@ -234,21 +200,7 @@ fn loads_and_queries_through_distributed_tables_equal_go_tool_pprof() {
     }
     // Two selectors of one range: `-diff_base cpu.pb.gz cpu2.pb.gz`.
     let (want, _) = parse_top(&golden("cpu2.diff_base_cpu.top.txt"));
-    let sel = |s: &str| Selection {
-        profile_type: CPU.into(),
-        from_ms: cpu_ms.min(cpu2_ms),
-        to_ms: cpu_ms.max(cpu2_ms) + 1000,
-        selector: Selector::parse(s).unwrap(),
-    };
-    let sql = diff_sql(
-        &o,
-        &sel(r#"{release="a"}"#),
-        &sel(r#"{release="b"}"#),
-        0,
-        false,
-    )
-    .unwrap();
-    assert_eq!(diff_top(&tree(&sql)), want);
+    assert_eq!(release_diff_top(&o, cpu_ms, cpu2_ms), want);
     // Migration 9's parameterized views (Grafana's panels) read the
     // Distributed tables too.
     let (want, _) = parse_top(&golden("cpu.top.cpu.txt"));
@@ -380,18 +332,17 @@ fn init_print_is_what_init_runs() {
         let sql = String::from_utf8(out.stdout).unwrap();
         assert_eq!(sql.contains("ENGINE = Distributed("), cluster);
         q(&format!("DROP DATABASE IF EXISTS {printed_db} SYNC"));
+        let node = Spy::on_each_node();
         for s in flamehouse_udf::catalog::statements(&sql) {
-            OnEachNode
-                .execute(&s)
-                .unwrap_or_else(|e| panic!("{e}\n{s}"));
+            node.execute(&s).unwrap_or_else(|e| panic!("{e}\n{s}"));
         }
         q(&format!("DROP DATABASE IF EXISTS {made_db} SYNC"));
         let opts = SchemaOptions {
             database: made_db.parse().unwrap(),
             cluster: cluster.then(|| CLUSTER.parse().unwrap()),
         };
-        migrate(&OnEachNode, &opts).unwrap();
-        set_retention(&OnEachNode, &opts, 9).unwrap();
+        migrate(&Spy::on_each_node(), &opts).unwrap();
+        set_retention(&Spy::on_each_node(), &opts, 9).unwrap();
         // schema_migrations is written by `migrate` only (no rows printed).
         assert_eq!(
             shape(printed_db),
@@ -415,7 +366,7 @@ fn the_continuous_dashboard_answers_the_same_on_the_sharded_layout() {
     use crate::grafana_continuous::{dashboard, expand, load_runs, range, t0, vars};
     let single = dashboard();
     let opts = cluster_opts("fh_cluster_grafana");
-    load_runs(&OnEachNode, &opts);
+    load_runs(&Spy::on_each_node(), &opts);
     assert_eq!(engines(opts.database.as_str())["cp_samples"], "Distributed");
     let sharded = flamehouse::grafana::continuous::continuous_dashboard(&opts.database);
     let queries = |d: &serde_json::Value| -> Vec<(String, String)> {

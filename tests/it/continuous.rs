@@ -555,6 +555,30 @@ pub(crate) fn diff_top(t: &BTreeMap<Vec<String>, Vec<i64>>) -> BTreeMap<String, 
     m
 }
 
+/// Flat and cum per function of the diff `{release="a"}` -> `{release="b"}`
+/// over the range holding the profiles at `a_ms` and `b_ms`, one scan.
+pub(crate) fn release_diff_top(
+    o: &QueryOptions,
+    a_ms: i64,
+    b_ms: i64,
+) -> BTreeMap<String, (i64, i64)> {
+    let sel = |s: &str| Selection {
+        profile_type: CPU.into(),
+        from_ms: a_ms.min(b_ms),
+        to_ms: a_ms.max(b_ms) + 1000,
+        selector: Selector::parse(s).unwrap(),
+    };
+    let sql = diff_sql(
+        o,
+        &sel(r#"{release="a"}"#),
+        &sel(r#"{release="b"}"#),
+        0,
+        false,
+    )
+    .unwrap();
+    diff_top(&tree(&sql))
+}
+
 /// A diff of two selectors and a diff of two time ranges (each one scan)
 /// equal `go tool pprof -diff_base cpu.pb.gz cpu2.pb.gz`; `normalize`
 /// scales the baseline to the comparison's total.
@@ -567,23 +591,7 @@ fn diffs_equal_go_tool_pprof_diff_base() {
     // Two selectors: the same service, release labels.
     let (_, a) = load_as(db, "cpu.pb.gz", "api", &[("release", "a")]);
     let (_, b) = load_as(db, "cpu2.pb.gz", "api", &[("release", "b")]);
-    let (from, to) = (a.min(b), a.max(b) + 1000);
-    let sel = |s: &str| Selection {
-        profile_type: CPU.into(),
-        from_ms: from,
-        to_ms: to,
-        selector: Selector::parse(s).unwrap(),
-    };
-    let sql = diff_sql(
-        &o,
-        &sel(r#"{release="a"}"#),
-        &sel(r#"{release="b"}"#),
-        0,
-        false,
-    )
-    .unwrap();
-    let t = tree(&sql);
-    assert_eq!(diff_top(&t), want, "two selectors");
+    assert_eq!(release_diff_top(&o, a, b), want, "two selectors");
     // Two ranges: the same profiles an hour apart, no distinguishing label.
     let opts = |ms: i64| ContinuousOptions {
         service: Some("timed".into()),

@@ -636,6 +636,21 @@ fn run() -> anyhow::Result<()> {
             ..
         } => {
             let opts = schema.options();
+            // A new database's layout: sharded on a cluster. Checked before
+            // anything is printed (a bad --retention prints nothing).
+            let distributed: Vec<String> = if opts.cluster.is_some() {
+                schema::SHARDED_TABLES
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let retention = retention
+                .map(|days| {
+                    continuous::retention_statements(&opts, days, &distributed).map(|s| (days, s))
+                })
+                .transpose()?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut last = None;
             for (version, name, stmt) in schema::new_database_statements(&opts) {
@@ -645,18 +660,9 @@ fn run() -> anyhow::Result<()> {
                 }
                 writeln!(out, "{stmt};\n")?;
             }
-            if let Some(days) = retention {
-                // A new database's layout: sharded on a cluster.
-                let distributed: Vec<String> = if opts.cluster.is_some() {
-                    schema::SHARDED_TABLES
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect()
-                } else {
-                    Vec::new()
-                };
+            if let Some((days, stmts)) = retention {
                 writeln!(out, "-- retention: {days} days")?;
-                for stmt in continuous::retention_statements(&opts, days, &distributed) {
+                for stmt in stmts {
                     writeln!(out, "{stmt};\n")?;
                 }
             }

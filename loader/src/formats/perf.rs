@@ -595,6 +595,18 @@ pub fn parse(
     let mut blank_at = 0usize;
     let blank_line = memchr::memmem::Finder::new(b"\n\n");
     let mut toks = Vec::new();
+    // The line of the last header when it has no time: such a header (`-F`
+    // without `time`) is only perf's with frames after it or an ip on it;
+    // else any `word 123` line would be a sample (a folded file read with
+    // `--format perf`).
+    let mut untimed_at: Option<usize> = None;
+    let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
+        (Some(line), Some(s)) if matches!(s.frames, Frames::None) => Err(err(
+            line,
+            "a sample header without a time has no frames (`perf script -F` needs `ip`)".into(),
+        )),
+        _ => Ok(()),
+    };
     let (mut pos, mut n) = (0usize, 0usize);
     while pos < bytes.len() {
         let end = memchr::memchr(b'\n', &bytes[pos..]).map_or(bytes.len(), |i| pos + i);
@@ -695,6 +707,8 @@ pub fn parse(
             continue;
         }
         let h = parse_header(line, &mut toks).map_err(|m| err(n, m))?;
+        frameless_untimed(&samples, untimed_at)?;
+        untimed_at = h.time_ns.is_none().then_some(n);
         let event = match events.iter().position(|&e| e == h.event) {
             Some(i) => i,
             None => {
@@ -781,6 +795,7 @@ pub fn parse(
         open = true;
         (pos, n) = (next, n + 1);
     }
+    frameless_untimed(&samples, untimed_at)?;
     if samples.is_empty() {
         return Err(Error::File {
             format: NAME,

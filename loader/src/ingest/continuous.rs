@@ -1225,13 +1225,8 @@ pub const RETENTION_TABLES: &[(&str, &str)] = &[
 /// # Errors
 /// [`Error::Usage`] for 0 days; the engine's error.
 pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> Result<()> {
-    if days == 0 {
-        return Err(Error::Usage(
-            "retention: at least 1 day (0 would drop every profile)".into(),
-        ));
-    }
     let distributed = distributed_tables(backend, &opts.database)?;
-    for stmt in retention_statements(opts, days, &distributed) {
+    for stmt in retention_statements(opts, days, &distributed)? {
         backend.execute(&stmt)?;
     }
     Ok(())
@@ -1241,17 +1236,25 @@ pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> 
 /// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
 /// cluster's sharded layout) is altered on its shards' `<name>_local`, the
 /// Distributed table having no TTL of its own.
+///
+/// # Errors
+/// [`Error::Usage`] for 0 days.
 pub fn retention_statements(
     opts: &SchemaOptions,
     days: u32,
     distributed: &[String],
-) -> Vec<String> {
+) -> Result<Vec<String>> {
+    if days == 0 {
+        return Err(Error::Usage(
+            "retention: at least 1 day (0 would drop every profile)".into(),
+        ));
+    }
     let on_cluster = opts
         .cluster
         .as_ref()
         .map(|c| format!(" ON CLUSTER {c}"))
         .unwrap_or_default();
-    RETENTION_TABLES
+    Ok(RETENTION_TABLES
         .iter()
         .map(|(table, day)| {
             let local = if distributed.iter().any(|d| d == table) {
@@ -1264,7 +1267,7 @@ pub fn retention_statements(
                 opts.database
             )
         })
-        .collect()
+        .collect())
 }
 
 /// The `Distributed` tables of `db`: on a cluster's sharded layout, the

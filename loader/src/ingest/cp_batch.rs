@@ -126,6 +126,22 @@ fn content_hash(b: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
+/// Inserts the rows of `items` that `held` says are stored already left
+/// out.
+fn insert_missing<R: RowBinary + Clone>(
+    backend: &dyn Backend,
+    db: &Ident,
+    items: &[&R],
+    held: impl Fn(&R) -> bool,
+) -> Result<()> {
+    let rows: Vec<R> = items
+        .iter()
+        .filter(|r| !held(r))
+        .map(|&r| r.clone())
+        .collect();
+    insert_rows(backend, db, &rows)
+}
+
 fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
@@ -417,41 +433,22 @@ pub fn store_batch(
     let held = Held::ask(backend, &asks)?;
 
     // Frames, then stacks: a sample's stack and frames are always there.
-    let rows: Vec<_> = frames
-        .iter()
-        .filter(|f| !held.frames.contains(&f.frame_id))
-        .map(|&f| f.clone())
-        .collect();
-    insert_rows(backend, db, &rows)?;
+    insert_missing(backend, db, &frames, |f| held.frames.contains(&f.frame_id))?;
     known.frames.extend(frames.iter().map(|f| f.frame_id));
-    let rows: Vec<_> = stacks
-        .iter()
-        .filter(|s| !held.stacks.contains(&s.stack_id))
-        .map(|&s| s.clone())
-        .collect();
-    insert_rows(backend, db, &rows)?;
+    insert_missing(backend, db, &stacks, |s| held.stacks.contains(&s.stack_id))?;
     known.stacks.extend(stacks.iter().map(|s| s.stack_id));
 
-    let rows: Vec<SeriesRow> = series
-        .iter()
-        .filter(|s| !held.series.contains(&(s.date, s.series_id)))
-        .map(|&s| s.clone())
-        .collect();
-    insert_rows(backend, db, &rows)?;
+    insert_missing(backend, db, &series, |s| {
+        held.series.contains(&(s.date, s.series_id))
+    })?;
     known.series.extend(series_keys);
 
     // `cp_stacks` before the samples: a stored sample's stack is always there.
-    let rows: Vec<CpStackRow> = cp_stacks
-        .iter()
-        .filter(|s| {
-            !held
-                .cp_stacks
-                .get(s.service.as_str())
-                .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
-        })
-        .map(|&s| s.clone())
-        .collect();
-    insert_rows(backend, db, &rows)?;
+    insert_missing(backend, db, &cp_stacks, |s| {
+        held.cp_stacks
+            .get(s.service.as_str())
+            .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
+    })?;
     for (svc, d, id) in cp_keys {
         if let Some(m) = known.cp_stacks.get_mut(svc) {
             m.insert((d, id));

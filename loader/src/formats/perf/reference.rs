@@ -16,6 +16,8 @@ struct Header<'a> {
     pid: Option<u32>,
     tid: u32,
     time_ns: u64,
+    /// No time on the line.
+    untimed: bool,
     period: u64,
     event: &'a str,
     /// Text after the event (a single-frame sample's `addr sym (dso)`).
@@ -31,6 +33,7 @@ fn parse_header(line: &str) -> Result<Header<'_>, String> {
         pid: h.pid,
         tid: h.tid,
         time_ns: h.time_ns.unwrap_or(0),
+        untimed: h.time_ns.is_none(),
         period: h.period,
         event: h.event,
         rest: h.rest.split_whitespace().collect(),
@@ -85,6 +88,14 @@ pub(super) fn parse(
     let mut b = Builder::new(0);
     // Frame line -> id: each distinct line is parsed once per file.
     let mut seen: HashMap<&str, u32> = HashMap::new();
+    let mut untimed_at: Option<usize> = None;
+    let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
+        (Some(line), Some(s)) if s.frames.is_empty() => Err(err(
+            line,
+            "a sample header without a time has no frames (`perf script -F` needs `ip`)".into(),
+        )),
+        _ => Ok(()),
+    };
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             open = false;
@@ -118,6 +129,8 @@ pub(super) fn parse(
             continue;
         }
         let h = parse_header(line).map_err(|m| err(n, m))?;
+        frameless_untimed(&samples, untimed_at)?;
+        untimed_at = h.untimed.then_some(n);
         let event = *event_ix.entry(h.event.to_owned()).or_insert_with(|| {
             events.push(h.event.to_owned());
             events.len() - 1
@@ -185,6 +198,7 @@ pub(super) fn parse(
         });
         open = true;
     }
+    frameless_untimed(&samples, untimed_at)?;
     if samples.is_empty() {
         return Err(Error::File {
             format: NAME,

@@ -395,6 +395,9 @@ fn bad_lines_name_the_file_and_line() {
             1,
             "event `cpu-clock` does not end with `:`",
         ),
+        // Folded lines read as perf: headers without time nor frames.
+        ("a;b 12\na;c 3\n", 1, "without a time has no frames"),
+        ("p 1\n\t1 f (m)\n\nq 2\n", 4, "without a time has no frames"),
     ];
     for (input, line, what) in cases {
         let e = parse(input, Path::new("/d/p.txt"), 0, &PerfOptions::default()).unwrap_err();
