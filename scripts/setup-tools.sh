@@ -22,7 +22,7 @@ command -v perf >/dev/null || missing+=(linux-perf)
 command -v bpftrace >/dev/null || missing+=(bpftrace)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-# The pprof exporters of fixtures/continuous/{node,python} (Node with npm,
+# The pprof exporters of fixtures/continuous/{node,python,java} (Node with npm,
 # and zstd: ddtrace's profiles are zstd-compressed) are needed only to
 # regenerate those fixtures: `setup-tools.sh --exporters` (generate.sh), not
 # by the tests, which read the committed files.
@@ -32,6 +32,9 @@ if ((exporters)); then
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
   command -v zstd >/dev/null || missing+=(zstd)
+  # java: the JDK's Flight Recorder records the workload (async-profiler's
+  # converter, which turns it into pprof, does not install from here).
+  command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 fi
 
 SUDO=""

@@ -31,7 +31,7 @@ struct Export {
     stem: &'static str,
 }
 
-const EXPORTS: [Export; 5] = [
+const EXPORTS: [Export; 8] = [
     Export {
         dir: "node",
         file: "wall.pb.gz",
@@ -56,6 +56,23 @@ const EXPORTS: [Export; 5] = [
         dir: "python",
         file: "work.pprof",
         stem: "work",
+    },
+    // async-profiler's converter of a JDK Flight Recorder recording: no
+    // addresses, no period, the allocated or lock class as a leaf frame.
+    Export {
+        dir: "java",
+        file: "cpu.pb.gz",
+        stem: "cpu",
+    },
+    Export {
+        dir: "java",
+        file: "alloc.pb.gz",
+        stem: "alloc",
+    },
+    Export {
+        dir: "java",
+        file: "lock.pb.gz",
+        stem: "lock",
     },
 ];
 
@@ -157,7 +174,7 @@ fn kind(ty: &str) -> &str {
 /// goldens: what each exporter is documented to write).
 #[test]
 fn every_exporters_sample_types_are_read_as_written() {
-    let want: [&[&str]; 5] = [
+    let want: [&[&str]; 8] = [
         &["sample:count", "wall:nanoseconds", "cpu:nanoseconds"],
         &["sample:count", "wall:nanoseconds"],
         &["inuse_objects:count", "inuse_space:bytes"],
@@ -183,6 +200,11 @@ fn every_exporters_sample_types_are_read_as_written() {
             "gpu-flops:count",
             "gpu-flops-samples:count",
         ],
+        // async-profiler: one type, named by the JFR event; with `--total`
+        // the weight's unit.
+        &["cpu:count"],
+        &["allocations:bytes"],
+        &["locks:nanoseconds"],
     ];
     for (e, want) in EXPORTS.iter().zip(want) {
         assert_eq!(e.types(), want, "{}/{}", e.dir, e.file);
@@ -265,29 +287,37 @@ fn exports_load_and_equal_go_tool_pprof() {
         assert_eq!(s.types, types, "{}/{}", e.dir, e.file);
     }
     // node wall 3 + lines 2 + heap 2, rust 2, python: cpu, wall, alloc and
-    // heap (time and samples each) = 8 of 19.
-    assert_eq!(checked, 17);
+    // heap (time and samples each) = 8 of 19, java 3.
+    assert_eq!(checked, 20);
 
     // The exporters' sample labels select as `-tagfocus` filters: Node's
-    // profiler context (`handler`), pprof-rs' thread names (`thread`).
-    for (e, label, golden) in [
-        (&EXPORTS[0], r#"handler="a""#, "tagfocus.handler_a.top.cpu"),
+    // profiler context (`handler`), pprof-rs' thread names (`thread`),
+    // async-profiler's (`[worker-a tid=23]`, a regex as pprof's).
+    for (e, label, ty, golden) in [
+        (
+            &EXPORTS[0],
+            r#"handler="a""#,
+            "cpu:nanoseconds",
+            "tagfocus.handler_a.top.cpu",
+        ),
         (
             &EXPORTS[3],
             r#"thread="worker-a""#,
+            "cpu:nanoseconds",
+            "tagfocus.thread_worker-a.top.cpu",
+        ),
+        (
+            &EXPORTS[5],
+            r#"thread=~"\\[worker-a .*""#,
+            "cpu:count",
             "tagfocus.thread_worker-a.top.cpu",
         ),
     ] {
         let (want, _) = parse_top(&e.golden(golden));
         assert!(!want.is_empty(), "{golden}");
         let sel = format!("{{service=\"{}\", {label}}}", e.service());
-        let got = top(&top_functions_sql(
-            &o,
-            &around("cpu:nanoseconds", times[&e.service()], &sel),
-            None,
-            0,
-        )
-        .unwrap());
+        let got =
+            top(&top_functions_sql(&o, &around(ty, times[&e.service()], &sel), None, 0).unwrap());
         assert_eq!(got, want, "{}/{} {label}", e.dir, e.file);
     }
 }
@@ -331,7 +361,7 @@ fn unit_flag(ty: &str) -> &'static str {
     }
 }
 
-/// All five files in one `flamehouse load` (format detected, the zstd one
+/// All eight files in one `flamehouse load` (format detected, the zstd one
 /// included); per file and type `profile top` equals `go tool pprof -top`;
 /// `profile export` of each file's profile, read back by `go tool pprof
 /// -top`, equals it too.
@@ -351,7 +381,7 @@ fn cli_load_top_and_export_equal_go_tool_pprof() {
         out.lines()
             .last()
             .unwrap()
-            .starts_with("continuous: 5 files, 5 profiles"),
+            .starts_with("continuous: 8 files, 8 profiles"),
         "{out}"
     );
     assert!(out.contains("wall:nanoseconds"), "{out}");

@@ -1188,12 +1188,15 @@ fn prune_keeps_matching_roots_and_cuts_inlined_lines() {
 // python} (`generate.sh node rust python`) and their `go tool pprof` goldens.
 
 /// (folder, file, golden stem) of each committed export.
-const EXPORTS: [(&str, &str, &str); 5] = [
+const EXPORTS: [(&str, &str, &str); 8] = [
     ("node", "wall.pb.gz", "wall"),
     ("node", "wall-lines.pb.gz", "wall-lines"),
     ("node", "heap.pb.gz", "heap"),
     ("rust", "cpu.pb", "cpu"),
     ("python", "work.pprof", "work"),
+    ("java", "cpu.pb.gz", "cpu"),
+    ("java", "alloc.pb.gz", "alloc"),
+    ("java", "lock.pb.gz", "lock"),
 ];
 
 fn exports_dir(folder: &str) -> PathBuf {
