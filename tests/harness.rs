@@ -6,6 +6,7 @@ use flamehouse::storage::engine::{Engine, EngineOptions};
 use flamehouse_fixtures::testing;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -64,7 +65,7 @@ const CONFIG: &str = "<clickhouse>
 /// the one-shard [`CLUSTER`]. It is closed at exit: the engine's own
 /// teardown crashes on an open connection.
 pub fn engine() -> &'static Engine {
-    ENGINE.get_or_init(|| {
+    let e = ENGINE.get_or_init(|| {
         let dir = data_dir();
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::write(config_file(), CONFIG).expect("writing the engine's configuration");
@@ -74,10 +75,29 @@ pub fn engine() -> &'static Engine {
             ..Default::default()
         })
         .unwrap_or_else(|e| panic!("opening the embedded engine: {e}"));
-        // SAFETY: registering a plain function with the C runtime.
-        unsafe { on_exit(close_engine, std::ptr::null_mut()) };
         e
-    })
+    });
+    exit_first();
+    e
+}
+
+/// Registers [`close_engine`] with the C runtime again, at most once a
+/// second. exit() runs its handlers newest first, and the engine registers
+/// the destructors of its function-local statics when a query first uses
+/// them, after any earlier registration of ours: those ran first and, with
+/// the engine's background threads still going, sometimes tripped a libc++
+/// assertion ("vector[] index out of bounds") on the way out. Registered
+/// again as the tests go, the hook runs before nearly all of them.
+fn exit_first() {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        // SAFETY: registering a plain function with the C runtime; the
+        // first of its registrations to run ends the process.
+        unsafe { on_exit(close_engine, std::ptr::null_mut()) };
+    }
 }
 
 /// Runs `sql`, returning TabSeparated text; panics with the engine's error.
