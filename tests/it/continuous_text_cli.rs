@@ -300,6 +300,148 @@ fn bpftrace_labels_flag() {
     assert_eq!(flame(&data, r#"{comm="other"}"#), "");
 }
 
+/// bpftrace's raw addresses (the target exited before bpftrace printed its
+/// map) are symbolized through a copy of the process's `/proc/PID/maps`
+/// taken while it ran (`load --bpftrace-maps`, `--binary` naming the main
+/// program's file): the frames from `main` down equal binutils' addr2line
+/// of the same addresses in the recorded binary (the leaf at its address,
+/// callers at `addr - 1`), stack by stack with the file's counts. Without
+/// the maps they stay addresses; a bad maps file is one line naming it.
+#[test]
+fn bpftrace_raw_addresses_are_symbolized_through_a_maps_copy() {
+    let file = fixture("bpftrace/burn.exited-target.txt");
+    let maps = fixture("bpftrace/burn.exited-target.maps");
+    let bin = fixture("bpftrace/burn.bin");
+    let text = std::fs::read_to_string(&file).unwrap();
+    // The oracle's own reading of the maps: burn's executable mapping.
+    let maps_text = std::fs::read_to_string(&maps).unwrap();
+    let (start, end, offset) = maps_text
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 6 && f[1] == "r-xp" && f[5].ends_with("/burn")).then(|| {
+                let (a, b) = f[0].split_once('-').unwrap();
+                let h = |x: &str| u64::from_str_radix(x, 16).unwrap();
+                (h(a), h(b), h(f[2]))
+            })
+        })
+        .expect("burn's r-xp line");
+    // Every entry: its addresses (leaf first) and count.
+    let mut entries: Vec<(Vec<u64>, i64)> = Vec::new();
+    let mut addrs = Vec::new();
+    for line in text.lines() {
+        if let Some(h) = line.trim().strip_prefix("0x") {
+            addrs.push(u64::from_str_radix(h, 16).unwrap());
+        } else if let Some(n) = line.strip_prefix(", burn]: ") {
+            entries.push((std::mem::take(&mut addrs), n.parse().unwrap()));
+        }
+    }
+    assert!(entries.len() >= 2, "{text}");
+    // addr2line of burn's addresses (file address, callers at addr - 1).
+    let mut look: Vec<u64> = Vec::new();
+    for (a, _) in &entries {
+        for (i, &x) in a.iter().enumerate() {
+            if (start..end).contains(&x) {
+                look.push(x - (start - offset) - u64::from(i > 0));
+            }
+        }
+    }
+    let out = std::process::Command::new("addr2line")
+        .args(["-f", "-e", &bin])
+        .args(look.iter().map(|x| format!("{x:#x}")))
+        .output()
+        .expect("addr2line runs (binutils: scripts/setup-tools.sh)");
+    assert!(out.status.success());
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(names.len(), look.len());
+    let mut names = names.into_iter();
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for (a, n) in &entries {
+        let mut chain: Vec<String> = a
+            .iter()
+            .filter(|x| (start..end).contains(x))
+            .map(|_| names.next().unwrap())
+            .collect();
+        chain.reverse();
+        assert_eq!(chain[0], "main", "{chain:?}");
+        *want.entry(chain.join(";")).or_insert(0) += n;
+    }
+
+    let t = recent_secs().to_string();
+    let flame = |data: &Path| {
+        let out = data.join("b.folded");
+        fh(
+            data,
+            &[
+                "profile",
+                "flame",
+                "--type",
+                "@:count",
+                "--from",
+                "now-2d",
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    let data = temp_path("cptext-bt-maps");
+    fh(
+        &data,
+        &[
+            "load",
+            &file,
+            "--time",
+            &t,
+            "--bpftrace-maps",
+            &maps,
+            "--binary",
+            &bin,
+        ],
+    );
+    let mut got: BTreeMap<String, i64> = BTreeMap::new();
+    for l in flame(&data).lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(frames[0], "burn", "{l}");
+        let from_main = frames
+            .iter()
+            .position(|f| *f == "main")
+            .unwrap_or_else(|| panic!("no main in {l}"));
+        *got.entry(frames[from_main..].join(";")).or_insert(0) += n.parse::<i64>().unwrap();
+    }
+    assert_eq!(got, want);
+
+    // Without the maps: addresses.
+    let data = temp_path("cptext-bt-nomaps");
+    fh(&data, &["load", &file, "--time", &t]);
+    let f = flame(&data);
+    assert!(f.lines().all(|l| l.contains(";0x")), "{f}");
+
+    // A file that is no maps file: one line naming it and the line, exit 2,
+    // nothing loaded.
+    let bad = data.join("bad.maps");
+    std::fs::write(
+        &bad,
+        "7f00-7f10 r-xp 0 fe:00 1 /usr/lib/libx.so\nnot a maps line\n",
+    )
+    .unwrap();
+    let o = fh_out(
+        &data,
+        &["load", &file, "--bpftrace-maps", &bad.display().to_string()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&bad.display().to_string()) && err.contains("line 2"),
+        "{err}"
+    );
+}
+
 /// Folded stacks: `--folded-type`, `--time` and `--duration` stored as
 /// given; the total is the file's (awk-style sum of the last fields).
 #[test]

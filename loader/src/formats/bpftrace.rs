@@ -24,9 +24,10 @@
 //! - `sym+off` -> a symbol without module; perf form -> a symbol with its
 //!   module; a raw address (`0x55..`: the target exited before bpftrace
 //!   printed, or `[unknown]` in perf form) -> an address frame for the
-//!   symbolizer. bpftrace prints no mappings, so such addresses resolve
-//!   only where the loader knows the process's mappings; otherwise they
-//!   stay addresses.
+//!   symbolizer. bpftrace prints no mappings: such addresses resolve
+//!   through [`BpftraceOptions::mappings`] (a copy of the process's
+//!   `/proc/PID/maps`, `load --bpftrace-maps`); otherwise they stay
+//!   addresses.
 //! - time: one batch at [`BpftraceOptions::time_ns`] (default: the file's
 //!   modification time, when bpftrace printed the maps at exit).
 
@@ -52,6 +53,13 @@ pub struct BpftraceOptions {
     pub time_ns: Option<u64>,
     /// Period the maps cover, ns. Default: 0 (unknown).
     pub duration_ns: u64,
+    /// The traced process's executable mappings
+    /// ([`crate::symbolize::parse_proc_maps`] of a copy of its
+    /// `/proc/PID/maps` taken while it ran; `load --bpftrace-maps`): raw
+    /// addresses (`0x...`) are symbolized through them, the first mapping
+    /// taken as the main program (`load --binary` names its file here).
+    /// Default: none (raw addresses stay addresses).
+    pub mappings: Vec<crate::model::Mapping>,
 }
 
 /// The bpftrace format.
@@ -396,12 +404,21 @@ pub fn parse(
         .collect();
     let mut b = Builder::new(types.len());
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
+    if !options.mappings.is_empty() {
+        b.mappings(options.mappings.clone());
+    }
     for e in entries {
         let ids: Vec<u32> = e.frames.into_iter().map(|f| b.frame(f)).collect();
         b.add(&ids, &e.labels, &[(e.map, e.value)]);
     }
     let source = Source {
         identity: text::identity_with("bpftrace", text, options),
+        // /proc/PID/maps lists the executable first.
+        main_path: options
+            .mappings
+            .first()
+            .map(|m| m.path.clone())
+            .unwrap_or_default(),
         ..Default::default()
     };
     Ok(b.finish(

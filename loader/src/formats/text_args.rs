@@ -51,6 +51,38 @@ pub struct TextArgs {
     /// pprof's own, else 0 (unknown).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub duration: Option<u64>,
+    /// bpftrace: a copy of the traced process's `/proc/PID/maps`, taken
+    /// while it ran (`cat /proc/PID/maps > maps.txt`): raw addresses
+    /// (`0x...`, printed when the process exited before bpftrace did) are
+    /// symbolized through its executable mappings, with the binaries at
+    /// their paths (or under --sysroot; --binary names the main program's).
+    #[arg(long, value_name = "FILE", value_parser = parse_maps_file)]
+    pub bpftrace_maps: Option<MapsFile>,
+}
+
+/// The executable mappings read from a `/proc/PID/maps` copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapsFile(pub Vec<crate::model::Mapping>);
+
+/// Reads and parses a `/proc/PID/maps` copy; errors name the file and line.
+fn parse_maps_file(s: &str) -> Result<MapsFile, String> {
+    // A maps file is a few hundred lines; anything past 16 MiB is not one.
+    const MAX: u64 = 16 << 20;
+    let len = std::fs::metadata(s).map_err(|e| format!("{s}: {e}"))?.len();
+    if len > MAX {
+        return Err(format!(
+            "{s}: {len} bytes, more than a maps file holds (16 MiB)"
+        ));
+    }
+    let text = std::fs::read_to_string(s).map_err(|e| format!("{s}: {e}"))?;
+    let maps = crate::symbolize::parse_proc_maps(&text)
+        .map_err(|(line, m)| format!("{s}: line {line}: {m}"))?;
+    if maps.is_empty() {
+        return Err(format!(
+            "{s}: no executable file mapping (a copy of /proc/PID/maps?)"
+        ));
+    }
+    Ok(MapsFile(maps))
 }
 
 /// A profile type `[kind:]sample:unit` typed on the command line.
@@ -182,6 +214,11 @@ impl TextArgs {
         read.bpftrace.labels.clone_from(&self.bpftrace_labels);
         read.bpftrace.time_ns = self.time;
         read.bpftrace.duration_ns = self.duration.unwrap_or(0);
+        read.bpftrace.mappings = self
+            .bpftrace_maps
+            .as_ref()
+            .map(|m| m.0.clone())
+            .unwrap_or_default();
         read.folded.kind.clone_from(&self.folded_type.kind);
         read.folded.sample.clone_from(&self.folded_type.sample);
         read.folded.unit.clone_from(&self.folded_type.unit);

@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use module_map::{is_main_program, Module, ModuleMap, PROC_SELF_EXE};
+pub use module_map::{is_main_program, parse_proc_maps, Module, ModuleMap, PROC_SELF_EXE};
 
 use elf::{DebugSearch, ModuleSymbols};
 

@@ -55,6 +55,64 @@ impl Module {
     }
 }
 
+/// The executable file mappings of a process as Linux lists them in
+/// `/proc/PID/maps` (`start-end perms offset dev inode path`), one
+/// [`Mapping`] each: what lets raw addresses of a profile that names no
+/// modules (bpftrace's `0x...` frames) be symbolized, when a copy of the
+/// file was taken while the process ran. Mappings that cannot hold code
+/// (no `x` permission) or name no file (anonymous memory, `[vdso]`,
+/// `[stack]`, ...) are left out. The load bias is `start - offset`, as for
+/// a pprof mapping.
+///
+/// # Errors
+/// The first line that is not a maps line: its number (from 1) and why.
+pub fn parse_proc_maps(text: &str) -> Result<Vec<Mapping>, (usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = |m: &str| (i + 1, format!("{m} in `{}`", line.trim()));
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut f = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            return Err(bad(
+                "not a /proc/PID/maps line (start-end perms offset dev inode [path])",
+            ));
+        };
+        let hex = |t: &str| u64::from_str_radix(t, 16).ok();
+        let (Some(start), Some(end)) = range
+            .split_once('-')
+            .map_or((None, None), |(a, b)| (hex(a), hex(b)))
+        else {
+            return Err(bad("bad address range"));
+        };
+        let Some(offset) = hex(offset) else {
+            return Err(bad("bad file offset"));
+        };
+        if start >= end || perms.len() != 4 {
+            return Err(bad("bad address range or permissions"));
+        }
+        // The path is the rest of the line (it may hold spaces).
+        let path = f.collect::<Vec<_>>().join(" ");
+        if !perms.contains('x') || !path.starts_with('/') {
+            continue;
+        }
+        // One range: the mapping's.
+        #[allow(clippy::single_range_in_vec_init)]
+        let ranges = vec![start..end];
+        out.push(Mapping {
+            path: path.strip_suffix(" (deleted)").unwrap_or(&path).to_owned(),
+            build_id: None,
+            bias: start.wrapping_sub(offset),
+            ranges,
+            file_offset: offset,
+        });
+    }
+    Ok(out)
+}
+
 /// The modules of a profile, indexed for address lookup.
 ///
 /// Lookup rule (shared/reference/binpb-format.md, "Semantics that matter"):
@@ -188,5 +246,57 @@ impl ModuleMap {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.modules.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines as Linux prints them (`show_map_vma`): executable file
+    /// mappings kept with bias `start - offset`, the rest left out; a path
+    /// with spaces or ` (deleted)` kept whole or without the suffix; a line
+    /// that is no maps line refused with its number.
+    #[test]
+    fn proc_maps_give_the_executable_file_mappings() {
+        let text = "\
+55ea2564e000-55ea2564f000 r--p 00000000 fe:00 11780132                   /tmp/x/burn
+55ea2564f000-55ea25650000 r-xp 00001000 fe:00 11780132                   /tmp/x/burn
+7fb3f31e7000-7fb3f31ea000 rw-p 00000000 00:00 0 
+7fb3f3210000-7fb3f3366000 r-xp 00026000 fe:00 326279                     /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd1c5f2000-7ffd1c5f4000 r-xp 00000000 00:00 0                          [vdso]
+7f0000000000-7f0000001000 r-xp 00002000 fe:00 7                          /opt/my app/lib.so (deleted)
+";
+        let m = parse_proc_maps(text).unwrap();
+        let got: Vec<(&str, u64, u64, u64)> = m
+            .iter()
+            .map(|m| (m.path.as_str(), m.bias, m.ranges[0].start, m.file_offset))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/tmp/x/burn", 0x55ea2564e000, 0x55ea2564f000, 0x1000),
+                (
+                    "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                    0x7fb3f31ea000,
+                    0x7fb3f3210000,
+                    0x26000
+                ),
+                ("/opt/my app/lib.so", 0x7effffffe000, 0x7f0000000000, 0x2000),
+            ]
+        );
+        for (bad, why) in [
+            ("55-56 r-xp 0 fe:00\n", "not a /proc/PID/maps line"),
+            ("zz-56 r-xp 0 fe:00 1 /a\n", "bad address range"),
+            ("55-56 r-xp 0x fe:00 1 /a\n", "bad file offset"),
+            (
+                "56-55 r-xp 0 fe:00 1 /a\n",
+                "bad address range or permissions",
+            ),
+        ] {
+            let e = parse_proc_maps(&format!("\n{bad}")).unwrap_err();
+            assert_eq!(e.0, 2, "{bad}");
+            assert!(e.1.starts_with(why), "{bad}: {}", e.1);
+        }
     }
 }

@@ -257,6 +257,7 @@ printf output between maps
         labels: vec!["comm".into()],
         time_ns: Some(42),
         duration_ns: 7,
+        ..Default::default()
     };
     let mut r = parse_str(txt, &options);
     assert_eq!(
