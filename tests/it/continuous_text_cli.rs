@@ -442,6 +442,71 @@ fn bpftrace_raw_addresses_are_symbolized_through_a_maps_copy() {
     );
 }
 
+/// `-` loads standard input (`perf script | flamehouse load -`): the same
+/// profile as the file (a second load of the file stores nothing), with the
+/// same flame graph; the copy is removed; `-` twice, or with --watch, is
+/// refused in one line.
+#[test]
+fn standard_input_loads_as_the_file() {
+    use std::io::Write;
+    let file = fixture("perf/burn.dwarf.perf-script.txt");
+    let t = recent_secs().to_string();
+    let data = temp_path("cptext-stdin");
+    let run_stdin = |args: &[&str], input: &[u8]| {
+        let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(input).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let text = std::fs::read(&file).unwrap();
+    let o = run_stdin(&["load", "--time", &t, "-"], &text);
+    assert!(o.status.success(), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("/stdin: profile "), "{out}");
+    let spool = out.split(": profile ").next().unwrap();
+    assert!(!Path::new(spool).exists(), "{spool} was left behind");
+    let flame = || {
+        let out = data.join("f.folded");
+        fh(
+            &data,
+            &[
+                "profile",
+                "flame",
+                "--type",
+                "cpu-clock:nanoseconds",
+                "--from",
+                "now-2d",
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        std::fs::read_to_string(out).unwrap()
+    };
+    let piped = flame();
+    assert!(!piped.is_empty());
+    let again = fh(&data, &["load", "--time", &t, &file]);
+    assert!(again.contains("(1 already stored"), "{again}");
+    assert_eq!(flame(), piped);
+
+    for (args, want) in [
+        (&["load", "-", "-"][..], "can be given once"),
+        (&["load", "--watch", "-"][..], "cannot be followed"),
+    ] {
+        let o = run_stdin(args, b"");
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
 /// Folded stacks: `--folded-type`, `--time` and `--duration` stored as
 /// given; the total is the file's (awk-style sum of the last fields).
 #[test]

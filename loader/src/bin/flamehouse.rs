@@ -6,7 +6,7 @@ use flamehouse::continuous_query::QueryOptions;
 use flamehouse::flame;
 use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
 use flamehouse::ingest::cp_batch::{self, BatchOptions, FileEvent};
-use flamehouse::ingest::{self, LoadOptions, LoadSummary, Loaded};
+use flamehouse::ingest::{self, stdin, LoadOptions, LoadSummary, Loaded};
 use flamehouse::profiles;
 use flamehouse::render;
 use flamehouse::storage::engine::{Engine, EngineOptions};
@@ -213,7 +213,9 @@ enum Command {
     /// offset) and the others are still loaded; the exit status is non-zero
     /// if any failed. A continuous profile is stored whole or not at all.
     Load {
-        /// Files to load.
+        /// Files to load; `-` is standard input (`perf script | flamehouse
+        /// load -`), copied to a temporary file named `stdin` first (its
+        /// time is when the input ended, unless --time).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Continuous profiles: the `service` label of every series (when
@@ -722,6 +724,11 @@ fn run() -> anyhow::Result<()> {
             batch_rows,
             target,
         } => {
+            if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
+                anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
+            }
+            // `-`: standard input, copied to a file first (removed at the end).
+            let (files, _spooled) = stdin::spool_stdin(&files)?;
             let engine = target.backend()?;
             schema::migrate(&*engine, &schema.options())?;
             let granularity = match granularity {

@@ -35,6 +35,7 @@ pub mod cp_batch;
 mod intern;
 mod memhawk;
 mod read;
+pub mod stdin;
 mod symbols;
 mod writer;
 
