@@ -18,6 +18,20 @@ fn fixture(rel: &str) -> String {
         .to_string()
 }
 
+/// `profile flame --type TY --from now-2d [--selector SEL]` of `data`, as
+/// folded text.
+fn folded(data: &Path, ty: &str, selector: &str) -> String {
+    let out = data.join("flame.folded");
+    let out_s = out.display().to_string();
+    let mut args = vec!["profile", "flame", "--type", ty, "--from", "now-2d"];
+    if !selector.is_empty() {
+        args.extend(["--selector", selector]);
+    }
+    args.extend(["--out", &out_s]);
+    fh(data, &args);
+    std::fs::read_to_string(out).unwrap()
+}
+
 /// An hour ago, in epoch seconds: inside the retention, so nothing is
 /// dropped by the TTL.
 fn recent_secs() -> i64 {
@@ -203,23 +217,7 @@ fn perf_annotations() {
     .unwrap();
     let t = recent_secs().to_string();
     let s = script.display().to_string();
-    let flame = |data: &Path| {
-        let out = data.join("a.folded");
-        fh(
-            data,
-            &[
-                "profile",
-                "flame",
-                "--type",
-                "cpu-clock:nanoseconds",
-                "--from",
-                "now-2d",
-                "--out",
-                &out.display().to_string(),
-            ],
-        );
-        std::fs::read_to_string(out).unwrap()
-    };
+    let flame = |data: &Path| folded(data, "cpu-clock:nanoseconds", "");
     fh(&data, &["load", &s, "--time", &t]);
     assert_eq!(flame(&data), "main;Interpreter;do_syscall_64 1000\n");
     let data = temp_path("cptext-annot2");
@@ -255,25 +253,7 @@ fn bpftrace_labels_flag() {
         .sum();
     assert!(total > 0);
     let t = recent_secs().to_string();
-    let flame = |data: &Path, selector: &str| {
-        let out = data.join("b.folded");
-        fh(
-            data,
-            &[
-                "profile",
-                "flame",
-                "--type",
-                "@:count",
-                "--from",
-                "now-2d",
-                "--selector",
-                selector,
-                "--out",
-                &out.display().to_string(),
-            ],
-        );
-        std::fs::read_to_string(out).unwrap()
-    };
+    let flame = |data: &Path, selector: &str| folded(data, "@:count", selector);
     let sum = |f: &str| -> i64 {
         f.lines()
             .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
@@ -372,23 +352,7 @@ fn bpftrace_raw_addresses_are_symbolized_through_a_maps_copy() {
     }
 
     let t = recent_secs().to_string();
-    let flame = |data: &Path| {
-        let out = data.join("b.folded");
-        fh(
-            data,
-            &[
-                "profile",
-                "flame",
-                "--type",
-                "@:count",
-                "--from",
-                "now-2d",
-                "--out",
-                &out.display().to_string(),
-            ],
-        );
-        std::fs::read_to_string(out).unwrap()
-    };
+    let flame = |data: &Path| folded(data, "@:count", "");
     let data = temp_path("cptext-bt-maps");
     fh(
         &data,
@@ -472,23 +436,7 @@ fn standard_input_loads_as_the_file() {
     assert!(out.contains("/stdin: profile "), "{out}");
     let spool = out.split(": profile ").next().unwrap();
     assert!(!Path::new(spool).exists(), "{spool} was left behind");
-    let flame = || {
-        let out = data.join("f.folded");
-        fh(
-            &data,
-            &[
-                "profile",
-                "flame",
-                "--type",
-                "cpu-clock:nanoseconds",
-                "--from",
-                "now-2d",
-                "--out",
-                &out.display().to_string(),
-            ],
-        );
-        std::fs::read_to_string(out).unwrap()
-    };
+    let flame = || folded(&data, "cpu-clock:nanoseconds", "");
     let piped = flame();
     assert!(!piped.is_empty());
     let again = fh(&data, &["load", "--time", &t, &file]);
