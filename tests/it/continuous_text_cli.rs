@@ -455,6 +455,42 @@ fn standard_input_loads_as_the_file() {
     }
 }
 
+/// A text profile larger than `--max-text-mib` (default 1 GiB: it is held
+/// in memory whole) is refused in one line naming the file and the option,
+/// nothing stored, exit 1; a higher cap loads it; 0 is no cap (exit 2).
+#[test]
+fn text_size_cap_is_an_option() {
+    let one = std::fs::read_to_string(fixture("perf/burn.dwarf.perf-script.txt")).unwrap();
+    let data = temp_path("cptext-cap");
+    let big = data.join("big.perf-script.txt");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(&big, one.repeat((2 << 20) / one.len() + 1)).unwrap();
+    let big_s = big.display().to_string();
+    let t = recent_secs().to_string();
+    let o = fh_out(
+        &data,
+        &["load", &big_s, "--time", &t, "--max-text-mib", "1"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&big_s) && err.contains("larger than 1 MiB") && err.contains("--max-text-mib"),
+        "{err}"
+    );
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles").trim(),
+        "0"
+    );
+    let out = fh(
+        &data,
+        &["load", &big_s, "--time", &t, "--max-text-mib", "3"],
+    );
+    assert!(out.contains("1 profiles"), "{out}");
+    let o = fh_out(&data, &["load", &big_s, "--max-text-mib", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}
+
 /// Folded stacks: `--folded-type`, `--time` and `--duration` stored as
 /// given; the total is the file's (awk-style sum of the last fields).
 #[test]

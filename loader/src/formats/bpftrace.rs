@@ -99,7 +99,7 @@ impl ProfileFormat for Bpftrace {
         path: &Path,
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
-        let (text, mtime) = text::read_text(file, path, NAME)?;
+        let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
         let reader = parse(&text, path, mtime, &options.bpftrace)?;
         Ok(reader.boxed_with_legacy(options, "bpftrace", &text, &options.bpftrace))
     }

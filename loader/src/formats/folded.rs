@@ -113,7 +113,7 @@ impl ProfileFormat for Folded {
         path: &Path,
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
-        let (text, mtime) = text::read_text(file, path, NAME)?;
+        let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
         let reader = parse(&text, path, mtime, &options.folded)?;
         Ok(reader.boxed_with_legacy(options, "folded", &text, &options.folded))
     }

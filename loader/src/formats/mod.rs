@@ -102,6 +102,9 @@ pub struct ReadOptions {
     pub bpftrace: bpftrace::BpftraceOptions,
     /// Folded stacks. Default: [`folded::FoldedOptions::default`].
     pub folded: folded::FoldedOptions,
+    /// Every text format (perf script, bpftrace, folded): the size cap.
+    /// Default: [`text::TextOptions::default`] (1 GiB).
+    pub text: text::TextOptions,
     /// Text formats also give the identity builds before migration 10
     /// computed ([`crate::model::Source::legacy_identity`], FNV-1a over the
     /// file): set by a load into a database holding profiles stored with

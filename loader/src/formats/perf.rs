@@ -153,7 +153,7 @@ impl ProfileFormat for Perf {
         path: &Path,
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
-        let (text, mtime) = text::read_text(file, path, NAME)?;
+        let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
         let reader = parse(&text, path, mtime, &options.perf)?;
         Ok(reader.boxed_with_legacy(options, "perf", &text, &options.perf))
     }

@@ -41,6 +41,18 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The file is larger than [`TextOptions::max_bytes`].
+    #[error(
+        "{}: larger than {} MiB, the most a text profile is read whole (--max-text-mib raises it)",
+        path.display(),
+        max_bytes >> 20
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap.
+        max_bytes: u64,
+    },
     /// The file as a whole is not a profile of the format (no sample).
     #[error("{}: not {format}: {message}", path.display())]
     File {
@@ -58,7 +70,10 @@ impl Error {
     #[must_use]
     pub fn path(&self) -> &Path {
         match self {
-            Error::Read { path, .. } | Error::Line { path, .. } | Error::File { path, .. } => path,
+            Error::Read { path, .. }
+            | Error::Line { path, .. }
+            | Error::TooLarge { path, .. }
+            | Error::File { path, .. } => path,
         }
     }
 
@@ -72,9 +87,27 @@ impl Error {
     }
 }
 
-/// Largest text profile read (1 GiB): far above real ones, a bound on
-/// memory for a wrong file.
+/// Largest text profile read by default (1 GiB): a text profile is held
+/// in memory whole, so this bounds the memory a wrong file takes;
+/// [`TextOptions::max_bytes`] (`load --max-text-mib`) raises it for a
+/// long recording's `perf script`.
 pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+/// Options of every text format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Largest file read, bytes; a larger one is refused, never cut.
+    /// Default: [`MAX_TEXT_BYTES`].
+    pub max_bytes: u64,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        Self {
+            max_bytes: MAX_TEXT_BYTES,
+        }
+    }
+}
 
 /// The whole file as text, and its modification time (ns since the epoch,
 /// 0 when unknown): the default time of formats that carry none.
@@ -86,7 +119,9 @@ pub fn read_text(
     mut file: File,
     path: &Path,
     format: &'static str,
+    options: &TextOptions,
 ) -> Result<(String, u64), Error> {
+    let max = options.max_bytes;
     let read_err = |cause| Error::Read {
         path: path.to_owned(),
         cause,
@@ -106,17 +141,20 @@ pub fn read_text(
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
     // One allocation of the file's size (read_to_end through `take` has
     // no size hint and would grow by doubling and copying).
-    let mut bytes = Vec::with_capacity(meta.len().min(MAX_TEXT_BYTES) as usize + 1);
+    let too_large = || Error::TooLarge {
+        path: path.to_owned(),
+        max_bytes: max,
+    };
+    if meta.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max) as usize + 1);
     (&mut file)
-        .take(MAX_TEXT_BYTES + 1)
+        .take(max.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_TEXT_BYTES {
-        return Err(Error::File {
-            format,
-            path: path.to_owned(),
-            message: format!("larger than {MAX_TEXT_BYTES} bytes"),
-        });
+    if bytes.len() as u64 > max {
+        return Err(too_large());
     }
     match String::from_utf8(bytes) {
         Ok(s) => Ok((s, mtime)),

@@ -58,6 +58,12 @@ pub struct TextArgs {
     /// their paths (or under --sysroot; --binary names the main program's).
     #[arg(long, value_name = "FILE", value_parser = parse_maps_file)]
     pub bpftrace_maps: Option<MapsFile>,
+    /// perf script, bpftrace, folded: the largest file read, in MiB (a text
+    /// profile is held in memory whole; a larger file is refused, never
+    /// cut). Raise it for a long recording's `perf script`.
+    #[arg(long, value_name = "MIB", default_value_t = super::text::MAX_TEXT_BYTES >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+    pub max_text_mib: u64,
 }
 
 /// The executable mappings read from a `/proc/PID/maps` copy.
@@ -219,6 +225,7 @@ impl TextArgs {
             .as_ref()
             .map(|m| m.0.clone())
             .unwrap_or_default();
+        read.text.max_bytes = self.max_text_mib << 20;
         read.folded.kind.clone_from(&self.folded_type.kind);
         read.folded.sample.clone_from(&self.folded_type.sample);
         read.folded.unit.clone_from(&self.folded_type.unit);
