@@ -1246,8 +1246,98 @@ pub fn flame_sql(opts: &QueryOptions, sel: &Selection, max_nodes: u32) -> String
 /// [`flame_sql`] of a [`SelectionSql`]; `max_nodes` a `String` expression.
 #[must_use]
 pub fn flame_sql_of(db: &Ident, sel: &SelectionSql, max_nodes: &str) -> String {
+    flame_sql_join(db, sel, max_nodes, "LEFT")
+}
+
+/// pprof's `-focus` and `-ignore`: which samples a flame graph or top
+/// functions keep, by the function names of their stacks (regexes, matched
+/// anywhere in a name, as pprof matches them). A sample is kept when no
+/// frame matches `ignore` and, with `focus`, some frame matches it; with
+/// either given, a sample without frames is dropped, as pprof drops it.
+/// Totals and shares stay those of the whole selection. pprof also tries
+/// its regexes on file and module names; these try function names only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackFilter {
+    /// Keep only samples with a frame matching this. Default: none.
+    pub focus: Option<String>,
+    /// Drop samples with a frame matching this. Default: none.
+    pub ignore: Option<String>,
+}
+
+impl StackFilter {
+    /// The condition on a stack's `labels`, `None` when nothing filters.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a regex that does not compile.
+    fn condition(&self) -> Result<Option<String>> {
+        let mut parts = Vec::new();
+        for (flag, re, keep) in [
+            ("focus", &self.focus, true),
+            ("ignore", &self.ignore, false),
+        ] {
+            let Some(re) = re else { continue };
+            check_regex(flag, re)?;
+            let any = format!("arrayExists(f -> match(f, {}), labels)", sql_string(re));
+            parts.push(if keep { any } else { format!("NOT {any}") });
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        parts.push("notEmpty(labels)".into());
+        Ok(Some(parts.join(" AND ")))
+    }
+
+    /// `sel` with only the stacks this keeps; whether it filters at all.
+    fn apply(&self, sel: &mut SelectionSql) -> Result<bool> {
+        Ok(match self.condition()? {
+            Some(c) => {
+                sel.stacks = format!("({}) AND {c}", sel.stacks);
+                true
+            }
+            None => false,
+        })
+    }
+}
+
+/// A regex the engine's `match` runs, checked here first (the same RE2
+/// syntax) so that a bad one is a usage error naming the flag.
+fn check_regex(what: &str, re: &str) -> Result<()> {
+    regex::Regex::new(re).map(|_| ()).map_err(|e| {
+        Error::Usage(format!(
+            "{what} regex {re:?}: {}",
+            e.to_string().lines().last().unwrap_or("invalid").trim()
+        ))
+    })
+}
+
+/// [`flame_sql`] with only the samples `filter` keeps.
+///
+/// # Errors
+/// [`Error::Usage`] for a filter regex that does not compile.
+pub fn flame_sql_filtered(
+    opts: &QueryOptions,
+    sel: &Selection,
+    max_nodes: u32,
+    filter: &StackFilter,
+) -> Result<String> {
+    let mut s = sel.sql(opts);
+    // Filtered, the stacks left out must not join as empty stacks.
+    let join = if filter.apply(&mut s)? {
+        "INNER"
+    } else {
+        "LEFT"
+    };
+    Ok(flame_sql_join(
+        &opts.database,
+        &s,
+        &max_nodes_lit(max_nodes),
+        join,
+    ))
+}
+
+fn flame_sql_join(db: &Ident, sel: &SelectionSql, max_nodes: &str, join: &str) -> String {
     let from = format!(
-        "({}) AS x ANY LEFT JOIN {} AS st ON st.stack_id = x.stack_id",
+        "({}) AS x ANY {join} JOIN {} AS st ON st.stack_id = x.stack_id",
         per_stack(db, sel),
         stacks_of(db, &sel.stacks)
     );
@@ -1455,21 +1545,33 @@ pub fn top_functions_sql(
     function_regex: Option<&str>,
     limit: u32,
 ) -> Result<String> {
+    top_functions_sql_filtered(opts, sel, function_regex, limit, &StackFilter::default())
+}
+
+/// [`top_functions_sql`] of only the samples `filter` keeps (the shares
+/// stay of the whole selection).
+///
+/// # Errors
+/// [`Error::Usage`] for a regex that does not compile.
+pub fn top_functions_sql_filtered(
+    opts: &QueryOptions,
+    sel: &Selection,
+    function_regex: Option<&str>,
+    limit: u32,
+    filter: &StackFilter,
+) -> Result<String> {
     let re = match function_regex {
         Some(re) => {
-            regex::Regex::new(re).map_err(|e| {
-                Error::Usage(format!(
-                    "function regex {re:?}: {}",
-                    e.to_string().lines().last().unwrap_or("invalid").trim()
-                ))
-            })?;
+            check_regex("function", re)?;
             Some(sql_string(re))
         }
         None => None,
     };
+    let mut s = sel.sql(opts);
+    filter.apply(&mut s)?;
     Ok(top_functions_sql_of(
         &opts.database,
-        &sel.sql(opts),
+        &s,
         re.as_deref(),
         limit,
     ))

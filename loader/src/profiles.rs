@@ -223,7 +223,35 @@ pub fn top(
     function_regex: Option<&str>,
     limit: u32,
 ) -> Result<Vec<TopRow>> {
-    let tsv = backend.query_tsv(&cq::top_functions_sql(opts, sel, function_regex, limit)?)?;
+    top_filtered(
+        backend,
+        opts,
+        sel,
+        function_regex,
+        limit,
+        &cq::StackFilter::default(),
+    )
+}
+
+/// [`top`] of only the samples `filter` keeps (`--focus`, `--ignore`).
+///
+/// # Errors
+/// A bad regex, the engine's error, an unexpected row.
+pub fn top_filtered(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    sel: &Selection,
+    function_regex: Option<&str>,
+    limit: u32,
+    filter: &cq::StackFilter,
+) -> Result<Vec<TopRow>> {
+    let tsv = backend.query_tsv(&cq::top_functions_sql_filtered(
+        opts,
+        sel,
+        function_regex,
+        limit,
+        filter,
+    )?)?;
     tsv.lines()
         .map(|row| {
             let f: Vec<&str> = row.split('\t').collect();
@@ -633,12 +661,38 @@ pub fn check_units(
 pub struct FlameArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Keep at most this many nodes (0: all).
     #[arg(long, default_value_t = 0)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded text.
     #[arg(long)]
     pub out: PathBuf,
+}
+
+/// pprof's `-focus` and `-ignore` ([`cq::StackFilter`]).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only samples with a frame whose function matches this regex
+    /// (pprof's -focus; totals stay of the whole selection).
+    #[arg(long)]
+    pub focus: Option<String>,
+    /// Leave out samples with a frame whose function matches this regex
+    /// (pprof's -ignore).
+    #[arg(long)]
+    pub ignore: Option<String>,
+}
+
+impl FilterArgs {
+    /// As the library's filter.
+    #[must_use]
+    pub fn filter(&self) -> cq::StackFilter {
+        cq::StackFilter {
+            focus: self.focus.clone(),
+            ignore: self.ignore.clone(),
+        }
+    }
 }
 
 /// Runs `profile flame`: the selection's flame graph into `args.out`.
@@ -654,7 +708,8 @@ pub fn flame_command(
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
-    let nodes = flame(backend, opts, &s, args.max_nodes)?;
+    let sql = cq::flame_sql_filtered(opts, &s, args.max_nodes, &args.filter.filter())?;
+    let nodes = nodes(backend, &sql)?;
     if nodes.is_empty() {
         hint_unknown_type(backend, opts, &s.profile_type, err)?;
     }
@@ -737,6 +792,8 @@ pub fn diff_command(
 pub struct TopArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// Only functions matching this regex (shares stay of the whole
     /// selection).
     #[arg(long)]
@@ -760,12 +817,13 @@ pub fn top_command(
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
-    let rows = top(
+    let rows = top_filtered(
         backend,
         opts,
         &s,
         args.function_regex.as_deref(),
         args.limit,
+        &args.filter.filter(),
     )?;
     if rows.is_empty() {
         hint_unknown_type(backend, opts, &s.profile_type, err)?;

@@ -1113,3 +1113,85 @@ fn an_unknown_type_names_the_stored_ones() {
     );
     assert_eq!(top("cpu:nanoseconds", "{service=\"nobody\"}"), "");
 }
+
+/// `profile top` and `profile flame` with `--focus` and `--ignore` equal
+/// `go tool pprof -focus/-ignore` on the Go CPU and heap profiles: top
+/// functions (flat, cum) = `-top`, the flame graph's stacks = `-traces`,
+/// for a focus, an ignore and both (regexes that match function names
+/// only: pprof also tries file names). A bad regex is one line naming the
+/// flag, exit 1.
+#[test]
+fn focus_and_ignore_equal_go_tool_pprof() {
+    let data = temp_path("cpcli-focus");
+    keep_fixtures(&data, &["init", "--retention", "36500"]);
+    for f in ["cpu.pb.gz", "heap.pb.gz"] {
+        fh(&data, &["load", &dir().join(f).display().to_string()]);
+    }
+    let cases: [(&str, &str, &[&str]); 5] = [
+        ("cpu.pb.gz", "cpu:nanoseconds", &["--focus", "fib$"]),
+        (
+            "cpu.pb.gz",
+            "cpu:nanoseconds",
+            &["--ignore", "asyncPreempt"],
+        ),
+        (
+            "cpu.pb.gz",
+            "cpu:nanoseconds",
+            &["--focus", "handle", "--ignore", "step"],
+        ),
+        ("cpu.pb.gz", "samples:count", &["--focus", "hashLoop|fib"]),
+        (
+            "heap.pb.gz",
+            "alloc_space:bytes",
+            &["--ignore", "^runtime\\."],
+        ),
+    ];
+    for (file, ty, flags) in cases {
+        let path = dir().join(file);
+        let (from, to) = range_of(&data, file);
+        // pprof's flags: `-focus=RE`, `-ignore=RE`.
+        let pflags: Vec<String> = flags
+            .chunks(2)
+            .map(|p| format!("-{}={}", p[0].trim_start_matches('-'), p[1]))
+            .collect();
+        let index = format!("-sample_index={}", ty.split(':').next().unwrap());
+        let mut args: Vec<&str> = vec![unit_flag(ty), &index];
+        args.extend(pflags.iter().map(String::as_str));
+        let (want, _) = parse_top(&pprof(&[&args[..], &["-top"]].concat(), &path));
+        assert!(!want.is_empty(), "{file} {flags:?}");
+        let mut top_args = vec!["profile", "top", "--type", ty, "--from", &from, "--to", &to];
+        top_args.extend_from_slice(flags);
+        let (got, _) = parse_cli_top(&fh(&data, &top_args));
+        assert_eq!(got, want, "{file} {ty} {flags:?}: top");
+
+        let want = parse_traces(&pprof(&[&args[..], &["-traces"]].concat(), &path));
+        let out = data.join("focus.folded");
+        let out_s = out.display().to_string();
+        let mut flame_args = vec![
+            "profile", "flame", "--type", ty, "--from", &from, "--to", &to, "--out", &out_s,
+        ];
+        flame_args.extend_from_slice(flags);
+        fh(&data, &flame_args);
+        let mut got: BTreeMap<Vec<String>, i64> = BTreeMap::new();
+        for (s, v) in parse_folded(&std::fs::read_to_string(&out).unwrap()) {
+            *got.entry(s).or_insert(0) += v[0];
+        }
+        let want: BTreeMap<Vec<String>, i64> = want.into_iter().filter(|(_, v)| *v != 0).collect();
+        assert_eq!(got, want, "{file} {ty} {flags:?}: stacks");
+    }
+    let o = fh_out(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "cpu:nanoseconds",
+            "--focus",
+            "(",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("focus regex"), "{err}");
+}

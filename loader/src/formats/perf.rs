@@ -454,7 +454,7 @@ struct Sample {
 /// once and then found by hashing and comparing its text. The keys borrow
 /// the file's text and the values are frame ids of the file's [`Builder`],
 /// so the table lives as long as the parse of one file and is bounded by
-/// its size ([`text::MAX_TEXT_BYTES`]); the options that change frames
+/// its size ([`text::TextOptions::max_bytes`]); the options that change frames
 /// (`annotate_kernel`, `annotate_jit`) are the same for the whole file.
 /// comm, pid and tid frames are not part of a chain (they are the
 /// sample's roots, added per label set).
