@@ -1411,6 +1411,23 @@ pub fn diff_sql(
     max_nodes: u32,
     normalize: bool,
 ) -> Result<String> {
+    diff_sql_filtered(opts, a, b, max_nodes, normalize, &StackFilter::default())
+}
+
+/// [`diff_sql`] of only the samples `filter` keeps, on both sides
+/// (`normalize` then scales to the kept samples' totals).
+///
+/// # Errors
+/// As [`diff_sql`], and [`Error::Usage`] for a filter regex that does not
+/// compile.
+pub fn diff_sql_filtered(
+    opts: &QueryOptions,
+    a: &Selection,
+    b: &Selection,
+    max_nodes: u32,
+    normalize: bool,
+    filter: &StackFilter,
+) -> Result<String> {
     if a.profile_type != b.profile_type {
         return Err(Error::Usage(format!(
             "diff: the two selections are of different profile types ({} and {})",
@@ -1426,12 +1443,17 @@ pub fn diff_sql(
         }
         s.sql(&o)
     };
-    Ok(diff_sql_of(
+    let (mut sa, mut sb) = (side(a), side(b));
+    // Filtered, the stacks left out must not join as empty stacks.
+    let (fa, fb) = (filter.apply(&mut sa)?, filter.apply(&mut sb)?);
+    let join = if fa || fb { "INNER" } else { "LEFT" };
+    Ok(diff_sql_join(
         &opts.database,
-        &side(a),
-        &side(b),
+        &sa,
+        &sb,
         &max_nodes_lit(max_nodes),
         if normalize { "'1'" } else { "'0'" },
+        join,
     ))
 }
 
@@ -1461,6 +1483,17 @@ pub fn diff_sql_of(
     b: &SelectionSql,
     max_nodes: &str,
     normalize: &str,
+) -> String {
+    diff_sql_join(db, a, b, max_nodes, normalize, "LEFT")
+}
+
+fn diff_sql_join(
+    db: &Ident,
+    a: &SelectionSql,
+    b: &SelectionSql,
+    max_nodes: &str,
+    normalize: &str,
+    join: &str,
 ) -> String {
     let gauge = a.combine != Combine::Sum;
     // Rows (series_id, stack_id, va, vb).
@@ -1520,7 +1553,7 @@ pub fn diff_sql_of(
     } else {
         stacks_of(db, &format!("({}) OR ({})", a.stacks, b.stacks))
     };
-    let from = format!("({inner}) AS x ANY LEFT JOIN {stacks} AS st ON st.stack_id = x.stack_id");
+    let from = format!("({inner}) AS x ANY {join} JOIN {stacks} AS st ON st.stack_id = x.stack_id");
     flame_rows(
         &format!(
             "stackDiffWith(groupArray((st.labels, x.va)), groupArray((st.labels, x.vb)), {})",

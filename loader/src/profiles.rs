@@ -729,6 +729,8 @@ pub fn flame_command(
 pub struct DiffArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
+    #[command(flatten)]
+    pub filter: FilterArgs,
     /// The comparison's selector (when not given: the baseline's).
     #[arg(long)]
     pub selector_b: Option<String>,
@@ -774,7 +776,14 @@ pub fn diff_command(
     for s in [&a, &b] {
         check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     }
-    let sql = cq::diff_sql(opts, &a, &b, args.max_nodes, args.normalize)?;
+    let sql = cq::diff_sql_filtered(
+        opts,
+        &a,
+        &b,
+        args.max_nodes,
+        args.normalize,
+        &args.filter.filter(),
+    )?;
     let nodes = nodes(backend, &sql)?;
     write_tree(
         &nodes,

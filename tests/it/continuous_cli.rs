@@ -1114,9 +1114,10 @@ fn an_unknown_type_names_the_stored_ones() {
     assert_eq!(top("cpu:nanoseconds", "{service=\"nobody\"}"), "");
 }
 
-/// `profile top` and `profile flame` with `--focus` and `--ignore` equal
-/// `go tool pprof -focus/-ignore` on the Go CPU and heap profiles: top
-/// functions (flat, cum) = `-top`, the flame graph's stacks = `-traces`,
+/// `profile top`, `profile flame` and `profile diff` with `--focus` and
+/// `--ignore` equal `go tool pprof -focus/-ignore` on the Go CPU and heap
+/// profiles: top functions (flat, cum) = `-top`, the flame graph's stacks
+/// = `-traces`, the diff's = `-diff_base ... -top`,
 /// for a focus, an ignore and both (regexes that match function names
 /// only: pprof also tries file names). A bad regex is one line naming the
 /// flag, exit 1.
@@ -1124,7 +1125,7 @@ fn an_unknown_type_names_the_stored_ones() {
 fn focus_and_ignore_equal_go_tool_pprof() {
     let data = temp_path("cpcli-focus");
     keep_fixtures(&data, &["init", "--retention", "36500"]);
-    for f in ["cpu.pb.gz", "heap.pb.gz"] {
+    for f in ["cpu.pb.gz", "cpu2.pb.gz", "heap.pb.gz"] {
         fh(&data, &["load", &dir().join(f).display().to_string()]);
     }
     let cases: [(&str, &str, &[&str]); 5] = [
@@ -1179,6 +1180,53 @@ fn focus_and_ignore_equal_go_tool_pprof() {
         let want: BTreeMap<Vec<String>, i64> = want.into_iter().filter(|(_, v)| *v != 0).collect();
         assert_eq!(got, want, "{file} {ty} {flags:?}: stacks");
     }
+    // The diff of cpu (baseline) and cpu2 with both filters = pprof's
+    // `-diff_base cpu.pb.gz -focus -ignore -top cpu2.pb.gz`.
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let (from2, to2) = range_of(&data, "cpu2.pb.gz");
+    let base = format!("-diff_base={}", dir().join("cpu.pb.gz").display());
+    let (want, _) = parse_top(&pprof(
+        &[
+            "-unit=ns",
+            "-sample_index=cpu",
+            "-focus=handle|background",
+            "-ignore=asyncPreempt",
+            &base,
+            "-top",
+        ],
+        &dir().join("cpu2.pb.gz"),
+    ));
+    assert!(!want.is_empty());
+    let out = data.join("diff.folded");
+    fh(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--from-b",
+            &from2,
+            "--to-b",
+            &to2,
+            "--focus",
+            "handle|background",
+            "--ignore",
+            "asyncPreempt",
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[1] - v[0]))
+        .collect();
+    assert_eq!(top_of(&stacks), want, "diff");
+
     let o = fh_out(
         &data,
         &[
