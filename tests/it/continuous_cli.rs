@@ -167,6 +167,24 @@ fn top_of(stacks: &[(Vec<String>, i64)]) -> Top {
     out
 }
 
+/// `profile diff` of range `a` (baseline) against range `b` with `extra`
+/// flags, as pprof's `-diff_base` top: flat/cum of comparison - baseline.
+fn diff_top(data: &Path, ty: &str, a: (&str, &str), b: (&str, &str), extra: &[&str]) -> Top {
+    let out = data.join("diff.folded");
+    let out_s = out.display().to_string();
+    let mut args = vec![
+        "profile", "diff", "--type", ty, "--from", a.0, "--to", a.1, "--from-b", b.0, "--to-b",
+        b.1, "--out", &out_s,
+    ];
+    args.extend_from_slice(extra);
+    fh(data, &args);
+    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|(s, v)| (s, v[1] - v[0]))
+        .collect();
+    top_of(&stacks)
+}
+
 /// The profile's stored time, as `YYYY-MM-DD hh:mm:ss.fff`, and the next
 /// millisecond: a range holding just it.
 fn range_of(data: &Path, file: &str) -> (String, String) {
@@ -411,31 +429,8 @@ fn profile_queries_equal_go_tool_pprof() {
     // Diff: cpu (baseline, env=prod) against cpu2 (env=canary) over both
     // ranges = -diff_base cpu cpu2.
     let out = data.join("diff.folded");
-    fh(
-        &data,
-        &[
-            "profile",
-            "diff",
-            "--type",
-            ty,
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--from-b",
-            &from2,
-            "--to-b",
-            &to2,
-            "--out",
-            &out.display().to_string(),
-        ],
-    );
-    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
-        .into_iter()
-        .map(|(s, v)| (s, v[1] - v[0]))
-        .collect();
     let (want, _) = parse_top(&golden("cpu2.diff_base_cpu.top.txt"));
-    assert_eq!(top_of(&stacks), want);
+    assert_eq!(diff_top(&data, ty, (&from, &to), (&from2, &to2), &[]), want);
     // The same diff by selectors over one range.
     fh(
         &data,
@@ -1197,35 +1192,14 @@ fn focus_and_ignore_equal_go_tool_pprof() {
         &dir().join("cpu2.pb.gz"),
     ));
     assert!(!want.is_empty());
-    let out = data.join("diff.folded");
-    fh(
+    let got = diff_top(
         &data,
-        &[
-            "profile",
-            "diff",
-            "--type",
-            "cpu:nanoseconds",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--from-b",
-            &from2,
-            "--to-b",
-            &to2,
-            "--focus",
-            "handle|background",
-            "--ignore",
-            "asyncPreempt",
-            "--out",
-            &out.display().to_string(),
-        ],
+        "cpu:nanoseconds",
+        (&from, &to),
+        (&from2, &to2),
+        &["--focus", "handle|background", "--ignore", "asyncPreempt"],
     );
-    let stacks: Vec<(Vec<String>, i64)> = parse_folded(&std::fs::read_to_string(&out).unwrap())
-        .into_iter()
-        .map(|(s, v)| (s, v[1] - v[0]))
-        .collect();
-    assert_eq!(top_of(&stacks), want, "diff");
+    assert_eq!(got, want, "diff");
 
     let o = fh_out(
         &data,
