@@ -446,6 +446,7 @@ fn standard_input_loads_as_the_file() {
     for (args, want) in [
         (&["load", "-", "-"][..], "can be given once"),
         (&["load", "--watch", "-"][..], "cannot be followed"),
+        (&["load", "-"][..], "standard input (`-`) was empty"),
     ] {
         let o = run_stdin(args, b"");
         assert_eq!(o.status.code(), Some(1), "{o:?}");

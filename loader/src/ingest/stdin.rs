@@ -39,8 +39,8 @@ impl Drop for Spooled {
 /// and returns `files` with the copy's path in its place.
 ///
 /// # Errors
-/// `-` given twice, or the copy failed (the temporary directory's path
-/// in the message).
+/// `-` given twice, standard input a terminal or empty, or the copy
+/// failed (the temporary directory's path in the message).
 pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)> {
     let is_stdin = |p: &PathBuf| p.as_os_str() == STDIN_NAME;
     match files.iter().filter(|p| is_stdin(p)).count() {
@@ -51,6 +51,14 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
                 "`-` (standard input) can be given once".into(),
             ))
         }
+    }
+    // A terminal would wait for typed input that is no profile.
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Error::Usage(
+            "`-` reads a profile from standard input, which is a terminal: pipe one in \
+             (`perf script | flamehouse load -`)"
+                .into(),
+        ));
     }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -64,7 +72,13 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
     let spooled = Spooled { dir };
     let path = spooled.path();
     let mut out = std::fs::File::create(&path).map_err(file_err(&path))?;
-    std::io::copy(&mut std::io::stdin().lock(), &mut out).map_err(file_err(&path))?;
+    let copied = std::io::copy(&mut std::io::stdin().lock(), &mut out).map_err(file_err(&path))?;
+    // Unlike a file just created, standard input does not grow later.
+    if copied == 0 {
+        return Err(Error::Usage(
+            "standard input (`-`) was empty: no profile to load".into(),
+        ));
+    }
     let files = files
         .iter()
         .map(|p| if is_stdin(p) { path.clone() } else { p.clone() })
