@@ -118,9 +118,11 @@ fn engine_shows_the_udf_error_to_the_user() {
     assert_eq!(q("SELECT stackFold([(['a'], 1)])"), "[('a',1)]\n");
 }
 
-/// The embedded engine reads inserted blocks through a named pipe: a query
+/// The embedded engine reads inserted blocks through a pipe: a query
 /// that fails before opening it, or in the middle of reading it, must return
-/// the engine's error without hanging and store nothing.
+/// the engine's error without hanging and store nothing. Several blocks
+/// inserted at once (`insert_rowbinary_all`, each on a connection of its
+/// own) are all stored, and a failing one is reported.
 #[test]
 fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
     use flamehouse::storage::Backend;
@@ -205,4 +207,64 @@ fn engine_pipe_inserts_fail_cleanly_and_store_whole_blocks_once() {
         q("SELECT count(), sum(a), sum(b) FROM pipe_test.t"),
         format!("{n}\t{}\t{}\n", n * (n - 1) / 2, n * (n - 1))
     );
+
+    // At once: three blocks into two tables, then the same with one bad.
+    use flamehouse::storage::Insert;
+    q("CREATE TABLE IF NOT EXISTS pipe_test.u (a UInt64, b UInt64) ENGINE = MergeTree ORDER BY a \
+       SETTINGS non_replicated_deduplication_window = 100");
+    let block = |table: &'static str, structure: &'static str, rows: &[u8], token: &str| Insert {
+        table,
+        structure,
+        rows: rows.to_vec(),
+        token: token.to_string(),
+    };
+    let half = &rows[..rows.len() / 2];
+    let db: flamehouse::storage::ident::Ident = "pipe_test".parse().unwrap();
+    e.insert_rowbinary_all(
+        &db,
+        &[
+            block("u", "a UInt64, b UInt64", &rows, "all-1"),
+            block("u", "a UInt64, b UInt64", half, "all-2"),
+            block("t", "a UInt64, b UInt64", half, "all-3"),
+        ],
+    )
+    .unwrap();
+    let m = n / 2;
+    assert_eq!(
+        q("SELECT count(), sum(a) FROM pipe_test.u"),
+        format!("{}\t{}\n", n + m, n * (n - 1) / 2 + m * (m - 1) / 2)
+    );
+    assert_eq!(q("SELECT count() FROM pipe_test.t"), format!("{}\n", n + m));
+    let t = Instant::now();
+    let err = e
+        .insert_rowbinary_all(
+            &db,
+            &[
+                block("u", "a UInt64, b UInt64", &rows, "all-4"),
+                block("missing", "a UInt64, b UInt64", &rows, "all-5"),
+                block("u", "a UInt64, b UInt64", &torn, "all-6"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("missing"),
+        "the first failure, in order: {err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(
+        q("SELECT count() FROM pipe_test.u"),
+        format!("{}\n", 2 * n + m),
+        "the good block is stored, the torn one is not"
+    );
+    // No file is left behind (a named pipe per insert was, until removed).
+    let tmp = e.data_dir().join("tmp");
+    let pipes = std::fs::read_dir(&tmp)
+        .map(|d| {
+            d.filter_map(|f| f.ok())
+                .filter(|f| f.file_name().to_string_lossy().starts_with("insert-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(pipes, 0, "{}", tmp.display());
 }

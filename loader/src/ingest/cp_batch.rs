@@ -11,10 +11,13 @@
 //!
 //! # Whole or nothing, with batches
 //!
-//! A batch is stored table by table in the order frames, stacks,
-//! `cp_series`, `cp_stacks`, `cp_samples`, `cp_profiles` (the views fill the rollup,
-//! label values and stack functions from the same inserts), so a profile
-//! listed in `cp_profiles` is complete. Before the inserts one round trip
+//! A batch is stored in three steps: the dictionaries (frames, stacks,
+//! `cp_series`, `cp_stacks`; none depends on another, so the embedded
+//! engine stores the four at once, each on a connection of its own:
+//! [`Backend::insert_rowbinary_all`]), then `cp_samples`, then
+//! `cp_profiles` (the views fill the rollup, label values and stack
+//! functions from the same inserts). So a stored sample's stack, frames and
+//! series are there, and a profile listed in `cp_profiles` is complete. Before the inserts one round trip
 //! (a `UNION ALL`; one query per table and chunk of 10,000 ids when the
 //! batch has more) asks what of the batch is stored already: frames,
 //! stacks, series and stacks per service and day by id; profiles by
@@ -36,8 +39,8 @@ use super::continuous::{
 };
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
-use crate::storage::rows::{encode_all, RowBinary};
-use crate::storage::Backend;
+use crate::storage::rows::RowBinary;
+use crate::storage::{Backend, Insert};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -126,34 +129,36 @@ fn content_hash(b: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// Inserts the rows of `items` that `held` says are stored already left
-/// out.
-fn insert_missing<R: RowBinary + Clone>(
-    backend: &dyn Backend,
-    db: &Ident,
-    items: &[&R],
-    held: impl Fn(&R) -> bool,
-) -> Result<()> {
-    let rows: Vec<R> = items
-        .iter()
-        .filter(|r| !held(r))
-        .map(|&r| r.clone())
-        .collect();
-    insert_rows(backend, db, &rows)
+/// The insert of the rows of `items` that `held` says are not stored, if
+/// any.
+fn missing_insert<R: RowBinary>(items: &[&R], held: impl Fn(&R) -> bool) -> Option<Insert> {
+    let rows: Vec<&R> = items.iter().copied().filter(|r| !held(r)).collect();
+    (!rows.is_empty()).then(|| to_insert(&rows))
 }
 
-fn insert_rows<R: RowBinary>(backend: &dyn Backend, db: &Ident, rows: &[R]) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
+/// `rows` in RowBinary.
+fn encode_refs<R: RowBinary>(rows: &[&R]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for r in rows {
+        r.encode(&mut buf);
     }
-    let bytes = encode_all(rows);
-    let token = format!(
-        "cp:{:016x}:{}:{}",
-        content_hash(&bytes),
-        bytes.len(),
-        R::TABLE
-    );
-    backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)
+    buf
+}
+
+/// `rows` as one deduplicated block: the token hashes its bytes.
+fn to_insert<R: RowBinary>(rows: &[&R]) -> Insert {
+    let bytes = encode_refs(rows);
+    Insert {
+        table: R::TABLE,
+        structure: R::STRUCTURE,
+        token: format!(
+            "cp:{:016x}:{}:{}",
+            content_hash(&bytes),
+            bytes.len(),
+            R::TABLE
+        ),
+        rows: bytes,
+    }
 }
 
 /// The string of `hex`'s upper-case hex digits (ClickHouse's `hex()`),
@@ -432,23 +437,27 @@ pub fn store_batch(
     ];
     let held = Held::ask(backend, &asks)?;
 
-    // Frames, then stacks: a sample's stack and frames are always there.
-    insert_missing(backend, db, &frames, |f| held.frames.contains(&f.frame_id))?;
+    // Frames, stacks, series and `cp_stacks` before the samples: a stored
+    // sample's stack, frames and series are always there. The four do not
+    // depend on one another (no query reads a stack without its samples),
+    // so the engine may store them at once.
+    let dictionaries: Vec<Insert> = [
+        missing_insert(&frames, |f| held.frames.contains(&f.frame_id)),
+        missing_insert(&stacks, |s| held.stacks.contains(&s.stack_id)),
+        missing_insert(&series, |s| held.series.contains(&(s.date, s.series_id))),
+        missing_insert(&cp_stacks, |s| {
+            held.cp_stacks
+                .get(s.service.as_str())
+                .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    backend.insert_rowbinary_all(db, &dictionaries)?;
     known.frames.extend(frames.iter().map(|f| f.frame_id));
-    insert_missing(backend, db, &stacks, |s| held.stacks.contains(&s.stack_id))?;
     known.stacks.extend(stacks.iter().map(|s| s.stack_id));
-
-    insert_missing(backend, db, &series, |s| {
-        held.series.contains(&(s.date, s.series_id))
-    })?;
     known.series.extend(series_keys);
-
-    // `cp_stacks` before the samples: a stored sample's stack is always there.
-    insert_missing(backend, db, &cp_stacks, |s| {
-        held.cp_stacks
-            .get(s.service.as_str())
-            .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
-    })?;
     for (svc, d, id) in cp_keys {
         if let Some(m) = known.cp_stacks.get_mut(svc) {
             m.insert((d, id));
@@ -532,10 +541,16 @@ pub fn store_batch(
         );
     }
     stored.sample_rows = samples.len();
-    let samples: Vec<CpSampleRow> = samples.into_iter().cloned().collect();
-    insert_rows(backend, db, &samples)?;
-    let profiles: Vec<CpProfileRow> = profiles.into_iter().cloned().collect();
-    insert_rows(backend, db, &profiles)?;
+    // Samples, then the profile rows that say a profile is complete.
+    for rows in [
+        (!samples.is_empty()).then(|| to_insert(&samples)),
+        (!profiles.is_empty()).then(|| to_insert(&profiles)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
+    }
     Ok(stored)
 }
 

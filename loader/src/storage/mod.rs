@@ -34,11 +34,37 @@ pub trait Backend: Sync {
         token: &str,
     ) -> Result<()>;
 
+    /// Inserts each block of `inserts` as [`Backend::insert_rowbinary`]
+    /// does, all of them before returning; none depends on another, so a
+    /// backend may run them at once (the embedded engine does, each on a
+    /// connection of its own). On an error, some may be stored: each is
+    /// deduplicated by its token when sent again. Default: one after
+    /// another.
+    fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
+        for i in inserts {
+            self.insert_rowbinary(db, i.table, i.structure, &i.rows, &i.token)?;
+        }
+        Ok(())
+    }
+
     /// Whether the engine's background merges run in this process (the
     /// embedded engine) and so compete with the loader for its cores.
     fn merges_in_process(&self) -> bool {
         false
     }
+}
+
+/// One block of RowBinary rows for [`Backend::insert_rowbinary_all`].
+#[derive(Debug, Clone)]
+pub struct Insert {
+    /// The table (an [`Ident`] when run).
+    pub table: &'static str,
+    /// Its `name Type, ...` structure.
+    pub structure: &'static str,
+    /// The rows.
+    pub rows: Vec<u8>,
+    /// The deduplication token.
+    pub token: String,
 }
 
 /// Inserts typed rows through `backend` as one deduplicated block.
@@ -110,33 +136,95 @@ impl Backend for Engine {
         rows: &[u8],
         token: &str,
     ) -> Result<()> {
-        // Data inline after `FORMAT RowBinary` is cut at the engine's query
-        // buffer size without an error, so the block goes through a named
-        // pipe that the engine reads with file() while a feeder thread
-        // writes it: nothing is written to disk and read back.
-        let table = Ident::parse_as("table", table)?;
-        let path = fifo_path(self)?;
-        make_fifo(&path)?;
-        let cancel = AtomicBool::new(false);
-        let (queried, fed) = std::thread::scope(|scope| {
-            let feeder = scope.spawn(|| -> std::io::Result<()> {
-                let mut file = open_fifo_writer(&path, &cancel)?;
-                file.write_all(rows)
-            });
-            let queried = self.execute(&file_insert_sql(db, &table, structure, token, &path));
-            // A query that failed before opening the pipe leaves the feeder
-            // waiting for a reader: tell it to stop.
-            cancel.store(true, Ordering::Relaxed);
-            let fed = feeder
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the feeder thread panicked")));
-            (queried, fed)
-        });
-        let _ = std::fs::remove_file(&path);
-        // The engine's error explains a broken pipe, so it comes first.
-        queried?;
-        fed.map_err(file_err(&path))
+        pipe_insert(db, table, structure, rows, token, &|sql| self.execute(sql))
     }
+
+    fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
+        if inserts.len() < 2 {
+            for i in inserts {
+                self.insert_rowbinary(db, i.table, i.structure, &i.rows, &i.token)?;
+            }
+            return Ok(());
+        }
+        // Each on a connection of its own: the engine runs them at once
+        // (one connection serializes its queries).
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = inserts
+                .iter()
+                .map(|i| {
+                    scope.spawn(move || -> Result<()> {
+                        let session = self.session()?;
+                        pipe_insert(db, i.table, i.structure, &i.rows, &i.token, &|sql| {
+                            session.query(sql, "TabSeparated", &[]).map(|_| ())
+                        })
+                    })
+                })
+                .collect();
+            let mut first = Ok(());
+            for h in handles {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(Error::Query {
+                        message: "an insert thread panicked".into(),
+                    })
+                });
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        })
+    }
+}
+
+/// Inserts `rows` into `db.table` through an anonymous pipe that the
+/// engine reads with `file('/proc/self/fd/N')` (it runs in this process)
+/// while a feeder thread writes it; `run` runs the statement on a
+/// connection of the engine. Data inline after `FORMAT RowBinary` is cut
+/// at the engine's query buffer size without an error; a pipe writes
+/// nothing to disk and, unlike a named pipe, creates no file (a file made
+/// and removed per insert: on an ext4 without a journal, as this project's
+/// machines have, each new file scans past the recently removed ones).
+fn pipe_insert(
+    db: &Ident,
+    table: &str,
+    structure: &str,
+    rows: &[u8],
+    token: &str,
+    run: &dyn Fn(&str) -> Result<()>,
+) -> Result<()> {
+    use std::os::fd::FromRawFd;
+    let table = Ident::parse_as("table", table)?;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, owned below. Close
+    // on exec: a UDF child must not hold the write end (no EOF then).
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(file_err(Path::new("pipe"))(std::io::Error::last_os_error()));
+    }
+    // SAFETY: fresh descriptors, each owned once.
+    let (mut read_end, mut write_end) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    let path = PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
+    let (queried, fed) = std::thread::scope(|scope| {
+        // The write end is closed when the feeder ends: the engine's EOF.
+        let feeder = scope.spawn(move || write_end.write_all(rows));
+        let queried = run(&file_insert_sql(db, &table, structure, token, &path));
+        // What the engine left unread (it failed, or stopped early) is
+        // drained here, so the feeder never blocks on a full pipe (and no
+        // write meets a closed pipe: no SIGPIPE, whatever its handler).
+        let drained = std::io::copy(&mut read_end, &mut std::io::sink());
+        let fed = feeder
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the feeder thread panicked")))
+            .and(drained.map(|_| ()));
+        (queried, fed)
+    });
+    // The engine's error explains a short read, so it comes first.
+    queried?;
+    fed.map_err(file_err(&path))
 }
 
 /// A fresh path for a pipe under the engine's `tmp/` directory.
