@@ -1343,3 +1343,92 @@ fn a_full_server_queues_then_refuses() {
     assert_eq!(read_sql(&s, "SELECT 1").text(), "1\n");
     assert!(s.stop().success());
 }
+
+/// Continuous profiles loaded with `flamehouse load --url` in small batches
+/// (each batch's four dictionary blocks sent at once, as concurrent
+/// requests: `insert_rowbinary_all`) hold the same rows as the embedded
+/// engine's load of the same files, and a second load stores nothing.
+#[test]
+fn continuous_loads_through_serve_equal_the_engines() {
+    use flamehouse::ingest::continuous::ContinuousOptions;
+    use flamehouse::ingest::cp_batch::{load_files, BatchOptions};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/continuous/pprof");
+    let files: Vec<PathBuf> = [
+        "cpu.pb.gz",
+        "cpu2.pb.gz",
+        "heap.pb.gz",
+        "block.pb.gz",
+        "spans.pb.gz",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect();
+    let digest = |db: &str| {
+        format!(
+            "SELECT (SELECT count() FROM {db}.cp_samples), (SELECT sum(value) FROM {db}.cp_samples), \
+                    (SELECT groupBitXor(cityHash64(profile_id, profile_type, series_id, stack_id, ts, value)) FROM {db}.cp_samples), \
+                    (SELECT count() FROM {db}.cp_profiles), (SELECT count() FROM {db}.cp_series), \
+                    (SELECT count() FROM {db}.cp_stacks), (SELECT count() FROM {db}.cp_label_values), \
+                    (SELECT count() FROM {db}.frames), (SELECT count() FROM {db}.stacks), \
+                    (SELECT groupBitXor(cityHash64(stack_id, frame_ids)) FROM {db}.stacks), \
+                    (SELECT count() FROM {db}.stack_functions)"
+        )
+    };
+    let reference = "fh_serve_cref";
+    q(&format!("DROP DATABASE IF EXISTS {reference}"));
+    flamehouse::storage::schema::migrate(
+        engine(),
+        &flamehouse::storage::schema::SchemaOptions {
+            database: reference.parse().unwrap(),
+            cluster: None,
+        },
+    )
+    .unwrap();
+    let opts = ContinuousOptions {
+        database: reference.parse().unwrap(),
+        service: Some("api".into()),
+        ..Default::default()
+    };
+    // One batch for all: the reference shares none of the batching below.
+    let s = load_files(
+        engine(),
+        &files,
+        &opts,
+        &BatchOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(s.failed, 0, "{s:?}");
+    let want = q(&digest(reference));
+
+    let s = Serve::start("cload", &[]);
+    let paths: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    for round in 0..2 {
+        let mut args = vec!["--service", "api", "--batch-rows", "64"];
+        args.extend(&paths);
+        let out = load_url(&s, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{err}");
+        let reader = s.reader();
+        assert_eq!(
+            reader.query_tsv(&digest("flamehouse")).unwrap(),
+            want,
+            "round {round}: {err}"
+        );
+        if round == 0 {
+            // Several batches, so several rounds of dictionary blocks.
+            let batches = said
+                .lines()
+                .find_map(|l| {
+                    l.split(" in ")
+                        .nth(1)?
+                        .strip_suffix(" batches")?
+                        .parse::<usize>()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("no batch count in {said}"));
+            assert!(batches > 2, "{said}");
+        }
+    }
+}

@@ -12,9 +12,9 @@
 //! # Whole or nothing, with batches
 //!
 //! A batch is stored in three steps: the dictionaries (frames, stacks,
-//! `cp_series`, `cp_stacks`; none depends on another, so the embedded
-//! engine stores the four at once, each on a connection of its own:
-//! [`Backend::insert_rowbinary_all`]), then `cp_samples`, then
+//! `cp_series`, `cp_stacks`; none depends on another, so they are stored
+//! at once, [`Backend::insert_rowbinary_all`]: the embedded engine on a
+//! connection each, a server as concurrent requests), then `cp_samples`, then
 //! `cp_profiles` (the views fill the rollup, label values and stack
 //! functions from the same inserts). So a stored sample's stack, frames and
 //! series are there, and a profile listed in `cp_profiles` is complete. Before the inserts one round trip

@@ -39,7 +39,8 @@ pub trait Backend: Sync {
     /// backend may run them at once (the embedded engine does, each on a
     /// connection of its own). On an error, some may be stored: each is
     /// deduplicated by its token when sent again. Default: one after
-    /// another.
+    /// another (the embedded engine and a server override it: a
+    /// connection, or a request, each).
     fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
         for i in inserts {
             self.insert_rowbinary(db, i.table, i.structure, &i.rows, &i.token)?;

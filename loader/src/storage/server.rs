@@ -32,7 +32,7 @@
 
 use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
-use crate::storage::{column_names, Backend};
+use crate::storage::{column_names, Backend, Insert};
 use clickhouse::{Client, Compression};
 use std::future::Future;
 use std::path::PathBuf;
@@ -260,7 +260,42 @@ impl Backend for ServerBackend {
             return Ok(());
         }
         let table = Ident::parse_as("table", table)?;
-        let sql = insert_sql(db, &table, structure);
+        self.run(self.insert_block(db, &table, structure, rows, token))
+    }
+
+    /// The blocks at once, each its own request on the client's pooled
+    /// connections (the first failure is returned; the others still end).
+    fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
+        let tables = inserts
+            .iter()
+            .map(|i| Ident::parse_as("table", i.table))
+            .collect::<Result<Vec<_>>>()?;
+        self.run(async {
+            let all = inserts
+                .iter()
+                .zip(&tables)
+                .filter(|(i, _)| !i.rows.is_empty())
+                .map(|(i, table)| self.insert_block(db, table, i.structure, &i.rows, &i.token));
+            futures_util::future::join_all(all)
+                .await
+                .into_iter()
+                .collect::<std::result::Result<Vec<()>, _>>()
+                .map(|_| ())
+        })
+    }
+}
+
+impl ServerBackend {
+    /// One insert request of `rows` (RowBinary) into `db.table`.
+    async fn insert_block(
+        &self,
+        db: &Ident,
+        table: &Ident,
+        structure: &str,
+        rows: &[u8],
+        token: &str,
+    ) -> std::result::Result<(), clickhouse::error::Error> {
+        let sql = insert_sql(db, table, structure);
         let mut insert = self
             .client
             .insert_formatted_with(sql)
@@ -274,9 +309,9 @@ impl Backend for ServerBackend {
         // span two blocks: the server decompresses the stream before parsing
         // it).
         for chunk in rows.chunks(self.insert_chunk) {
-            self.run(insert.send(bytes::Bytes::copy_from_slice(chunk)))?;
+            insert.send(bytes::Bytes::copy_from_slice(chunk)).await?;
         }
-        self.run(insert.end())
+        insert.end().await
     }
 }
 
