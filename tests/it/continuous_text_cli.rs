@@ -408,8 +408,8 @@ fn bpftrace_raw_addresses_are_symbolized_through_a_maps_copy() {
 
 /// `-` loads standard input (`perf script | flamehouse load -`): the same
 /// profile as the file (a second load of the file stores nothing), with the
-/// same flame graph; the copy is removed; `-` twice, or with --watch, is
-/// refused in one line.
+/// same flame graph; the copy is removed, and one left by a killed load is
+/// removed by the next; `-` twice, or with --watch, is refused in one line.
 #[test]
 fn standard_input_loads_as_the_file() {
     use std::io::Write;
@@ -454,6 +454,57 @@ fn standard_input_loads_as_the_file() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains(want), "{err}");
     }
+
+    // A load killed while it copies (kill -9: no destructor runs) leaves
+    // its copy; the next `load -` removes it.
+    let tmp = data.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let copies = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("flamehouse-stdin-")
+            })
+            .count()
+    };
+    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
+        .args(["load", "--time", &t, "--data"])
+        .arg(&data)
+        .arg("-")
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = c.stdin.take().unwrap();
+    input.write_all(&text[..1000]).unwrap();
+    let t0 = std::time::Instant::now();
+    while copies() == 0 && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    c.kill().unwrap();
+    c.wait().unwrap();
+    drop(input);
+    assert_eq!(copies(), 1, "the killed load's copy is there");
+    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
+        .args(["load", "--time", &t, "--data"])
+        .arg(&data)
+        .arg("-")
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&text).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(copies(), 0, "the next load - removed it, and its own");
 }
 
 /// A text profile larger than `--max-text-mib` (default 1 GiB: it is held

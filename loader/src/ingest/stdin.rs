@@ -3,7 +3,9 @@
 //! every reader detects its format from the first bytes and some read a
 //! file twice (format detection, then the reader). The copy goes to disk,
 //! not memory, so input of any size keeps memory bounded; the readers'
-//! own size caps apply to it as to any file.
+//! own size caps apply to it as to any file. A copy left behind by a load
+//! that was killed (`kill -9`: no destructor runs) is removed by the next
+//! `load -` ([`remove_stale`]).
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +37,34 @@ impl Drop for Spooled {
     }
 }
 
+/// The start of a copy's directory name, then the loader's pid, `-` and a
+/// number.
+const PREFIX: &str = "flamehouse-stdin-";
+
+/// Removes the copies in `tmp` whose loader is gone (no `/proc/PID`): a
+/// load killed before its destructors ran. A pid taken again by another
+/// process keeps its copy until that one ends (never a live load's copy).
+/// Best effort: what cannot be read or removed is left.
+pub fn remove_stale(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Copies standard input to a file, when `files` names it (`-`, once),
 /// and returns `files` with the copy's path in its place.
 ///
@@ -60,10 +90,11 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
                 .into(),
         ));
     }
+    remove_stale(&std::env::temp_dir());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!("flamehouse-stdin-{}-{nanos}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("{PREFIX}{}-{nanos}", std::process::id()));
     let file_err = |path: &Path| {
         let path = path.to_owned();
         move |cause| Error::File { path, cause }
@@ -84,4 +115,30 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
         .map(|p| if is_stdin(p) { path.clone() } else { p.clone() })
         .collect();
     Ok((files, Some(spooled)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_of_gone_loaders_are_removed_and_live_ones_kept() {
+        let tmp = std::env::temp_dir().join(format!("fh-stale-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        // pid_max is at most 2^22: this pid has no process.
+        let gone = tmp.join(format!("{PREFIX}{}-1", 1u32 << 30));
+        let mine = tmp.join(format!("{PREFIX}{}-2", std::process::id()));
+        let init = tmp.join(format!("{PREFIX}1-3"));
+        let other = tmp.join("flamehouse-stdin-x-4");
+        for d in [&gone, &mine, &init, &other] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("stdin"), "x").unwrap();
+        }
+        remove_stale(&tmp);
+        assert!(!gone.exists());
+        for kept in [&mine, &init, &other] {
+            assert!(kept.join("stdin").exists(), "{}", kept.display());
+        }
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
 }
