@@ -595,6 +595,38 @@ pub struct FilesSummary {
 /// A file read and turned into rows on the reader thread.
 type Read = (PathBuf, Result<Vec<(ProfileRows, ContinuousSummary)>>);
 
+/// A batch handed to the storer: its rows, and the summaries of its files
+/// (one list per file, reported once the batch is stored).
+type Pending = (Vec<ProfileRows>, Vec<Vec<ContinuousSummary>>);
+
+/// What the storer did with a batch: the files' summaries (their ids as
+/// stored) and, when it held rows, what was stored.
+type Stored = (Vec<Vec<ContinuousSummary>>, Option<BatchStored>);
+
+/// Stores one gathered batch (legacy ids adopted first, the files'
+/// summaries told of them); `None` for a batch without rows (files that
+/// held only expired profiles, or none).
+fn store_pending(
+    backend: &dyn Backend,
+    db: &Ident,
+    rows: &mut [ProfileRows],
+    files: &mut [Vec<ContinuousSummary>],
+    known: &mut Known,
+) -> Result<Option<BatchStored>> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let adopted: HashMap<u64, u64> = super::continuous::adopt_legacy_ids(backend, db, rows)?
+        .into_iter()
+        .collect();
+    for s in files.iter_mut().flatten() {
+        if let Some(&old) = adopted.get(&s.profile_id) {
+            s.profile_id = old;
+        }
+    }
+    store_batch(backend, db, rows, known).map(Some)
+}
+
 fn read_one(
     path: &Path,
     opts: &ContinuousOptions,
@@ -658,7 +690,6 @@ pub fn load_files(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64 / 86_400)
         .unwrap_or(0);
-    let mut known = Known::default();
     std::thread::scope(|scope| -> Result<FilesSummary> {
         // Each reader a few files ahead: none waits on a short insert, and
         // memory stays bounded by the batch. Reader k reads files k, k + n,
@@ -691,42 +722,64 @@ pub fn load_files(
             .merges_in_process()
             .then(|| super::writer::MergePause::new(backend, &opts.database))
             .transpose()?;
+        // The storer stores batches, in order, while this thread gathers
+        // the next one from the readers: reading and the engine overlap
+        // (handed over at a rendezvous, so at most the batch being stored
+        // and the one being gathered are in memory). It stops at its first
+        // error, which ends the load.
+        let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Pending>(0);
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Stored>>();
+        scope.spawn(move || {
+            let mut known = Known::default();
+            for (mut rows, mut files) in batch_rx {
+                let stored =
+                    store_pending(backend, &opts.database, &mut rows, &mut files, &mut known);
+                let failed = stored.is_err();
+                let _ = done_tx.send(stored.map(|s| (files, s)));
+                if failed {
+                    break;
+                }
+            }
+        });
+        // Reports what the storer finished (`wait`: until it has finished
+        // everything it was given).
+        let settle = |out: &mut FilesSummary,
+                      report: &mut dyn FnMut(FileEvent<'_>),
+                      wait: bool|
+         -> Result<()> {
+            loop {
+                let next = if wait {
+                    match done_rx.recv() {
+                        Ok(r) => r,
+                        Err(_) => return Ok(()),
+                    }
+                } else {
+                    match done_rx.try_recv() {
+                        Ok(r) => r,
+                        Err(_) => return Ok(()),
+                    }
+                };
+                let (files, s) = next?;
+                if let Some(s) = s {
+                    out.batches += 1;
+                    out.already_stored += s.already_stored;
+                    out.sample_rows += s.sample_rows;
+                }
+                for f in &files {
+                    report(FileEvent::Stored(f));
+                }
+            }
+        };
         let mut pending: Vec<ProfileRows> = Vec::new();
         let mut pending_files: Vec<Vec<ContinuousSummary>> = Vec::new();
         let mut pending_rows = 0usize;
         // The first batches are smaller (see `BatchOptions::batch_rows`).
         let mut threshold = first_batch_rows(batch.batch_rows);
-        let mut flush = |pending: &mut Vec<ProfileRows>,
-                         files: &mut Vec<Vec<ContinuousSummary>>,
-                         out: &mut FilesSummary,
-                         report: &mut dyn FnMut(FileEvent<'_>)|
-         -> Result<()> {
-            if !pending.is_empty() {
-                let adopted: HashMap<u64, u64> =
-                    super::continuous::adopt_legacy_ids(backend, &opts.database, pending)?
-                        .into_iter()
-                        .collect();
-                for s in files.iter_mut().flatten() {
-                    if let Some(&old) = adopted.get(&s.profile_id) {
-                        s.profile_id = old;
-                    }
-                }
-                let s = store_batch(backend, &opts.database, pending, &mut known)?;
-                out.batches += 1;
-                out.already_stored += s.already_stored;
-                out.sample_rows += s.sample_rows;
-            }
-            for f in files.iter() {
-                report(FileEvent::Stored(f));
-            }
-            pending.clear();
-            files.clear();
-            Ok(())
-        };
         for i in 0..paths.len() {
             let Ok((path, r)) = rxs[i % n].recv() else {
                 break; // a reader panicked: its files are not loaded
             };
+            settle(&mut out, report, false)?;
             let profiles = match r {
                 Ok(p) => p,
                 Err(e) => {
@@ -764,12 +817,25 @@ pub fn load_files(
             }
             pending_files.push(summaries);
             if pending_rows >= threshold || pending.len() >= batch.batch_profiles {
-                flush(&mut pending, &mut pending_files, &mut out, report)?;
+                let full = (
+                    std::mem::take(&mut pending),
+                    std::mem::take(&mut pending_files),
+                );
+                if batch_tx.send(full).is_err() {
+                    // The storer stopped at an error: it is in `done_rx`.
+                    settle(&mut out, report, true)?;
+                    break;
+                }
                 pending_rows = 0;
                 threshold = threshold.saturating_mul(2).min(batch.batch_rows);
             }
         }
-        flush(&mut pending, &mut pending_files, &mut out, report)?;
+        if !pending.is_empty() || !pending_files.is_empty() {
+            // An error of the storer shows in `settle` below.
+            let _ = batch_tx.send((pending, pending_files));
+        }
+        drop(batch_tx);
+        settle(&mut out, report, true)?;
         pause.map_or(Ok(()), super::writer::MergePause::resume)?;
         Ok(out)
     })
