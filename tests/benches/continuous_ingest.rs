@@ -27,6 +27,11 @@
 #[path = "fleet/mod.rs"]
 mod fleet;
 
+// The `flamehouse` binary's allocator: this bench runs its load path in
+// process.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use flamehouse::ingest::continuous::{
     reader_rows_cached, ContinuousOptions, CpProfileRow, CpSampleRow, CpStackRow, LoadCache,
     SeriesRow,

