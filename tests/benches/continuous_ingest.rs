@@ -9,7 +9,9 @@
 //! materialized views (rollup, label values, stack functions) do the same
 //! work; `file()` reads with the tables' own types and, in a second fresh
 //! database, with LowCardinality read as its plain type (as the loader
-//! sends it, faster), and the faster of the two is the baseline. Both for pprof (gzipped, as Go writes it) and for `perf script`
+//! sends it, faster), and the faster of the two is the baseline. The
+//! loaded database's merges are stopped before the copies are timed (the
+//! load resumes them when it ends; they would take cores from the copy). Both for pprof (gzipped, as Go writes it) and for `perf script`
 //! text of the same draws (a slice: text is large).
 //!
 //! ```text
@@ -90,6 +92,27 @@ fn fresh(db: &str) {
         },
     )
     .unwrap();
+}
+
+/// Stops the merges of `db`'s tables and waits until none runs.
+fn quiet_merges(db: &str) {
+    for t in q(&format!(
+        "SELECT name FROM system.tables WHERE database = '{db}' AND engine LIKE '%MergeTree'"
+    ))
+    .lines()
+    {
+        q(&format!("SYSTEM STOP MERGES {db}.`{t}`"));
+    }
+    let t = Instant::now();
+    while q(&format!(
+        "SELECT count() FROM system.merges WHERE database = '{db}'"
+    ))
+    .trim()
+        != "0"
+        && t.elapsed().as_secs() < 600
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// Reading, decoding and row building alone (one thread, no engine): ms.
@@ -193,6 +216,10 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
     }
     let load_s = t.elapsed().as_secs_f64();
     let la_load = loadavg();
+    // The load resumed its database's merges when it ended: stopped again
+    // (and the running ones waited for), so that they do not take cores
+    // from the bulk copy timed below.
+    quiet_merges(db);
     let counts = |db: &str| {
         q(&format!(
             "SELECT (SELECT count() FROM {db}.cp_samples), (SELECT sum(value) FROM {db}.cp_samples WHERE profile_type LIKE '%:nanoseconds'), \

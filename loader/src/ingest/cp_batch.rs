@@ -5,9 +5,10 @@
 //! ([`store_batch`], one insert per table), what a load already knows is
 //! stored ([`Known`]: frames, stacks and series looked up once and kept for
 //! the whole load), and the load of a list of files ([`load_files`]): files
-//! are read, decoded and turned into rows on a reader thread while the
-//! calling thread stores the previous batch, and profiles older than the
-//! retention are reported and left out.
+//! are read, decoded and turned into rows on reader threads, the calling
+//! thread gathers them into a batch while a storer thread stores the
+//! previous one, and profiles older than the retention are reported and
+//! left out.
 //!
 //! # Whole or nothing, with batches
 //!
@@ -54,7 +55,8 @@ pub const DEFAULT_BATCH_PROFILES: usize = 20_000;
 #[derive(Debug, Clone, Copy)]
 pub struct BatchOptions {
     /// Store a batch once this many sample rows are pending (about 60
-    /// bytes each in memory). Larger batches make fewer, larger parts; the
+    /// bytes each in memory; a load holds at most two batches, the one
+    /// being stored and the one being gathered). Larger batches make fewer, larger parts; the
     /// engine's own bulk insert reaches its rate from about 100,000 rows.
     /// The first batch of a load is 1/32 of this (at least 1 row), each
     /// next one twice the last up to this: the engine starts storing while
