@@ -471,16 +471,20 @@ fn standard_input_loads_as_the_file() {
             })
             .count()
     };
-    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
-        .args(["load", "--time", &t, "--data"])
-        .arg(&data)
-        .arg("-")
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // `load -` with the temporary directory `tmp`.
+    let spawn_load = || {
+        std::process::Command::new(flamehouse_tests::cli_binary())
+            .args(["load", "--time", &t, "--data"])
+            .arg(&data)
+            .arg("-")
+            .env("TMPDIR", &tmp)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut c = spawn_load();
     let mut input = c.stdin.take().unwrap();
     input.write_all(&text[..1000]).unwrap();
     let t0 = std::time::Instant::now();
@@ -491,16 +495,7 @@ fn standard_input_loads_as_the_file() {
     c.wait().unwrap();
     drop(input);
     assert_eq!(copies(), 1, "the killed load's copy is there");
-    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
-        .args(["load", "--time", &t, "--data"])
-        .arg(&data)
-        .arg("-")
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut c = spawn_load();
     c.stdin.take().unwrap().write_all(&text).unwrap();
     let o = c.wait_with_output().unwrap();
     assert!(o.status.success(), "{o:?}");
