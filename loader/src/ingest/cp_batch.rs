@@ -17,9 +17,9 @@
 //! at once, [`Backend::insert_rowbinary_all`]: the embedded engine on a
 //! connection each, a server as concurrent requests), then `cp_samples`, then
 //! `cp_profiles` (the views fill the rollup, label values and stack
-//! functions from the same inserts). So a stored sample's stack, frames and
-//! series are there, and a profile listed in `cp_profiles` is complete. Before the inserts one round trip
-//! (a `UNION ALL`; one query per table and chunk of 10,000 ids when the
+//! functions from the same inserts). So a stored sample's stack, frames
+//! and series are there, and a profile listed in `cp_profiles` is
+//! complete. Before the inserts one round trip (a `UNION ALL`; one query per table and chunk of 10,000 ids when the
 //! batch has more) asks what of the batch is stored already: frames,
 //! stacks, series and stacks per service and day by id; profiles by
 //! `(profile_id, profile_type)`; samples by profile (their row count). What is stored is not sent again, so a load
@@ -56,8 +56,9 @@ pub const DEFAULT_BATCH_PROFILES: usize = 20_000;
 pub struct BatchOptions {
     /// Store a batch once this many sample rows are pending (about 60
     /// bytes each in memory; a load holds at most two batches, the one
-    /// being stored and the one being gathered). Larger batches make fewer, larger parts; the
-    /// engine's own bulk insert reaches its rate from about 100,000 rows.
+    /// being stored and the one being gathered). Larger batches make
+    /// fewer, larger parts; the engine's own bulk insert reaches its rate
+    /// from about 100,000 rows.
     /// The first batch of a load is 1/32 of this (at least 1 row), each
     /// next one twice the last up to this: the engine starts storing while
     /// the readers go on (in the ingest bench, 86,400 perf script rows per
@@ -135,7 +136,7 @@ fn content_hash(b: &[u8]) -> u64 {
 /// any.
 fn missing_insert<R: RowBinary>(items: &[&R], held: impl Fn(&R) -> bool) -> Option<Insert> {
     let rows: Vec<&R> = items.iter().copied().filter(|r| !held(r)).collect();
-    (!rows.is_empty()).then(|| to_insert(&rows))
+    to_insert(&rows)
 }
 
 /// `rows` in RowBinary.
@@ -147,10 +148,14 @@ fn encode_refs<R: RowBinary>(rows: &[&R]) -> Vec<u8> {
     buf
 }
 
-/// `rows` as one deduplicated block: the token hashes its bytes.
-fn to_insert<R: RowBinary>(rows: &[&R]) -> Insert {
+/// `rows` as one deduplicated block (the token hashes its bytes); `None`
+/// for no rows.
+fn to_insert<R: RowBinary>(rows: &[&R]) -> Option<Insert> {
+    if rows.is_empty() {
+        return None;
+    }
     let bytes = encode_refs(rows);
-    Insert {
+    Some(Insert {
         table: R::TABLE,
         structure: R::STRUCTURE,
         token: format!(
@@ -160,7 +165,7 @@ fn to_insert<R: RowBinary>(rows: &[&R]) -> Insert {
             R::TABLE
         ),
         rows: bytes,
-    }
+    })
 }
 
 /// The string of `hex`'s upper-case hex digits (ClickHouse's `hex()`),
@@ -544,12 +549,9 @@ pub fn store_batch(
     }
     stored.sample_rows = samples.len();
     // Samples, then the profile rows that say a profile is complete.
-    for rows in [
-        (!samples.is_empty()).then(|| to_insert(&samples)),
-        (!profiles.is_empty()).then(|| to_insert(&profiles)),
-    ]
-    .into_iter()
-    .flatten()
+    for rows in [to_insert(&samples), to_insert(&profiles)]
+        .into_iter()
+        .flatten()
     {
         backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
     }

@@ -5,7 +5,9 @@
 //! not memory, so input of any size keeps memory bounded; the readers'
 //! own size caps apply to it as to any file. A copy left behind by a load
 //! that was killed (`kill -9`: no destructor runs) is removed by the next
-//! `load -` ([`remove_stale`]).
+//! `load -` ([`remove_stale`]): each load holds a lock on its copy's
+//! directory, which the kernel lets go when the process ends, however it
+//! ends.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,8 @@ pub const STDIN_NAME: &str = "-";
 #[derive(Debug)]
 pub struct Spooled {
     dir: PathBuf,
+    /// The directory, open and locked (`flock`) while the copy is in use.
+    _lock: Option<std::fs::File>,
 }
 
 impl Spooled {
@@ -41,26 +45,41 @@ impl Drop for Spooled {
 /// number.
 const PREFIX: &str = "flamehouse-stdin-";
 
-/// Removes the copies in `tmp` whose loader is gone (no `/proc/PID`): a
-/// load killed before its destructors ran. A pid taken again by another
-/// process keeps its copy until that one ends (never a live load's copy).
-/// Best effort: what cannot be read or removed is left.
+/// Locks `dir` (`flock`, exclusive) without waiting: the open directory
+/// while it is held, `None` when another process holds it (or it cannot be
+/// opened).
+fn try_lock(dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(dir).ok()?;
+    // SAFETY: flock on a descriptor this function owns; released when the
+    // returned file is dropped, or by the kernel when the process ends.
+    (unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0).then_some(f)
+}
+
+/// Removes the copies in `tmp` whose loader is gone: a load killed before
+/// its destructors ran. A load locks its copy's directory before it writes
+/// the copy and holds the lock to the end, so a directory that holds a
+/// copy and can be locked is one nobody uses (whatever its pid says:
+/// another pid namespace sharing `tmp` holds its locks too). Best effort:
+/// what cannot be read or removed is left (and a directory killed before
+/// its copy began, empty, stays).
 pub fn remove_stale(tmp: &Path) {
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
     };
     for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|rest| rest.split_once('-'))
-            .and_then(|(pid, _)| pid.parse::<u32>().ok())
-        else {
+        if !e.file_name().to_string_lossy().starts_with(PREFIX) {
             continue;
-        };
-        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+        }
+        let dir = e.path();
+        // Not a symbolic link: a directory of a loader's own making.
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if let Some(_held) = try_lock(&dir) {
+            if dir.join("stdin").exists() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
         }
     }
 }
@@ -100,7 +119,10 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
         move |cause| Error::File { path, cause }
     };
     std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
-    let spooled = Spooled { dir };
+    // Locked before the copy exists, so that no other load takes it for a
+    // killed one's (see `remove_stale`).
+    let lock = try_lock(&dir);
+    let spooled = Spooled { dir, _lock: lock };
     let path = spooled.path();
     let mut out = std::fs::File::create(&path).map_err(file_err(&path))?;
     let copied = std::io::copy(&mut std::io::stdin().lock(), &mut out).map_err(file_err(&path))?;
@@ -125,20 +147,37 @@ mod tests {
     fn copies_of_gone_loaders_are_removed_and_live_ones_kept() {
         let tmp = std::env::temp_dir().join(format!("fh-stale-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        // pid_max is at most 2^22: this pid has no process.
-        let gone = tmp.join(format!("{PREFIX}{}-1", 1u32 << 30));
-        let mine = tmp.join(format!("{PREFIX}{}-2", std::process::id()));
-        let init = tmp.join(format!("{PREFIX}1-3"));
-        let other = tmp.join("flamehouse-stdin-x-4");
-        for d in [&gone, &mine, &init, &other] {
+        let gone = tmp.join(format!("{PREFIX}1-1"));
+        let live = tmp.join(format!("{PREFIX}1-2"));
+        let starting = tmp.join(format!("{PREFIX}1-3"));
+        let other = tmp.join("flamehouse-other-4");
+        for d in [&gone, &live, &starting, &other] {
             std::fs::create_dir_all(d).unwrap();
+        }
+        for d in [&gone, &live, &other] {
             std::fs::write(d.join("stdin"), "x").unwrap();
         }
+        // A symbolic link with the prefix, to a directory with a copy.
+        let link = tmp.join(format!("{PREFIX}1-5"));
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+        // Held by a live load (a lock of another open file description
+        // conflicts as another process's would).
+        let held = try_lock(&live).unwrap();
+        assert!(
+            try_lock(&live).is_none(),
+            "flock conflicts within a process"
+        );
         remove_stale(&tmp);
-        assert!(!gone.exists());
-        for kept in [&mine, &init, &other] {
-            assert!(kept.join("stdin").exists(), "{}", kept.display());
-        }
+        assert!(!gone.exists(), "unlocked with a copy: removed");
+        assert!(live.join("stdin").exists(), "locked: kept");
+        assert!(starting.exists(), "no copy yet: kept");
+        assert!(
+            other.join("stdin").exists() && link.exists(),
+            "foreign: kept"
+        );
+        drop(held);
+        remove_stale(&tmp);
+        assert!(!live.exists(), "its lock let go: removed");
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -36,9 +36,8 @@ pub trait Backend: Sync {
 
     /// Inserts each block of `inserts` as [`Backend::insert_rowbinary`]
     /// does, all of them before returning; none depends on another, so a
-    /// backend may run them at once (the embedded engine does, each on a
-    /// connection of its own). On an error, some may be stored: each is
-    /// deduplicated by its token when sent again. Default: one after
+    /// backend may run them at once. On an error, some may be stored: each
+    /// is deduplicated by its token when sent again. Default: one after
     /// another (the embedded engine and a server override it: a
     /// connection, or a request, each).
     fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
@@ -141,11 +140,8 @@ impl Backend for Engine {
     }
 
     fn insert_rowbinary_all(&self, db: &Ident, inserts: &[Insert]) -> Result<()> {
-        if inserts.len() < 2 {
-            for i in inserts {
-                self.insert_rowbinary(db, i.table, i.structure, &i.rows, &i.token)?;
-            }
-            return Ok(());
+        if let [one] = inserts {
+            return self.insert_rowbinary(db, one.table, one.structure, &one.rows, &one.token);
         }
         // Each on a connection of its own: the engine runs them at once
         // (one connection serializes its queries).
