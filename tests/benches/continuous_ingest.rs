@@ -67,6 +67,23 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// CPU seconds this process has used so far, every thread (the embedded
+/// engine's included): `utime + stime` of `/proc/self/stat`, in the
+/// kernel's fixed 100 ticks per second.
+fn cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): state is the
+    // first, utime the 12th, stime the 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    f.iter().sum::<f64>() / 100.0
+}
+
 fn progress(s: &str) {
     println!("  {s}");
     let _ = std::io::stdout().flush();
@@ -179,6 +196,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
         loadavg()
     ));
     fresh(db);
+    let cpu0 = cpu_s();
     let t = Instant::now();
     let mut loaded = 0usize;
     let mut batches = 0usize;
@@ -215,6 +233,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
         ));
     }
     let load_s = t.elapsed().as_secs_f64();
+    let load_cpu = cpu_s() - cpu0;
     let la_load = loadavg();
     // The load resumed its database's merges when it ended: stopped again
     // (and the running ones waited for), so that they do not take cores
@@ -236,13 +255,14 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
     assert_eq!(f[1], gen.cpu_total, "stored cpu total = generated total");
     let load_rate = rows as f64 / load_s;
     say(format!(
-        "{name}: load: {} files, {rows} sample rows in {batches} batches ({} series rows, {} stacks, {} frames, {} profile rows) in {load_s:.1} s = {load_rate:.0} rows/s, {:.3} ms per file (load average {la_load})",
+        "{name}: load: {} files, {rows} sample rows in {batches} batches ({} series rows, {} stacks, {} frames, {} profile rows) in {load_s:.2} s = {load_rate:.0} rows/s, {:.3} ms per file; {load_cpu:.2} CPU seconds, {:.2} cores busy (load average {la_load})",
         gen.files.len(),
         f[3],
         f[5],
         f[7],
         f[8],
         load_s * 1e3 / gen.files.len() as f64,
+        load_cpu / load_s,
     ));
 
     // The engine's bulk insert of the same rows, views included: read by
@@ -261,6 +281,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
         exports.push((t, structure, path));
     }
     let mut bulk_s = f64::MAX;
+    let mut bulk_cpu = 0.0;
     let mut la_bulk = String::new();
     for (k, plain) in [(0, false), (1, true)] {
         let bulk = format!("{db}_bulk{k}");
@@ -268,6 +289,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
         for (t, _) in TABLES {
             q(&format!("SYSTEM STOP MERGES {bulk}.{t}"));
         }
+        let cpu0 = cpu_s();
         let t = Instant::now();
         for (table, structure, path) in &exports {
             let read = if plain {
@@ -283,6 +305,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
             ));
         }
         let s = t.elapsed().as_secs_f64();
+        let cpu = cpu_s() - cpu0;
         let la = loadavg();
         for (t, _) in TABLES {
             q(&format!("SYSTEM START MERGES {bulk}.{t}"));
@@ -293,7 +316,7 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
             "the bulk copy holds the same rows, views included"
         );
         progress(&format!(
-            "{name}: bulk copy reading {}: {s:.2} s (load average {la})",
+            "{name}: bulk copy reading {}: {s:.2} s, {cpu:.2} CPU seconds (load average {la})",
             if plain {
                 "LowCardinality as plain types"
             } else {
@@ -301,12 +324,21 @@ fn measure(name: &str, db: &str, gen: &Generated, dir: &Path, say: &mut dyn FnMu
             }
         ));
         if s < bulk_s {
-            (bulk_s, la_bulk) = (s, la);
+            (bulk_s, bulk_cpu, la_bulk) = (s, cpu, la);
         }
     }
     let bulk_rate = rows as f64 / bulk_s;
     say(format!(
         "{name}: engine bulk INSERT ... SELECT FROM file() of the same rows into the 6 tables of a fresh schema (views included), the faster reading: {bulk_s:.2} s = {bulk_rate:.0} rows/s (load average {la_bulk})"
+    ));
+    // However well reading and the engine overlap, the load cannot take
+    // less wall time than its CPU seconds spread over every core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    say(format!(
+        "{name}: CPU seconds, load {load_cpu:.2} vs bulk copy {bulk_cpu:.2} ({:.1}x); on {cores} cores the load needs at least {:.2} s, so its ratio is at most {:.3}x",
+        load_cpu / bulk_cpu.max(1e-9),
+        load_cpu / cores as f64,
+        bulk_s / (load_cpu / cores as f64).max(1e-9),
     ));
     say(format!(
         "RATIO {name} ingest / bulk insert = {:.3}x (goal >= 0.5) {}",

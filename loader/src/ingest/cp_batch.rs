@@ -705,15 +705,20 @@ pub fn load_files(
             let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(32);
             rxs.push(rx);
             let reader_opts = opts.clone();
-            scope.spawn(move || {
-                let mut cache = LoadCache::default();
-                for p in paths.iter().skip(k).step_by(n) {
-                    let r = read_one(p, &reader_opts, &mut cache);
-                    if tx.send((p.clone(), r)).is_err() {
-                        break;
+            // Named, so that a profiler tells reading from storing.
+            let reader = std::thread::Builder::new().name(format!("fh-reader-{k}"));
+            reader
+                .spawn_scoped(scope, move || {
+                    let mut cache = LoadCache::default();
+                    for p in paths.iter().skip(k).step_by(n) {
+                        let r = read_one(p, &reader_opts, &mut cache);
+                        if tx.send((p.clone(), r)).is_err() {
+                            break;
+                        }
                     }
-                }
-            });
+                })
+                // As `scope.spawn` would: no thread, no load.
+                .expect("cannot start a reader thread");
         }
         // The engine's round trips below while the readers start.
         let retention = retention_days(backend, &opts.database)?;
@@ -733,18 +738,21 @@ pub fn load_files(
         // error, which ends the load.
         let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Pending>(0);
         let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Stored>>();
-        scope.spawn(move || {
-            let mut known = Known::default();
-            for (mut rows, mut files) in batch_rx {
-                let stored =
-                    store_pending(backend, &opts.database, &mut rows, &mut files, &mut known);
-                let failed = stored.is_err();
-                let _ = done_tx.send(stored.map(|s| (files, s)));
-                if failed {
-                    break;
+        let storer = std::thread::Builder::new().name("fh-storer".into());
+        storer
+            .spawn_scoped(scope, move || {
+                let mut known = Known::default();
+                for (mut rows, mut files) in batch_rx {
+                    let stored =
+                        store_pending(backend, &opts.database, &mut rows, &mut files, &mut known);
+                    let failed = stored.is_err();
+                    let _ = done_tx.send(stored.map(|s| (files, s)));
+                    if failed {
+                        break;
+                    }
                 }
-            }
-        });
+            })
+            .expect("cannot start the storer thread");
         // Reports what the storer finished (`wait`: until it has finished
         // everything it was given).
         let settle = |out: &mut FilesSummary,
