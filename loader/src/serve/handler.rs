@@ -4,8 +4,9 @@
 //! body, or the body alone (as ClickHouse reads it). URL parameters other
 //! than the interface's own are settings, `param_NAME` binds `{NAME:Type}`
 //! (by the engine: nothing is spliced into the SQL). An INSERT's inline data
-//! (after `FORMAT name` or `VALUES`) goes to the engine through a named pipe
-//! read with `FROM INFILE`, because the engine cuts inline data silently.
+//! (after `FORMAT name` or `VALUES`) goes to the engine through an anonymous
+//! pipe read with `FROM INFILE` (`storage::through_pipe`), because the engine
+//! cuts inline data silently.
 //!
 //! Read-only requests (a reader user, or any GET as in ClickHouse) may run
 //! one SELECT-like statement, without `INTO OUTFILE`; their session gets
@@ -25,7 +26,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -513,42 +513,31 @@ fn run(engine: &Engine, plan: &Plan) -> Result<QueryOutput, ChError> {
     let Some(data) = &plan.data else {
         return session.query(&plan.sql, &plan.format, &params).map_err(eng);
     };
-    let path = crate::storage::fifo_path(engine).map_err(eng)?;
-    crate::storage::make_fifo(&path).map_err(eng)?;
-    let sql = plan.sql.replace(
-        INFILE_MARKER,
-        &format!("FROM INFILE {}", sql_string(&path.display().to_string())),
-    );
-    let cancel = AtomicBool::new(false);
-    let fed = AtomicU64::new(0);
-    let (queried, feeding) = std::thread::scope(|scope| {
-        let feeder = scope.spawn(|| -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = crate::storage::open_fifo_writer(&path, &cancel)?;
-            f.write_all(data)?;
-            fed.store(data.len() as u64, Ordering::Relaxed);
-            Ok(())
-        });
-        let queried = session.query(&sql, &plan.format, &params);
-        cancel.store(true, Ordering::Relaxed);
-        let feeding = feeder
-            .join()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the feeder thread panicked")));
-        (queried, feeding)
-    });
-    let _ = std::fs::remove_file(&path);
+    // The body through an anonymous pipe the engine reads in this process
+    // (`storage::through_pipe`): no file is made, none left by a kill.
+    let (queried, fed) = crate::storage::through_pipe(data, |path| {
+        let sql = plan.sql.replace(
+            INFILE_MARKER,
+            &format!("FROM INFILE {}", sql_string(&path.display().to_string())),
+        );
+        session.query(&sql, &plan.format, &params)
+    })
+    .map_err(eng)?;
     let out = queried.map_err(eng)?;
     // The engine must have taken every byte of the body.
-    feeding.map_err(|e| {
+    let unread = |e: String| {
         ChError::new(
             33,
             "CANNOT_READ_ALL_DATA",
             format!(
-                "the engine read {} of {} bytes of the INSERT data: {e}",
-                fed.load(Ordering::Relaxed),
+                "the engine did not read all {} bytes of the INSERT data: {e}",
                 data.len()
             ),
         )
-    })?;
-    Ok(out)
+    };
+    match fed {
+        Ok(0) => Ok(out),
+        Ok(left) => Err(unread(format!("{left} bytes left unread"))),
+        Err(e) => Err(unread(e.to_string())),
+    }
 }

@@ -14,8 +14,6 @@ use crate::storage::ident::Ident;
 use crate::storage::rows::{encode_all, RowBinary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 /// A ClickHouse to run SQL on and insert rows into.
 pub trait Backend: Sync {
@@ -189,11 +187,33 @@ fn pipe_insert(
     token: &str,
     run: &dyn Fn(&str) -> Result<()>,
 ) -> Result<()> {
-    use std::os::fd::FromRawFd;
     let table = Ident::parse_as("table", table)?;
+    let (queried, fed) = through_pipe(rows, |path| {
+        run(&file_insert_sql(db, &table, structure, token, path))
+    })?;
+    // The engine's error explains a short read, so it comes first.
+    queried?;
+    fed.map(|_| ())
+        .map_err(file_err(Path::new("the insert's pipe")))
+}
+
+/// Runs `run` with the path of an anonymous pipe (`/proc/self/fd/N`: the
+/// embedded engine opens it in this process) that a feeder thread fills
+/// with `data` and then closes (the reader's end of file). Returns what
+/// `run` returned and, when every byte was written, how many the engine
+/// left unread: those are drained after `run`, so the feeder never blocks
+/// on a full pipe and no write meets a closed one (no SIGPIPE, whatever
+/// its handler). Close on exec: a UDF child must not hold the write end.
+///
+/// # Errors
+/// [`Error::File`] when no pipe can be made.
+pub(crate) fn through_pipe<T>(
+    data: &[u8],
+    run: impl FnOnce(&Path) -> T,
+) -> Result<(T, std::io::Result<u64>)> {
+    use std::os::fd::FromRawFd;
     let mut fds = [0i32; 2];
-    // SAFETY: pipe2 writes two descriptors into `fds`, owned below. Close
-    // on exec: a UDF child must not hold the write end (no EOF then).
+    // SAFETY: pipe2 writes two descriptors into `fds`, owned below.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(file_err(Path::new("pipe"))(std::io::Error::last_os_error()));
     }
@@ -205,35 +225,17 @@ fn pipe_insert(
         )
     };
     let path = PathBuf::from(format!("/proc/self/fd/{}", fds[0]));
-    let (queried, fed) = std::thread::scope(|scope| {
+    Ok(std::thread::scope(|scope| {
         // The write end is closed when the feeder ends: the engine's EOF.
-        let feeder = scope.spawn(move || write_end.write_all(rows));
-        let queried = run(&file_insert_sql(db, &table, structure, token, &path));
-        // What the engine left unread (it failed, or stopped early) is
-        // drained here, so the feeder never blocks on a full pipe (and no
-        // write meets a closed pipe: no SIGPIPE, whatever its handler).
+        let feeder = scope.spawn(move || write_end.write_all(data));
+        let out = run(&path);
         let drained = std::io::copy(&mut read_end, &mut std::io::sink());
         let fed = feeder
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("the feeder thread panicked")))
-            .and(drained.map(|_| ()));
-        (queried, fed)
-    });
-    // The engine's error explains a short read, so it comes first.
-    queried?;
-    fed.map_err(file_err(&path))
-}
-
-/// A fresh path for a pipe under the engine's `tmp/` directory.
-pub(crate) fn fifo_path(engine: &Engine) -> Result<PathBuf> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let dir = engine.data_dir().join("tmp");
-    std::fs::create_dir_all(&dir).map_err(file_err(&dir))?;
-    Ok(dir.join(format!(
-        "insert-{}-{}.fifo",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    )))
+            .and(drained);
+        (out, fed)
+    }))
 }
 
 fn file_insert_sql(db: &Ident, table: &Ident, structure: &str, token: &str, path: &Path) -> String {
@@ -277,53 +279,6 @@ pub fn read_structure(structure: &str) -> String {
         rest = &rest[c.len_utf8()..];
     }
     out
-}
-
-pub(crate) fn make_fifo(path: &Path) -> Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::File {
-        path: path.to_path_buf(),
-        cause: std::io::Error::other("path contains a NUL byte"),
-    })?;
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-        return Err(file_err(path)(std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-/// Opens the write end once the engine has opened the read end (a
-/// non-blocking open fails with ENXIO until then), or gives up when
-/// `cancel` is set; then switches to blocking writes.
-pub(crate) fn open_fifo_writer(path: &Path, cancel: &AtomicBool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
-    loop {
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-        {
-            Ok(f) => {
-                let fd = f.as_raw_fd();
-                // SAFETY: fcntl on a descriptor this function owns.
-                unsafe {
-                    let flags = libc::fcntl(fd, libc::F_GETFL);
-                    if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                return Ok(f);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                if cancel.load(Ordering::Relaxed) {
-                    return Err(std::io::Error::other("the engine did not open the pipe"));
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// The column names of a `name Type, ...` structure (commas inside types
