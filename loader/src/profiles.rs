@@ -579,7 +579,7 @@ fn write_tree(
     out: &mut dyn Write,
 ) -> Result<()> {
     let lines = folded(nodes, with_root, diff);
-    if path.extension().is_some_and(|e| e == "svg") {
+    if is_svg(path) {
         // inferno draws nothing from no stacks: say why, write no file (a
         // folded output is an empty file instead).
         if lines.is_empty() {
@@ -611,18 +611,58 @@ fn write_tree(
     writeln!(out, "wrote {} ({} stacks)", path.display(), lines.len()).map_err(out_err)
 }
 
-/// An empty answer for a type nothing is stored of: say so on `err`,
-/// naming the stored types (the answer itself stays empty, exit 0).
-fn hint_unknown_type(
+/// An empty answer. A type nothing is stored of is an error naming the
+/// stored types (a typo such as `cpu:ns`, never what was meant); a stored
+/// type whose range or selector matched nothing gives its empty answer,
+/// exit 0 (an idle hour is an answer), with a note on `err` saying what
+/// matched nothing, so a mistyped label value does not pass unseen.
+///
+/// # Errors
+/// [`Error::Usage`] for an unknown type; the engine's error.
+fn empty_answer(
     backend: &dyn Backend,
     opts: &QueryOptions,
-    profile_type: &str,
+    sel: &SelectionArgs,
+    function: Option<&str>,
     err: &mut dyn Write,
 ) -> Result<()> {
-    if let Some(h) = unknown_type_hint(backend, opts, profile_type)? {
-        writeln!(err, "flamehouse: {h}").map_err(out_err)?;
+    require_type(backend, opts, &sel.profile_type)?;
+    let mut what = match function {
+        Some(f) => format!("function {f:?} is in no stack"),
+        None => "no samples".to_string(),
+    };
+    what.push_str(&format!(
+        " of type {} from {} to {}",
+        sel.profile_type, sel.from, sel.to
+    ));
+    if !sel.selector.trim().is_empty() {
+        what.push_str(&format!(" with selector {}", sel.selector));
     }
-    Ok(())
+    if let Some(id) = &sel.span_id {
+        what.push_str(&format!(" in span {id}"));
+    }
+    writeln!(err, "flamehouse: nothing matched: {what}").map_err(out_err)
+}
+
+/// [`Error::Usage`] naming the stored types when nothing of `profile_type`
+/// is stored.
+///
+/// # Errors
+/// That error; the engine's.
+fn require_type(backend: &dyn Backend, opts: &QueryOptions, profile_type: &str) -> Result<()> {
+    match unknown_type_hint(backend, opts, profile_type)? {
+        Some(h) => Err(Error::Usage(h)),
+        None => Ok(()),
+    }
+}
+
+fn is_svg(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "svg")
+}
+
+/// Whether a tree holds no value (the tree of no samples is a root of 0).
+fn no_value(nodes: &[Node]) -> bool {
+    nodes.iter().all(|n| n.value == 0 && n.value_right == 0)
 }
 
 /// Holds a selector's numbers with units against the units its numeric
@@ -710,8 +750,13 @@ pub fn flame_command(
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let sql = cq::flame_sql_filtered(opts, &s, args.max_nodes, &args.filter.filter())?;
     let nodes = nodes(backend, &sql)?;
-    if nodes.is_empty() {
-        hint_unknown_type(backend, opts, &s.profile_type, err)?;
+    if no_value(&nodes) {
+        if is_svg(&args.out) {
+            // `write_tree` refuses to draw it, in one line.
+            require_type(backend, opts, &s.profile_type)?;
+        } else {
+            empty_answer(backend, opts, &args.sel, None, err)?;
+        }
     }
     write_tree(
         &nodes,
@@ -762,6 +807,7 @@ pub fn diff_command(
     opts: &QueryOptions,
     args: &DiffArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<()> {
     let now = now_ms();
     let a = args.sel.selection(now)?;
@@ -785,6 +831,13 @@ pub fn diff_command(
         &args.filter.filter(),
     )?;
     let nodes = nodes(backend, &sql)?;
+    if no_value(&nodes) {
+        if is_svg(&args.out) {
+            require_type(backend, opts, &a.profile_type)?;
+        } else {
+            empty_answer(backend, opts, &args.sel, None, err)?;
+        }
+    }
     write_tree(
         &nodes,
         &args.out,
@@ -835,7 +888,7 @@ pub fn top_command(
         &args.filter.filter(),
     )?;
     if rows.is_empty() {
-        hint_unknown_type(backend, opts, &s.profile_type, err)?;
+        empty_answer(backend, opts, &args.sel, None, err)?;
     }
     writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
     for r in rows {
@@ -853,8 +906,10 @@ pub fn top_command(
     Ok(())
 }
 
-/// `flamehouse profile sandwich`.
+/// `flamehouse profile sandwich`: one tree or both (at least one of
+/// `--callers`, `--callees`).
 #[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("trees").required(true).multiple(true).args(["callers", "callees"])))]
 pub struct SandwichArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
@@ -863,7 +918,7 @@ pub struct SandwichArgs {
     pub function: String,
     /// Output of the callers tree (`.svg` or folded); rooted at the
     /// function, each level one caller further up.
-    #[arg(long, required_unless_present = "callees")]
+    #[arg(long)]
     pub callers: Option<PathBuf>,
     /// Output of the callees tree.
     #[arg(long)]
@@ -882,10 +937,22 @@ pub fn sandwich_command(
     opts: &QueryOptions,
     args: &SandwichArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let (up, down) = sandwich(backend, opts, &s, &args.function, args.max_nodes)?;
+    if no_value(&up) && no_value(&down) {
+        let svg = [&args.callers, &args.callees]
+            .into_iter()
+            .flatten()
+            .any(|p| is_svg(p));
+        if svg {
+            require_type(backend, opts, &s.profile_type)?;
+        } else {
+            empty_answer(backend, opts, &args.sel, Some(&args.function), err)?;
+        }
+    }
     if let Some(p) = &args.callers {
         let title = format!("callers of {}", args.function);
         // Rooted at the function: its name is the first frame.
@@ -916,7 +983,9 @@ pub struct ListArgs {
 }
 
 /// Runs `profile list`: the stored profiles of a type, newest first, as a
-/// table on `out`.
+/// table on `out`: id, service, time, duration, total, `sample_rows` (rows
+/// stored: pprof's sample records, a text format's distinct stacks; a
+/// `count` type's sample count is its `total`), series, labels, source.
 ///
 /// # Errors
 /// Bad arguments, the engine's error, writing `out`.
@@ -932,9 +1001,12 @@ pub fn list_command(
         "SELECT lower(hex(profile_id)), service, ts, duration_ns, total, sample_count, \
          series_count, labels, source FROM ({sql})"
     ))?;
+    if tsv.is_empty() {
+        require_type(backend, opts, &args.profile_type)?;
+    }
     writeln!(
         out,
-        "profile\tservice\ttime\tduration_ns\ttotal\tsamples\tseries\tlabels\tsource"
+        "profile\tservice\ttime\tduration_ns\ttotal\tsample_rows\tseries\tlabels\tsource"
     )
     .map_err(out_err)?;
     out.write_all(tsv.as_bytes()).map_err(out_err)
@@ -946,7 +1018,7 @@ pub fn list_command(
 /// A message naming the value.
 pub fn parse_profile_id(s: &str) -> std::result::Result<u64, String> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16)
-        .map_err(|_| format!("{s:?} is not a profile id (16 hex digits)"))
+        .map_err(|_| format!("{s:?} is not a profile id (hex, up to 16 digits)"))
 }
 
 /// `flamehouse profile open`.
@@ -977,14 +1049,30 @@ pub fn open_command(
     args: &OpenArgs,
     out: &mut dyn Write,
 ) -> Result<()> {
+    // The profile's types: an unknown id or type is an error, not an
+    // empty graph (the tree of no samples is a root of 0).
+    let types = backend.query_tsv(&format!(
+        "SELECT DISTINCT profile_type FROM {}.cp_profiles WHERE profile_id = {} ORDER BY profile_type",
+        opts.database, args.id
+    ))?;
+    let types: Vec<&str> = types.lines().collect();
+    if !types.contains(&args.profile_type.as_str()) {
+        return Err(Error::Usage(if types.is_empty() {
+            format!(
+                "no profile {:016x} is stored (see `flamehouse profile list`)",
+                args.id
+            )
+        } else {
+            format!(
+                "profile {:016x} has no type {}: its types are {}",
+                args.id,
+                args.profile_type,
+                types.join(", ")
+            )
+        }));
+    }
     let sql = cq::profile_flame_sql(opts, args.id, &args.profile_type, args.max_nodes);
     let nodes = nodes(backend, &sql)?;
-    if nodes.is_empty() {
-        return Err(Error::Usage(format!(
-            "no profile {:016x} of type {} (see `flamehouse profile list`)",
-            args.id, args.profile_type
-        )));
-    }
     write_tree(
         &nodes,
         &args.out,
@@ -999,9 +1087,11 @@ pub fn open_command(
 /// `flamehouse profile export`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ExportArgs {
-    /// A profile type to write (repeatable), `sample:unit`, in this order
-    /// (`go tool pprof` shows the last by default). Default: every type
-    /// with samples in the selection, counts first, then by name.
+    /// A profile type to write (repeatable, each once), `sample:unit`, in
+    /// this order (`go tool pprof` shows the last by default). Default:
+    /// every type with samples in the selection, counts first, then by
+    /// name. The export has one sample per stack: sample labels are not
+    /// kept (choose them with --selector).
     #[arg(long = "type")]
     pub types: Vec<String>,
     /// Start of the range (inclusive), as for `profile flame`.
@@ -1013,6 +1103,10 @@ pub struct ExportArgs {
     /// Label selector (as for `profile flame`); empty: every series.
     #[arg(long, default_value = "")]
     pub selector: String,
+    /// Only the samples of this span (16 hex digits), as for `profile
+    /// flame`.
+    #[arg(long)]
+    pub span_id: Option<String>,
     /// Output file (`x.pb.gz`).
     #[arg(long)]
     pub out: PathBuf,
@@ -1030,7 +1124,16 @@ pub fn export_command(
     out: &mut dyn Write,
 ) -> Result<()> {
     let (f, t) = range(&args.from, &args.to, now_ms())?;
-    let selector = cq::Selector::parse(&args.selector)?;
+    // A type twice would be two identical sample types in the file.
+    for (i, t) in args.types.iter().enumerate() {
+        if args.types[..i].contains(t) {
+            return Err(Error::Usage(format!("--type {t} is given twice")));
+        }
+    }
+    let mut selector = cq::Selector::parse(&args.selector)?;
+    if let Some(id) = &args.span_id {
+        selector = selector.with_span_id(id)?;
+    }
     check_units(backend, opts, &selector, None)?;
     let e = export_pprof(backend, opts, &args.types, f, t, &selector)?;
     std::fs::write(&args.out, &e.bytes).map_err(crate::error::file_err(&args.out))?;
@@ -1071,6 +1174,9 @@ pub fn labels_command(
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     let sql = cq::label_values_sql(opts, &args.profile_type, f, t);
     let tsv = backend.query_tsv(&sql)?;
+    if tsv.is_empty() {
+        require_type(backend, opts, &args.profile_type)?;
+    }
     writeln!(out, "key\tvalue\tseries").map_err(out_err)?;
     out.write_all(tsv.as_bytes()).map_err(out_err)
 }

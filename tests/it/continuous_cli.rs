@@ -565,6 +565,34 @@ fn profile_queries_equal_go_tool_pprof() {
         .map(|(s, v)| (s, v[0]))
         .collect();
     assert_eq!(top_of(&stacks), want_cpu);
+    // An unknown id, or a type the profile does not have, is an error (it
+    // wrote an empty graph and exited 0), the file not written.
+    let open_err = |id: &str, ty: &str| {
+        let o = data.join("open-bad.folded");
+        let out = fh_out(
+            &data,
+            &[
+                "profile",
+                "open",
+                "--id",
+                id,
+                "--type",
+                ty,
+                "--out",
+                &o.display().to_string(),
+            ],
+        );
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(!o.exists());
+        String::from_utf8_lossy(&out.stderr).trim().to_string()
+    };
+    let e = open_err("deadbeef", ty);
+    assert!(e.contains("no profile 00000000deadbeef is stored"), "{e}");
+    let e = open_err(first[0], "alloc_space:bytes");
+    assert!(
+        e.contains("has no type alloc_space:bytes: its types are") && e.contains(ty),
+        "{e}"
+    );
 
     // Labels with their cardinality.
     let labels = fh(
@@ -986,6 +1014,35 @@ fn bad_input_reload_raw_and_retention() {
     .contains("toIntervalDay(7)"));
     let out = fh_out(&data, &["init", "--retention", "0"]);
     assert_eq!(out.status.code(), Some(1));
+    // Past the engine's last Date the TTL's day wraps to 1970 and every
+    // profile would go: refused in one line, the 7 days kept. The longest
+    // taken does not wrap for today's profiles.
+    let out = fh_out(&data, &["init", "--retention", "45000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("at most 36500 days") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let ttl = "SELECT create_table_query FROM system.tables WHERE database = 'flamehouse' AND name = 'cp_profiles'";
+    assert!(sql(&data, ttl).contains("toIntervalDay(7)"));
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT toDate(now()) + toIntervalDay(36500) > toDate(now())"
+        )
+        .trim(),
+        "1"
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT toDate(now()) + toIntervalDay(45000) > toDate(now())"
+        )
+        .trim(),
+        "0",
+        "the engine's Date still wraps there"
+    );
 }
 
 /// A pprof location without a function goes through the symbolizer: with
@@ -1067,9 +1124,9 @@ fn unsymbolized_locations_get_module_offsets() {
     );
 }
 
-/// An empty answer because the type is not stored (a typo) says so and
-/// names the stored types; an empty answer for a stored type (the selector
-/// left nothing) stays silent. Both exit 0 with an empty result.
+/// A type that is not stored (a typo) is an error naming the stored
+/// types, exit 1; an empty answer for a stored type (the selector left
+/// nothing) is the empty table, exit 0, with a note saying so.
 #[test]
 fn an_unknown_type_names_the_stored_ones() {
     let data = temp_path("cpcli-types");
@@ -1094,19 +1151,30 @@ fn an_unknown_type_names_the_stored_ones() {
                 selector,
             ],
         );
-        assert!(out.status.success(), "{out:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert_eq!(stdout.lines().count(), 1, "header only: {stdout}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
-    let err = top("cpu:ns", "{}");
+    let (code, stdout, err) = top("cpu:ns", "{}");
+    assert_eq!((code, stdout.as_str()), (Some(1), ""), "{err}");
     assert!(
         err.contains("\"cpu:ns\"")
             && err.contains("cpu:nanoseconds")
-            && err.contains("samples:count"),
+            && err.contains("samples:count")
+            && err.trim().lines().count() == 1,
         "{err}"
     );
-    assert_eq!(top("cpu:nanoseconds", "{service=\"nobody\"}"), "");
+    let (code, stdout, err) = top("cpu:nanoseconds", "{service=\"nobody\"}");
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(stdout.lines().count(), 1, "header only: {stdout}");
+    assert!(
+        err.trim().lines().count() == 1
+            && err.contains("nothing matched: no samples of type cpu:nanoseconds")
+            && err.contains("{service=\"nobody\"}"),
+        "{err}"
+    );
 }
 
 /// `profile top`, `profile flame` and `profile diff` with `--focus` and

@@ -654,6 +654,36 @@ fn cli_span_id_and_numeric_selectors() {
         cli_top(&["--type", CPU, "--span-id", &id]),
         parse_top(&focus).0
     );
+    // `profile export --span-id`: the span's samples alone, as pprof
+    // focuses them (the export loaded again into a fresh directory).
+    let data3 = flamehouse_fixtures::testing::temp_path("cplabels-cli-export");
+    let exported = data3.join("span.pb.gz").display().to_string();
+    let mut args = vec!["profile", "export", "--type", CPU, "--span-id", &id];
+    args.extend_from_slice(&range);
+    args.extend(["--out", &exported]);
+    let (ok, _, err) = fh(&data, &args);
+    assert!(ok, "{err}");
+    for a in [&["init", "--retention", "36500"][..], &["load", &exported]] {
+        let (ok, _, err) = fh(&data3, a);
+        assert!(ok, "{err}");
+    }
+    let mut args = vec!["profile", "top", "--type", CPU];
+    args.extend_from_slice(&range);
+    let (ok, out, err) = fh(&data3, &args);
+    assert!(ok, "{err}");
+    let again: BTreeMap<String, (i64, i64)> = out
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[4].to_string(),
+                (f[0].parse().unwrap(), f[2].parse().unwrap()),
+            )
+        })
+        .filter(|(_, (s, t))| *s != 0 || *t != 0)
+        .collect();
+    assert_eq!(again, parse_top(&focus).0);
     assert_eq!(
         cli_top(&[
             "--type",

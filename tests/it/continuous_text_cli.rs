@@ -236,6 +236,27 @@ fn perf_annotations() {
         flame(&data),
         "main;Interpreter_[j];do_syscall_64_[k] 1000\n"
     );
+    // The load's "symbolized" share counts the profile's frames: three
+    // named by the script and one `[unknown]` address no module names
+    // (it was 0%: the share of the one address the symbolizer tried).
+    let unknown = data.join("unknown.perf-script.txt");
+    std::fs::write(
+        &unknown,
+        "app 7 100.000001:    1000 cpu-clock:pppH: \n\
+         \t401000 leaf+0x10 (/usr/bin/app)\n\
+         \t400200 mid+0x5 (/usr/bin/app)\n\
+         \t400100 main+0x5 (/usr/bin/app)\n\n\
+         app 7 100.000002:    1000 cpu-clock:pppH: \n\
+         \t0 [unknown] ([unknown])\n\
+         \t400100 main+0x5 (/usr/bin/app)\n\n",
+    )
+    .unwrap();
+    let data = temp_path("cptext-unknown");
+    let out = fh(
+        &data,
+        &["load", &unknown.display().to_string(), "--time", &t],
+    );
+    assert!(out.contains("| 4 frames | symbolized 75.0%"), "{out}");
 }
 
 /// bpftrace: `--bpftrace-labels comm` makes the key's `comm` part a label
@@ -658,29 +679,192 @@ fn text_types_do_not_mix_with_pprof_types() {
     );
 }
 
-/// An empty selection drawn as SVG: one line saying so, exit 1, no file
+/// What matched nothing. A type nothing is stored of: an error naming the
+/// stored types, exit 1, in every `profile` command. A stored type whose
+/// selector matched nothing: its empty answer, exit 0, and one note on
+/// stderr saying what matched nothing (a sandwich: the function); drawn as
+/// SVG, one line saying there is nothing to draw, exit 1, no file
 /// (inferno draws nothing from no stacks).
 #[test]
-fn an_empty_selection_draws_no_svg() {
+fn what_matched_nothing_is_said() {
     let data = temp_path("cptext-empty");
-    fh(&data, &["init"]);
-    let svg = data.join("empty.svg");
-    let out = fh_out(
+    let stacks = data.join("s.folded");
+    std::fs::write(&stacks, "main;work 5\nmain 2\n").unwrap();
+    fh(
         &data,
         &[
-            "profile",
-            "flame",
-            "--type",
-            "cpu:nanoseconds",
-            "--out",
-            &svg.display().to_string(),
+            "load",
+            &stacks.display().to_string(),
+            "--service",
+            "api",
+            "--time",
+            &recent_secs().to_string(),
         ],
     );
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let run = |args: &[&str]| {
+        let out = fh_out(&data, args);
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        (out.status.code(), err)
+    };
+    let svg = data.join("empty.svg");
+    let svg_s = svg.display().to_string();
+    let folded = data.join("empty.folded");
+    let folded_s = folded.display().to_string();
+    let ty = "folded:count";
+    let typo = "{service=\"apii\"}";
+    // An unknown type, every command.
+    for cmd in [
+        &["profile", "flame", "--type", "cpu:ns", "--out", &folded_s][..],
+        &["profile", "flame", "--type", "cpu:ns", "--out", &svg_s],
+        &["profile", "top", "--type", "cpu:ns"],
+        &["profile", "diff", "--type", "cpu:ns", "--out", &folded_s],
+        &[
+            "profile",
+            "sandwich",
+            "--type",
+            "cpu:ns",
+            "--function",
+            "work",
+            "--callees",
+            &folded_s,
+        ],
+        &["profile", "list", "--type", "cpu:ns"],
+        &["profile", "labels", "--type", "cpu:ns"],
+        &["profile", "export", "--type", "cpu:ns", "--out", &folded_s],
+    ] {
+        let _ = std::fs::remove_file(&folded);
+        let (code, err) = run(cmd);
+        assert_eq!(code, Some(1), "{cmd:?}: {err}");
+        assert!(
+            err.lines().count() == 1
+                && err.contains("no profile of type \"cpu:ns\" is stored")
+                && err.contains(ty),
+            "{cmd:?}: {err}"
+        );
+        assert!(!folded.exists() && !svg.exists(), "{cmd:?}");
+    }
+    // A selector that matches nothing: the empty answer and a note.
+    let (code, err) = run(&[
+        "profile",
+        "flame",
+        "--type",
+        ty,
+        "--selector",
+        typo,
+        "--out",
+        &folded_s,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&folded).unwrap(), "");
+    assert_eq!(
+        err,
+        format!("flamehouse: nothing matched: no samples of type {ty} from now-24h to now with selector {typo}")
+    );
+    let (code, err) = run(&["profile", "top", "--type", ty, "--selector", typo]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with("flamehouse: nothing matched: no samples") && err.lines().count() == 1,
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "profile",
+        "diff",
+        "--type",
+        ty,
+        "--selector",
+        typo,
+        "--out",
+        &folded_s,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with("flamehouse: nothing matched: no samples") && err.lines().count() == 1,
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "profile",
+        "sandwich",
+        "--type",
+        ty,
+        "--function",
+        "nosuch",
+        "--callers",
+        &folded_s,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with(
+            "flamehouse: nothing matched: function \"nosuch\" is in no stack of type folded:count"
+        ),
+        "{err}"
+    );
+    // What matched is silent.
+    let (code, err) = run(&[
+        "profile",
+        "sandwich",
+        "--type",
+        ty,
+        "--function",
+        "work",
+        "--callers",
+        &folded_s,
+    ]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(std::fs::read_to_string(&folded).unwrap(), "work;main 5\n");
+    // As SVG: nothing to draw, in one line, no file.
+    let (code, err) = run(&[
+        "profile",
+        "flame",
+        "--type",
+        ty,
+        "--selector",
+        typo,
+        "--out",
+        &svg_s,
+    ]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.lines().count() == 1 && err.contains("nothing to draw"),
         "{err}"
     );
     assert!(!svg.exists());
+}
+
+/// `--watch` and `--replace` follow MemHawk streams only: a continuous
+/// profile given with them is loaded once, with a warning naming the file
+/// and the flag (it was loaded without a word, as if followed).
+#[test]
+fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
+    let data = temp_path("cptext-watch");
+    let stacks = data.join("w.folded");
+    std::fs::write(&stacks, "main;work 5\n").unwrap();
+    let s = stacks.display().to_string();
+    let t = recent_secs().to_string();
+    for (flag, extra) in [("watch", &["--idle-exit", "1"][..]), ("replace", &[])] {
+        let mut args = vec!["load", "--time", &t, "--service", flag];
+        args.push(if flag == "watch" {
+            "--watch"
+        } else {
+            "--replace"
+        });
+        args.extend_from_slice(extra);
+        args.push(&s);
+        let out = fh_out(&data, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains(&format!(
+                "flamehouse: warning: {s}: --{flag} applies to MemHawk streams only; this folded profile is loaded once"
+            )),
+            "{err}"
+        );
+    }
+    // Loaded once each (two services).
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT service, total FROM flamehouse.cp_profiles ORDER BY service"
+        ),
+        "replace\t5\nwatch\t5"
+    );
 }

@@ -246,6 +246,14 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             ":3: not folded stacks".into(),
         ),
         (
+            // The first line's count is the bad one: still told as folded
+            // stacks, by line (it was "no text format claims" it).
+            "neg-first.folded",
+            b"a;b -3\n".to_vec(),
+            None,
+            ":1: not folded stacks".into(),
+        ),
+        (
             "garbage.folded",
             vec![0xff, 0xfe, 0, 1, 2, b'\n'],
             Some("folded"),

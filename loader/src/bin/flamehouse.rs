@@ -193,7 +193,8 @@ enum Command {
         schema: SchemaArgs,
         /// Keep continuous profiles this many days (TTL on the cp_* tables,
         /// whole day partitions dropped). When not given, the retention in
-        /// place is kept (a new schema's is 30 days).
+        /// place is kept (a new schema's is 30 days). At most 36,500 (a TTL past
+        /// the engine's last Date, 2149-06-06, would wrap and drop everything).
         #[arg(long)]
         retention: Option<u32>,
         /// Print the SQL that builds a new database (every migration
@@ -476,13 +477,13 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             profiles::flame_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Diff { args, at } => {
-            profiles::diff_command(b, &at.query_options(), args, &mut out)
+            profiles::diff_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Top { args, at } => {
             profiles::top_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Sandwich { args, at } => {
-            profiles::sandwich_command(b, &at.query_options(), args, &mut out)
+            profiles::sandwich_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::List { args, at } => {
             profiles::list_command(b, &at.query_options(), args, &mut out)
@@ -774,6 +775,7 @@ fn run() -> anyhow::Result<()> {
                 ..Default::default()
             };
             let mut failed = 0usize;
+            let mut batch_summary = None;
             // Continuous profiles load in batches, many files per insert;
             // MemHawk streams (and files no format claims, for MemHawk's
             // message) one by one.
@@ -784,9 +786,20 @@ fn run() -> anyhow::Result<()> {
                             .ok()
                             .and_then(|file| flamehouse::formats::detect_open(&file, f).ok())
                     });
-                    format.is_some_and(|f| f != flamehouse::formats::Format::Binpb)
-                        && !watch
-                        && !replace
+                    let continuous =
+                        format.is_some_and(|f| f != flamehouse::formats::Format::Binpb);
+                    if continuous && (watch || replace) {
+                        // Not silently: a continuous profile is written
+                        // whole, so there is nothing to follow or replace.
+                        eprintln!(
+                            "flamehouse: warning: {}: --{} applies to MemHawk streams only; this {} \
+                             profile is loaded once, as without it",
+                            f.display(),
+                            if watch { "watch" } else { "replace" },
+                            format.map_or("continuous", |f| f.name())
+                        );
+                    }
+                    continuous && !watch && !replace
                 });
             if !batched.is_empty() {
                 let copts = ContinuousOptions {
@@ -827,9 +840,9 @@ fn run() -> anyhow::Result<()> {
                     ),
                 })?;
                 failed += s.failed;
-                {
-                    // Always, so scripts can read it.
-                    println!(
+                // Always, so scripts can read it; after the files loaded
+                // one by one, whose lines would otherwise follow it.
+                batch_summary = Some(format!(
                         "continuous: {} files, {} profiles ({} already stored, {} older than the retention, not stored), {} sample rows in {} batches{}",
                         s.files,
                         s.profiles,
@@ -837,13 +850,12 @@ fn run() -> anyhow::Result<()> {
                         s.expired,
                         s.sample_rows,
                         s.batches,
-                        if s.failed > 0 {
-                            format!(", {} files failed", s.failed)
-                        } else {
-                            String::new()
-                        }
-                    );
-                }
+                    if s.failed > 0 {
+                        format!(", {} files failed", s.failed)
+                    } else {
+                        String::new()
+                    }
+                ));
             }
             for f in &single {
                 let bar = if std::io::stderr().is_terminal() {
@@ -900,6 +912,9 @@ fn run() -> anyhow::Result<()> {
                         }
                     }
                 }
+            }
+            if let Some(line) = batch_summary {
+                println!("{line}");
             }
             if failed > 0 {
                 if files.len() > 1 {

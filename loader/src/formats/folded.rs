@@ -86,6 +86,21 @@ fn folded_line(line: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
 }
 
+/// `stack COUNT` whose count is a number but no count (`-3`, `2.5`).
+fn bad_count_line(line: &str) -> bool {
+    let line = line.trim_end_matches('\r');
+    split_count(line).is_some_and(|(stack, n)| {
+        !stack.is_empty()
+            && !stack.starts_with(char::is_whitespace)
+            && !stack.starts_with(['@', '{', '#'])
+            && {
+                let n = n.strip_prefix(['-', '+']).unwrap_or(n);
+                let (int, frac) = n.split_once('.').unwrap_or((n, "0"));
+                is_count(int) && is_count(frac)
+            }
+    })
+}
+
 impl ProfileFormat for Folded {
     fn name(&self) -> &'static str {
         "folded"
@@ -98,6 +113,9 @@ impl ProfileFormat for Folded {
         let s = String::from_utf8_lossy(first);
         match s.split_once('\n') {
             Some((line, _)) if folded_line(line) => Sniff::Yes,
+            // A stack with a signed or fractional count: folded text with
+            // a bad first line, which the reader names (not "no format").
+            Some((line, _)) if bad_count_line(line) => Sniff::Unsure,
             Some(_) => Sniff::No,
             // A first line longer than the sniff (py-spy's are): text not
             // starting as another text format does; the reader says which
@@ -392,6 +410,10 @@ mod tests {
         assert_eq!(Folded.sniff(&[0x1f, 0x8b, 8, 0]), Sniff::No);
         // A tab before the count, as FlameGraph's flamegraph.pl takes it.
         assert_eq!(Folded.sniff(b"main;foo;bar\t12\n"), Sniff::Yes);
+        // A bad count: folded all the same, for the reader to name the line.
+        assert_eq!(Folded.sniff(b"a;b -3\n"), Sniff::Unsure);
+        assert_eq!(Folded.sniff(b"a;b 2.5\n"), Sniff::Unsure);
+        assert_eq!(Folded.sniff(b"hello world\n"), Sniff::No);
     }
 
     /// A tab before the count reads as a space does; a frame ending in a

@@ -39,8 +39,9 @@ pub struct TextArgs {
     /// kind only describes; stored as `sample:unit`).
     #[arg(long, default_value = "folded:count", value_parser = parse_type)]
     pub folded_type: ProfileType,
-    /// When the profile was taken (RFC 3339 UTC, `2026-12-01T14:00:00Z`,
-    /// or seconds since the epoch); for perf the first sample's time, for
+    /// When the profile was taken (RFC 3339 UTC, `2026-12-01T14:00:00Z`;
+    /// `2026-12-01 14:00:00`, UTC, as the `profile` commands take and
+    /// print times; or seconds since the epoch); for perf the first sample's time, for
     /// pprof instead of its `time_nanos` (the same file at another time is
     /// another profile). When not given: pprof's own time, else the file's
     /// modification time.
@@ -171,14 +172,25 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// RFC 3339 UTC (`2026-12-01T14:00:00Z`, fraction allowed) or epoch
-/// seconds, as ns since the epoch.
+/// RFC 3339 UTC (`2026-12-01T14:00:00Z`, fraction allowed), the
+/// `profile` commands' `2026-12-01 14:00:00[.fff]` (UTC), or epoch
+/// seconds, as ns since the epoch. A `T` form without `Z` is refused: in
+/// RFC 3339 it would need an offset, and local time is not guessed.
 fn parse_time(s: &str) -> Result<u64, String> {
-    let bad = || format!("`{s}` is no time (`2026-12-01T14:00:00Z` or seconds since the epoch)");
+    let bad = || {
+        format!(
+            "`{s}` is no time (`2026-12-01T14:00:00Z`, `2026-12-01 14:00:00` UTC, or seconds \
+             since the epoch)"
+        )
+    };
     if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         return parse_seconds(s).map_err(|_| bad());
     }
-    let t = s.strip_suffix('Z').ok_or_else(bad)?;
+    let t = match s.strip_suffix('Z') {
+        Some(t) => t,
+        None if s.contains(' ') => s,
+        None => return Err(bad()),
+    };
     let (date, time) = t.split_once(['T', ' ']).ok_or_else(bad)?;
     let num = |p: &str| p.parse::<i64>().map_err(|_| bad());
     let d: Vec<&str> = date.split('-').collect();
@@ -313,6 +325,15 @@ mod tests {
         );
         assert_eq!(parse_time("1970-01-01T00:00:00.25Z"), Ok(250_000_000));
         assert_eq!(parse_time("1796133600"), Ok(1_796_133_600_000_000_000));
+        // As `profile list` prints times (UTC).
+        assert_eq!(
+            parse_time("2000-02-29 23:59:59.000"),
+            Ok(951_868_799_000_000_000)
+        );
+        assert_eq!(
+            parse_time("2000-02-29 23:59:59Z"),
+            Ok(951_868_799_000_000_000)
+        );
         for bad in [
             "2026-13-01T00:00:00Z",
             "2026-12-01T14:00:00",

@@ -193,7 +193,7 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
     }
     if k == SERVICE_LABEL {
         return Err(Error::Usage(format!(
-            "label {s:?}: the service is set with the service option, not as a label"
+            "label {s:?}: the service is set with --service, not as a label"
         )));
     }
     Ok((k.to_string(), v.to_string()))
@@ -378,7 +378,10 @@ pub struct CpProfileRow {
     pub period_type: String,
     /// Sum of the type's values.
     pub total: i64,
-    /// Samples of the file with a non-zero value of the type.
+    /// Sample rows of the type with a non-zero value: pprof's sample
+    /// records; a text format's distinct stacks (with their labels), its
+    /// records summed per stack (the sample count is a `count` type's
+    /// `total`). `profile list` shows it as `sample_rows`.
     pub sample_count: u64,
     /// Distinct series of the type.
     pub series_count: u64,
@@ -1015,8 +1018,10 @@ pub struct ContinuousSummary {
     pub stacks: usize,
     /// ...
     pub frames: usize,
-    /// Share of distinct addresses symbolized (0-100; 100 when the profile
-    /// names every frame).
+    /// Share of the profile's distinct frames that have a name (0-100):
+    /// those the profile names itself and the addresses the symbolizer
+    /// named; each address left unnamed (`module+0x...`, `0x...`) counts
+    /// against it. 100 when every frame is named.
     pub symbolized_percent: f64,
     /// Modules whose addresses got no symbols, once each.
     pub missing_modules: Vec<String>,
@@ -1183,6 +1188,18 @@ pub fn load_reader(
     Ok(out)
 }
 
+/// [`ContinuousSummary::symbolized_percent`] of `frames` distinct frames:
+/// text formats name most frames themselves, so the share of the
+/// addresses the symbolizer tried (one `[unknown]` frame in a perf script
+/// of named ones: 0%) would say nothing of the profile.
+fn named_percent(frames: usize, stats: &crate::symbolize::SymbolizerStats) -> f64 {
+    let unnamed = stats.distinct_addresses.saturating_sub(stats.symbolized);
+    if frames == 0 {
+        return 100.0;
+    }
+    frames.saturating_sub(unnamed) as f64 * 100.0 / frames as f64
+}
+
 /// The summary of one profile's rows, read from `source` with `sym`.
 pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> ContinuousSummary {
     ContinuousSummary {
@@ -1197,7 +1214,7 @@ pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> Con
         series: rows.series.len(),
         stacks: rows.stack_count,
         frames: rows.frame_count,
-        symbolized_percent: sym.stats().symbolized_percent(),
+        symbolized_percent: named_percent(rows.frame_count, &sym.stats()),
         missing_modules: sym
             .missing_modules()
             .iter()
@@ -1223,7 +1240,8 @@ pub const RETENTION_TABLES: &[(&str, &str)] = &[
 /// (whole day partitions are dropped once older, `ttl_only_drop_parts`).
 ///
 /// # Errors
-/// [`Error::Usage`] for 0 days; the engine's error.
+/// [`Error::Usage`] for 0 days or more than [`MAX_RETENTION_DAYS`]; the
+/// engine's error.
 pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> Result<()> {
     let distributed = distributed_tables(backend, &opts.database)?;
     for stmt in retention_statements(opts, days, &distributed)? {
@@ -1232,13 +1250,19 @@ pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> 
     Ok(())
 }
 
+/// The longest retention [`retention_statements`] takes: a TTL's day is
+/// a `Date` (days since 1970 in 16 bits, last 2149-06-06), and a day plus
+/// a longer interval wraps to the 1970s, so every row would be expired at
+/// once (`--retention 45000` on a 2026 profile: 1970-09-11).
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+
 /// The statements [`set_retention`] runs: one `ALTER TABLE ... MODIFY TTL`
 /// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
 /// cluster's sharded layout) is altered on its shards' `<name>_local`, the
 /// Distributed table having no TTL of its own.
 ///
 /// # Errors
-/// [`Error::Usage`] for 0 days.
+/// [`Error::Usage`] for 0 days or more than [`MAX_RETENTION_DAYS`].
 pub fn retention_statements(
     opts: &SchemaOptions,
     days: u32,
@@ -1248,6 +1272,13 @@ pub fn retention_statements(
         return Err(Error::Usage(
             "retention: at least 1 day (0 would drop every profile)".into(),
         ));
+    }
+    if days > MAX_RETENTION_DAYS {
+        return Err(Error::Usage(format!(
+            "retention: at most {MAX_RETENTION_DAYS} days (100 years): {days} days after a \
+             profile's day is past the engine's last Date (2149-06-06), where the TTL's date \
+             wraps to 1970 and every profile would be dropped"
+        )));
     }
     let on_cluster = opts
         .cluster

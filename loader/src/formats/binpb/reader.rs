@@ -208,7 +208,7 @@ impl BinpbReader<BufReader<File>> {
         if file.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(Error::Open {
                 path: path.to_owned(),
-                cause: io::Error::other("is a directory, not a .binpb file"),
+                cause: io::Error::other("is a directory, not a profile"),
             });
         }
         Ok(Self::with_options(BufReader::new(file), path, options))
