@@ -604,6 +604,22 @@ fn fh(data: &Path, args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `profile top`'s table as function -> (self, total), zero rows left
+/// out.
+fn top_table(out: &str) -> BTreeMap<String, (i64, i64)> {
+    out.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[4].to_string(),
+                (f[0].parse().unwrap(), f[2].parse().unwrap()),
+            )
+        })
+        .filter(|(_, (s, t))| *s != 0 || *t != 0)
+        .collect()
+}
+
 /// `profile top --span-id` equals `-tagfocus span_id=...`, a numeric
 /// selector on the command line `-tagfocus bytes=1kB:4kB`; `load
 /// --span-labels ''` keeps span_id a series label (`profile labels` shows
@@ -636,17 +652,7 @@ fn cli_span_id_and_numeric_selectors() {
         args.extend_from_slice(extra);
         let (ok, out, err) = fh(&data, &args);
         assert!(ok, "{extra:?}: {err}");
-        out.lines()
-            .skip(1)
-            .map(|l| {
-                let f: Vec<&str> = l.split('\t').collect();
-                (
-                    f[4].to_string(),
-                    (f[0].parse().unwrap(), f[2].parse().unwrap()),
-                )
-            })
-            .filter(|(_, (s, t))| *s != 0 || *t != 0)
-            .collect()
+        top_table(&out)
     };
     let focus = golden("spans.tagfocus.span_id.top.txt");
     let id = focused_span(&focus);
@@ -671,18 +677,7 @@ fn cli_span_id_and_numeric_selectors() {
     args.extend_from_slice(&range);
     let (ok, out, err) = fh(&data3, &args);
     assert!(ok, "{err}");
-    let again: BTreeMap<String, (i64, i64)> = out
-        .lines()
-        .skip(1)
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            (
-                f[4].to_string(),
-                (f[0].parse().unwrap(), f[2].parse().unwrap()),
-            )
-        })
-        .filter(|(_, (s, t))| *s != 0 || *t != 0)
-        .collect();
+    let again = top_table(&out);
     assert_eq!(again, parse_top(&focus).0);
     assert_eq!(
         cli_top(&[

@@ -744,53 +744,58 @@ fn what_matched_nothing_is_said() {
         assert!(!folded.exists() && !svg.exists(), "{cmd:?}");
     }
     // A selector that matches nothing: the empty answer and a note.
-    let (code, err) = run(&[
-        "profile",
-        "flame",
-        "--type",
-        ty,
-        "--selector",
-        typo,
-        "--out",
-        &folded_s,
-    ]);
+    let flame_to = |out: &str| {
+        run(&[
+            "profile",
+            "flame",
+            "--type",
+            ty,
+            "--selector",
+            typo,
+            "--out",
+            out,
+        ])
+    };
+    let sandwich = |function: &str| {
+        run(&[
+            "profile",
+            "sandwich",
+            "--type",
+            ty,
+            "--function",
+            function,
+            "--callers",
+            &folded_s,
+        ])
+    };
+    let (code, err) = flame_to(&folded_s);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "");
     assert_eq!(
         err,
         format!("flamehouse: nothing matched: no samples of type {ty} from now-24h to now with selector {typo}")
     );
-    let (code, err) = run(&["profile", "top", "--type", ty, "--selector", typo]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        err.starts_with("flamehouse: nothing matched: no samples") && err.lines().count() == 1,
-        "{err}"
-    );
-    let (code, err) = run(&[
-        "profile",
-        "diff",
-        "--type",
-        ty,
-        "--selector",
-        typo,
-        "--out",
-        &folded_s,
-    ]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(
-        err.starts_with("flamehouse: nothing matched: no samples") && err.lines().count() == 1,
-        "{err}"
-    );
-    let (code, err) = run(&[
-        "profile",
-        "sandwich",
-        "--type",
-        ty,
-        "--function",
-        "nosuch",
-        "--callers",
-        &folded_s,
-    ]);
+    for cmd in [
+        &["profile", "top", "--type", ty, "--selector", typo][..],
+        &[
+            "profile",
+            "diff",
+            "--type",
+            ty,
+            "--selector",
+            typo,
+            "--out",
+            &folded_s,
+        ],
+    ] {
+        let (code, err) = run(cmd);
+        assert_eq!(code, Some(0), "{cmd:?}: {err}");
+        assert!(
+            err.starts_with("flamehouse: nothing matched: no samples") && err.lines().count() == 1,
+            "{cmd:?}: {err}"
+        );
+    }
+    let (code, err) = sandwich("nosuch");
     assert_eq!(code, Some(0), "{err}");
     assert!(
         err.starts_with(
@@ -799,29 +804,11 @@ fn what_matched_nothing_is_said() {
         "{err}"
     );
     // What matched is silent.
-    let (code, err) = run(&[
-        "profile",
-        "sandwich",
-        "--type",
-        ty,
-        "--function",
-        "work",
-        "--callers",
-        &folded_s,
-    ]);
+    let (code, err) = sandwich("work");
     assert_eq!((code, err.as_str()), (Some(0), ""));
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "work;main 5\n");
     // As SVG: nothing to draw, in one line, no file.
-    let (code, err) = run(&[
-        "profile",
-        "flame",
-        "--type",
-        ty,
-        "--selector",
-        typo,
-        "--out",
-        &svg_s,
-    ]);
+    let (code, err) = flame_to(&svg_s);
     assert_eq!(code, Some(1), "{err}");
     assert!(
         err.lines().count() == 1 && err.contains("nothing to draw"),
