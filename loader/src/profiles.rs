@@ -965,6 +965,70 @@ pub fn sandwich_command(
     Ok(())
 }
 
+/// `flamehouse profile series`: values over time, one series per value of
+/// a label (`--by`) or per function (`--function`, repeatable).
+#[derive(Debug, Clone, clap::Args)]
+#[command(group(clap::ArgGroup::new("series_of").required(true).args(["by", "functions"])))]
+pub struct SeriesArgs {
+    #[command(flatten)]
+    pub sel: SelectionArgs,
+    /// One series per value of this label (a series without it is `""`).
+    #[arg(long)]
+    pub by: Option<String>,
+    /// One series per function (repeatable): the values of the stacks
+    /// through it, each stack counted once however often it recurses.
+    #[arg(long = "function")]
+    pub functions: Vec<String>,
+    /// Seconds per point. 0 with --by: one point per value for the whole
+    /// range, at its start.
+    #[arg(long, default_value_t = DEFAULT_SERIES_STEP)]
+    pub step: u32,
+}
+
+/// Default of [`SeriesArgs::step`]: a minute, the per-minute rollup's.
+pub const DEFAULT_SERIES_STEP: u32 = 60;
+
+/// Runs `profile series`: a table `time, <label or function>, value` on
+/// `out`, by time then series (gauge types averaged per profile of each
+/// series and step, as the flame graph does).
+///
+/// # Errors
+/// Bad arguments (a key that is no label name, `--step 0` with
+/// `--function`), an unknown type, the engine's error, writing `out`.
+pub fn series_command(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    args: &SeriesArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<()> {
+    let s = args.sel.selection(now_ms())?;
+    check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
+    let (column, sql) = match &args.by {
+        Some(key) => (key.as_str(), cq::by_label_sql(opts, &s, key, args.step)?),
+        None => {
+            if args.step == 0 {
+                return Err(Error::Usage(
+                    "--step 0 (the whole range in one point) is for --by; give --function a step"
+                        .into(),
+                ));
+            }
+            let functions: Vec<&str> = args.functions.iter().map(String::as_str).collect();
+            (
+                "function",
+                cq::function_series_sql(opts, &s, &functions, args.step),
+            )
+        }
+    };
+    let tsv = backend.query_tsv(&sql)?;
+    if tsv.is_empty() {
+        let functions = (args.by.is_none()).then(|| args.functions.join(", "));
+        empty_answer(backend, opts, &args.sel, functions.as_deref(), err)?;
+    }
+    writeln!(out, "time\t{column}\tvalue").map_err(out_err)?;
+    out.write_all(tsv.as_bytes()).map_err(out_err)
+}
+
 /// `flamehouse profile list`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ListArgs {

@@ -1285,3 +1285,85 @@ fn focus_and_ignore_equal_go_tool_pprof() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("focus regex"), "{err}");
 }
+
+/// `profile series`: `--by LABEL --step 0` gives each value's total as `go
+/// tool pprof -tags` does (the samples without the label are the `""`
+/// series: the rest of `-top`'s total); `--function F` summed over its
+/// points gives F's cum of `-top` (every stack through F once, recursion
+/// included: `fib` recurses). Neither `--by` nor `--function` is a usage
+/// error (exit 2), a function in no stack a note.
+#[test]
+fn series_by_label_and_function_equal_go_tool_pprof() {
+    let data = temp_path("cpcli-series");
+    keep_fixtures(&data, &["init", "--retention", "36500"]);
+    fh(
+        &data,
+        &["load", &dir().join("cpu.pb.gz").display().to_string()],
+    );
+    let ty = "cpu:nanoseconds";
+    let series = |extra: &[&str]| -> BTreeMap<String, i64> {
+        let mut args = vec![
+            "profile",
+            "series",
+            "--type",
+            ty,
+            "--from",
+            "2000-01-01 00:00:00",
+        ];
+        args.extend_from_slice(extra);
+        let out = fh(&data, &args);
+        let mut m = BTreeMap::new();
+        for l in out.lines().skip(1) {
+            let f: Vec<&str> = l.split('\t').collect();
+            *m.entry(f[1].to_string()).or_default() += f[2].parse::<i64>().unwrap();
+        }
+        m
+    };
+    // `-tags`: "key: Total T" then "V (P%): value" lines.
+    let tags = golden("cpu.tags.txt");
+    let (top, total) = parse_top(&golden("cpu.top.cpu.txt"));
+    for key in ["handler", "version"] {
+        let mut want = BTreeMap::new();
+        let mut on = false;
+        for l in tags.lines() {
+            if let Some((k, _)) = l.trim().split_once(": Total") {
+                on = k == key;
+            } else if on && !l.trim().is_empty() {
+                let (v, name) = l.trim().split_once(' ').unwrap();
+                let ms: f64 = v.trim_end_matches("ms").parse().unwrap();
+                let name = name.rsplit_once(": ").unwrap().1;
+                want.insert(name.to_string(), (ms * 1e6).round() as i64);
+            }
+        }
+        let tagged: i64 = want.values().sum();
+        want.insert(String::new(), total - tagged);
+        assert_eq!(series(&["--by", key, "--step", "0"]), want, "{key}");
+        // Per minute, the same sums.
+        assert_eq!(series(&["--by", key]), want, "{key} per minute");
+    }
+    for f in ["main.fib", "main.hashLoop", "main.step"] {
+        let got = series(&["--function", f, "--step", "1"]);
+        assert_eq!(got.get(f).copied(), Some(top[f].1), "{f}");
+    }
+    let out = fh_out(&data, &["profile", "series", "--type", ty]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "series",
+            "--type",
+            ty,
+            "--from",
+            "2000-01-01 00:00:00",
+            "--function",
+            "nosuch",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("nothing matched: function \"nosuch\" is in no stack"),
+        "{err}"
+    );
+}

@@ -412,6 +412,14 @@ enum ProfileCommand {
         #[command(flatten)]
         at: ProfileTarget,
     },
+    /// Values over time: one series per value of a label (--by) or per
+    /// function (--function, repeatable), as a table time, series, value.
+    Series {
+        #[command(flatten)]
+        args: profiles::SeriesArgs,
+        #[command(flatten)]
+        at: ProfileTarget,
+    },
     /// Label keys and values of a type in a range, with their series count
     /// (cardinality).
     Labels {
@@ -428,6 +436,7 @@ impl ProfileCommand {
             ProfileCommand::Flame { at, .. }
             | ProfileCommand::Diff { at, .. }
             | ProfileCommand::Top { at, .. }
+            | ProfileCommand::Series { at, .. }
             | ProfileCommand::Sandwich { at, .. }
             | ProfileCommand::List { at, .. }
             | ProfileCommand::Open { at, .. }
@@ -493,6 +502,9 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
         }
         ProfileCommand::Export { args, at } => {
             profiles::export_command(b, &at.query_options(), args, &mut out)
+        }
+        ProfileCommand::Series { args, at } => {
+            profiles::series_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Labels { args, at } => {
             profiles::labels_command(b, &at.query_options(), args, &mut out)
