@@ -1823,34 +1823,47 @@ pub fn function_series_sql(
     functions: &[&str],
     step_seconds: u32,
 ) -> String {
-    let db = &opts.database;
-    let s = sel.sql(opts);
     let list: Vec<String> = functions.iter().map(|f| sql_string(f)).collect();
-    let fset = format!("({})", list.join(", "));
-    let step = step_seconds.max(1);
+    function_series_sql_of(
+        &opts.database,
+        &sel.sql(opts),
+        &format!("[{}]", list.join(", ")),
+        &step_seconds.max(1).to_string(),
+    )
+}
+
+/// [`function_series_sql`] of a [`SelectionSql`]: `functions` an
+/// `Array(String)` expression, `step_seconds` an integer expression (at
+/// least 1).
+#[must_use]
+pub fn function_series_sql_of(
+    db: &Ident,
+    s: &SelectionSql,
+    functions: &str,
+    step_seconds: &str,
+) -> String {
     let keys = [
         Key {
             alias: "time",
-            expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step}))"),
+            expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step_seconds}))"),
         },
         Key::stack(),
     ];
     // The selection's stacks through the functions, from its own service
     // and days of `cp_stacks` (not every stack of `stack_functions`).
     let filter = format!(
-        " AND stack_id IN (SELECT stack_id FROM {db}.cp_stacks WHERE {c} AND hasAny(labels, [{l}]))",
+        " AND stack_id IN (SELECT stack_id FROM {db}.cp_stacks WHERE {c} AND hasAny(labels, {functions}))",
         c = s.stacks,
-        l = list.join(", "),
     );
     format!(
         "SELECT x.time AS time, sf.function AS function, sum(x.v) AS value \
          FROM ({g}) AS x \
          INNER JOIN (SELECT DISTINCT stack_id, function FROM {db}.cp_stacks \
                      ARRAY JOIN labels AS function \
-                     WHERE {c} AND function IN {fset}) AS sf ON sf.stack_id = x.stack_id \
+                     WHERE {c} AND has({functions}, function)) AS sf ON sf.stack_id = x.stack_id \
          GROUP BY time, function ORDER BY time, function",
         c = s.stacks,
-        g = grouped(db, &s, &s.fine_parts, &keys, &filter),
+        g = grouped(db, s, &s.fine_parts, &keys, &filter),
     )
 }
 

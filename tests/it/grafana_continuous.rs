@@ -398,6 +398,15 @@ fn flame_top_series_diff_and_sandwich_equal_go_tool_pprof() {
                 frame(&side.to_lowercase(), &rows, false);
             }
         }
+        // The function over time: one series, its points summing to cum.
+        let series = run(panel(&d, "${function:text} over time"), &v, f, t);
+        let mut sum = 0;
+        for l in series.lines() {
+            let c: Vec<&str> = l.split('\t').collect();
+            assert!(c[0].starts_with("20") && c[1] == func, "{l}");
+            sum += c[2].parse::<i64>().unwrap();
+        }
+        assert_eq!(sum, cum, "{func} over time");
     }
 
     // Every frame drawn by Grafana's own flame graph component.
@@ -519,7 +528,9 @@ fn continuous_dashboard_hygiene() {
             assert_eq!(tg["format"], 1);
         }
     }
-    assert_eq!(ids.len(), 6);
+    // Flame graph, top functions, by label, diff, callers, callees, the
+    // function over time.
+    assert_eq!(ids.len(), 7);
 }
 
 /// Heap data through the dashboard: 3 copies of the Go heap profile

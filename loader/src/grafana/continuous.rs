@@ -193,18 +193,35 @@ pub fn sandwich_sql(db: &Ident, callers: bool) -> String {
 /// value)`, `series` = `key=value`. Steps on the rollup are at least a
 /// minute.
 pub fn by_label_sql(db: &Ident) -> String {
-    let long = format!(
-        "dateDiff('second', {}, {}) > {DEFAULT_ROLLUP_AFTER_SECONDS}",
-        from(),
-        to()
-    );
-    let step = format!("if({long}, greatest($__interval_s, 60), greatest($__interval_s, 1))");
+    let step = step();
     let gk = var("group_by");
     format!(
         "SELECT toDateTime(time, 'UTC') AS time, concat({gk}, '=', lv) AS series, value \
          FROM ({}) ORDER BY time, series",
         cq::by_label_sql_of(db, &main_side(db), &gk, Some(&step)),
     )
+}
+
+/// The chosen function's value per step over the dashboard's range:
+/// `(time, series, value)`, every stack through it counted once (as its
+/// total in the top functions); steps on the rollup at least a minute.
+pub fn function_series_sql(db: &Ident) -> String {
+    format!(
+        "SELECT toDateTime(time, 'UTC') AS time, function AS series, value \
+         FROM ({}) ORDER BY time, series",
+        cq::function_series_sql_of(db, &main_side(db), &format!("[{}]", function()), &step()),
+    )
+}
+
+/// The step of the time series panels: Grafana's interval, at least a
+/// minute when the range reads the per-minute rollup.
+fn step() -> String {
+    let long = format!(
+        "dateDiff('second', {}, {}) > {DEFAULT_ROLLUP_AFTER_SECONDS}",
+        from(),
+        to()
+    );
+    format!("if({long}, greatest($__interval_s, 60), greatest($__interval_s, 1))")
 }
 
 fn date_range() -> String {
@@ -314,6 +331,20 @@ pub fn continuous_dashboard(db: &Ident) -> Value {
             1,
         ));
     }
+    panels.push({
+        let mut p = l.panel(
+            "timeseries",
+            "${function:text} over time (total per step)",
+            "The chosen function's total per step: every stack of the selection through it, counted once \
+             (recursion once), as its total in the top functions.",
+            [0, 48, 24, 8],
+            function_series_sql(db),
+            0,
+        );
+        p["fieldConfig"] = json!({"defaults": {"unit": "short"}, "overrides": []});
+        p["transformations"] = json!([{"id": "prepareTimeSeries", "options": {"format": "multi"}}]);
+        p
+    });
     let svc = service_ok("service");
     let dr = date_range();
     json!({
