@@ -1047,9 +1047,9 @@ pub struct ListArgs {
 }
 
 /// Runs `profile list`: the stored profiles of a type, newest first, as a
-/// table on `out`: id, service, time, duration, total, `sample_rows` (rows
-/// stored: pprof's sample records, a text format's distinct stacks; a
-/// `count` type's sample count is its `total`), series, labels, source.
+/// table on `out`: id, service, time, duration, total, `sample_rows` (its
+/// rows in `cp_samples`: distinct stacks with their labels; a `count`
+/// type's sample count is its `total`), series, labels, source.
 ///
 /// # Errors
 /// Bad arguments, the engine's error, writing `out`.

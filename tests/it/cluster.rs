@@ -287,6 +287,33 @@ fn every_migration_renders_for_a_cluster_and_a_single_node() {
         .collect();
     assert_eq!(distributed, want);
     assert_eq!(locals, SHARDED_TABLES.len());
+    // Everything `init` runs on a cluster: the wrapper functions too are
+    // ON CLUSTER (the views call them on every node), and a Replicated
+    // table deduplicates by its own window, set as large as a node's.
+    let all = flamehouse::storage::schema::new_database_statements(&cluster);
+    let functions: Vec<&String> = all
+        .iter()
+        .filter(|(_, name, _)| *name == "functions")
+        .map(|(_, _, s)| s)
+        .collect();
+    assert_eq!(functions.len(), 6);
+    for (version, _, s) in &all {
+        let ddl = ["CREATE", "ALTER", "DROP"].iter().any(|k| s.starts_with(k));
+        assert_eq!(
+            s.contains(&format!(" ON CLUSTER {CLUSTER}")),
+            ddl,
+            "{version}: {s}"
+        );
+        if s.contains("non_replicated_deduplication_window = 100000") {
+            assert!(
+                s.contains(", replicated_deduplication_window = 100000"),
+                "{version}: {s}"
+            );
+        }
+    }
+    for s in single.function_statements() {
+        assert!(!s.contains("ON CLUSTER"), "{s}");
+    }
 }
 
 /// `flamehouse init --print` shows what `init` runs, without an engine or

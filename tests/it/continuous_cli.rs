@@ -545,6 +545,20 @@ fn profile_queries_equal_go_tool_pprof() {
     let first = rows.iter().find(|r| r[8].ends_with("/cpu.pb.gz")).unwrap();
     assert_eq!(first[1], "api");
     assert_eq!(first[4], "590000000");
+    // sample_rows: the profile's rows of the type in cp_samples (it was
+    // pprof's sample records, a text format's stacks).
+    assert_eq!(
+        first[5],
+        sql(
+            &data,
+            &format!(
+                "SELECT count() FROM flamehouse.cp_samples WHERE lower(hex(profile_id)) = '{}' AND profile_type = '{ty}'",
+                first[0]
+            )
+        )
+        .trim()
+    );
+    assert_ne!(first[5], "0");
     assert!(first[7].contains("'env':'prod'"), "{list}");
     let opened = data.join("open.folded");
     fh(

@@ -437,11 +437,15 @@ fn standard_input_loads_as_the_file() {
     let file = fixture("perf/burn.dwarf.perf-script.txt");
     let t = recent_secs().to_string();
     let data = temp_path("cptext-stdin");
+    // The loads' temporary directory, to see what they leave there.
+    let tmp = data.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let run_stdin = |args: &[&str], input: &[u8]| {
         let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
             .args(args)
             .arg("--data")
             .arg(&data)
+            .env("TMPDIR", &tmp)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -454,9 +458,24 @@ fn standard_input_loads_as_the_file() {
     let o = run_stdin(&["load", "--time", &t, "-"], &text);
     assert!(o.status.success(), "{o:?}");
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("/stdin: profile "), "{out}");
-    let spool = out.split(": profile ").next().unwrap();
-    assert!(!Path::new(spool).exists(), "{spool} was left behind");
+    // Named as standard input, not as its copy, which is gone.
+    assert!(out.starts_with("<stdin>: profile "), "{out}");
+    assert_eq!(
+        sql(&data, "SELECT DISTINCT source FROM flamehouse.cp_profiles"),
+        "<stdin>"
+    );
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a copy was left behind"
+    );
+    // A bad profile on standard input: its error names `<stdin>` too.
+    let o = run_stdin(&["load", "--format", "folded", "-"], b"a;b -3\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.trim() == "flamehouse: <stdin>:1: not folded stacks: the count `-3` is no non-negative integer",
+        "{err}"
+    );
     let flame = || folded(&data, "cpu-clock:nanoseconds", "");
     let piped = flame();
     assert!(!piped.is_empty());
@@ -478,8 +497,6 @@ fn standard_input_loads_as_the_file() {
 
     // A load killed while it copies (kill -9: no destructor runs) leaves
     // its copy; the next `load -` removes it.
-    let tmp = data.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
     let copies = || {
         std::fs::read_dir(&tmp)
             .unwrap()

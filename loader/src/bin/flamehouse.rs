@@ -748,7 +748,21 @@ fn run() -> anyhow::Result<()> {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
             }
             // `-`: standard input, copied to a file first (removed at the end).
-            let (files, _spooled) = stdin::spool_stdin(&files)?;
+            let (files, spooled) = stdin::spool_stdin(&files)?;
+            // Messages name standard input as such, not its passing copy.
+            let copy_paths: Vec<String> = spooled
+                .iter()
+                .flat_map(|s| {
+                    let p = s.path();
+                    let canonical = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+                    [canonical.display().to_string(), p.display().to_string()]
+                })
+                .collect();
+            let name_stdin = |m: String| {
+                copy_paths
+                    .iter()
+                    .fold(m, |m, p| m.replace(p.as_str(), stdin::STDIN_SOURCE))
+            };
             let engine = target.backend()?;
             schema::migrate(&*engine, &schema.options())?;
             let granularity = match granularity {
@@ -834,11 +848,14 @@ fn run() -> anyhow::Result<()> {
                         }
                     }
                     FileEvent::Failed(f, e) => {
-                        let m = e.to_string().replace('\n', " ");
+                        let m = name_stdin(e.to_string().replace('\n', " "));
                         if e.names_file() {
                             eprintln!("flamehouse: {m}");
                         } else {
-                            eprintln!("flamehouse: loading {}: {m}", f.display());
+                            eprintln!(
+                                "flamehouse: loading {}: {m}",
+                                name_stdin(f.display().to_string())
+                            );
                         }
                     }
                     FileEvent::Expired {
@@ -916,11 +933,14 @@ fn run() -> anyhow::Result<()> {
                     // already does); the other files are still loaded.
                     Err(e) => {
                         failed += 1;
-                        let m = e.to_string().replace('\n', " ");
+                        let m = name_stdin(e.to_string().replace('\n', " "));
                         if e.names_file() {
                             eprintln!("flamehouse: {m}");
                         } else {
-                            eprintln!("flamehouse: loading {}: {m}", f.display());
+                            eprintln!(
+                                "flamehouse: loading {}: {m}",
+                                name_stdin(f.display().to_string())
+                            );
                         }
                     }
                 }

@@ -378,10 +378,11 @@ pub struct CpProfileRow {
     pub period_type: String,
     /// Sum of the type's values.
     pub total: i64,
-    /// Sample rows of the type with a non-zero value: pprof's sample
-    /// records; a text format's distinct stacks (with their labels), its
-    /// records summed per stack (the sample count is a `count` type's
-    /// `total`). `profile list` shows it as `sample_rows`.
+    /// The type's rows in `cp_samples`: one per distinct stack, label set,
+    /// span and numeric labels with a non-zero value, in every format (the
+    /// number of samples is a `count` type's `total`). `profile list` shows
+    /// it as `sample_rows`. Profiles stored before the tenth session hold
+    /// pprof's sample records here, a text format's distinct stacks.
     pub sample_count: u64,
     /// Distinct series of the type.
     pub series_count: u64,
@@ -893,9 +894,6 @@ fn batch_rows(
         for (t, &v) in values.iter().enumerate() {
             e[t] = e[t].wrapping_add(v);
             totals[t] = totals[t].wrapping_add(v);
-            if v != 0 {
-                counts[t] += 1;
-            }
         }
     }
 
@@ -920,6 +918,7 @@ fn batch_rows(
                 continue;
             }
             series_used[t][*set] = true;
+            counts[t] += 1;
             out.samples.push(CpSampleRow {
                 profile_type: types[t].clone(),
                 service: label_sets[*set][SERVICE_LABEL].clone(),
@@ -1064,7 +1063,9 @@ pub(crate) fn open_reader(
         ..opts.read.clone()
     };
     let reader = format.spec().open(file, &abs, &read)?;
-    Ok((reader, abs.display().to_string()))
+    let source =
+        super::stdin::source_name(&abs).map_or_else(|| abs.display().to_string(), String::from);
+    Ok((reader, source))
 }
 
 /// Loads one file of an additive format (pprof; any reader of

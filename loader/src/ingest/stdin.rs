@@ -45,6 +45,22 @@ impl Drop for Spooled {
 /// number.
 const PREFIX: &str = "flamehouse-stdin-";
 
+/// What a profile read from standard input names as its source (stored in
+/// `cp_profiles.source`, shown by `profile list`) and errors name as its
+/// file: the copy's path is gone once the load ends.
+pub const STDIN_SOURCE: &str = "<stdin>";
+
+/// [`STDIN_SOURCE`] when `path` is standard input's copy, `None` for any
+/// other file.
+#[must_use]
+pub fn source_name(path: &Path) -> Option<&'static str> {
+    let in_copy_dir = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d.to_string_lossy().starts_with(PREFIX));
+    (in_copy_dir && path.file_name().is_some_and(|f| f == "stdin")).then_some(STDIN_SOURCE)
+}
+
 /// Locks `dir` (`flock`, exclusive) without waiting: the open directory
 /// while it is held, `None` when another process holds it (or it cannot be
 /// opened).

@@ -397,8 +397,20 @@ async fn process(
             )
         })?;
     let engine = state.engine.clone();
+    let asking = user.clone();
     let out = tokio::task::spawn_blocking(move || {
-        let r = run(&engine, &plan);
+        let r = run(&engine, &plan).map_err(|mut e| {
+            // The engine's sessions run as its `default` user: an error
+            // naming it names the HTTP user, as ClickHouse's would.
+            if asking != "default" {
+                e.message = e.message.replacen(
+                    "DB::Exception: default: ",
+                    &format!("DB::Exception: {asking}: "),
+                    1,
+                );
+            }
+            e
+        });
         drop(permit);
         r
     })

@@ -54,6 +54,15 @@ impl ChError {
         while message.starts_with(&prefix) && message[prefix.len()..].starts_with(&prefix) {
             message = &message[prefix.len()..];
         }
+        // ... and repeats its trailer: `. (UNKNOWN_FORMAT) (version V).
+        // (UNKNOWN_FORMAT) (version V). (UNKNOWN_FORMAT)`; ClickHouse ends
+        // at the first.
+        let trailer =
+            regex::Regex::new(r"\([A-Z][A-Z0-9_]*\) \(version [^)]*\)").expect("a valid regex");
+        let message = match trailer.find(message) {
+            Some(m) => &message[..m.end()],
+            None => message,
+        };
         let message = if message.starts_with("Code: ") {
             message.to_string()
         } else {
@@ -191,6 +200,14 @@ mod tests {
         assert_eq!(
             e.message,
             "Code: 164. DB::Exception: Cannot modify. (READONLY)"
+        );
+        let e = ChError::from_engine(
+            "Code: 73. DB::Exception: Unknown format Nope. (UNKNOWN_FORMAT) (version 26.5.1.1). \
+             (UNKNOWN_FORMAT) (version 26.5.1.1). (UNKNOWN_FORMAT)",
+        );
+        assert_eq!(
+            e.message,
+            "Code: 73. DB::Exception: Unknown format Nope. (UNKNOWN_FORMAT) (version 26.5.1.1)"
         );
         let e = ChError::from_engine("the engine is closed");
         assert_eq!((e.code, e.status), (1001, 500));

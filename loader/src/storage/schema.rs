@@ -204,6 +204,39 @@ impl SchemaOptions {
                 self.cluster.as_ref().map_or("", |c| c.as_str()),
             )
             .replace("{retention_days}", &DEFAULT_RETENTION_DAYS.to_string())
+            // A Replicated engine deduplicates inserts by its own window
+            // (`replicated_deduplication_window`, its default far smaller);
+            // both are set, so the tokens hold on either engine.
+            .replace(
+                "non_replicated_deduplication_window = 100000",
+                if self.cluster.is_some() {
+                    "non_replicated_deduplication_window = 100000, \
+                     replicated_deduplication_window = 100000"
+                } else {
+                    "non_replicated_deduplication_window = 100000"
+                },
+            )
+    }
+
+    /// The SQL wrapper functions (`stackTree`, ...) as statements: on a
+    /// cluster `ON CLUSTER`, as every other DDL statement, so that the
+    /// views calling them work on every node (each node needs the UDF's
+    /// XML and binary too, deployed with its configuration).
+    #[must_use]
+    pub fn function_statements(&self) -> Vec<String> {
+        let stmts = catalog::statements(&catalog::functions_sql());
+        let Some(c) = &self.cluster else {
+            return stmts;
+        };
+        let name =
+            regex::Regex::new(r"^(CREATE OR REPLACE FUNCTION \w+) AS ").expect("a valid regex");
+        stmts
+            .iter()
+            .map(|s| {
+                name.replace(s, format!("$1 ON CLUSTER {c} AS "))
+                    .into_owned()
+            })
+            .collect()
     }
 }
 
@@ -212,7 +245,7 @@ impl SchemaOptions {
 /// [`VIEWS_MIGRATION`] when it was applied before. Returns the versions
 /// applied; re-running applies nothing (and returns none).
 pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> {
-    for stmt in catalog::statements(&catalog::functions_sql()) {
+    for stmt in opts.function_statements() {
         backend.execute(&stmt)?;
     }
     let first = opts.render(MIGRATIONS[0].2);
@@ -283,7 +316,8 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
 /// what `flamehouse init --print` shows, so a cluster's DDL can be reviewed
 /// before it runs.
 pub fn new_database_statements(opts: &SchemaOptions) -> Vec<(u32, &'static str, String)> {
-    let mut out: Vec<(u32, &'static str, String)> = catalog::statements(&catalog::functions_sql())
+    let mut out: Vec<(u32, &'static str, String)> = opts
+        .function_statements()
         .into_iter()
         .map(|s| (0, "functions", s))
         .collect();
