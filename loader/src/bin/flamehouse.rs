@@ -314,8 +314,8 @@ enum Command {
         target: TargetArgs,
     },
     /// Continuous profiles (loaded from pprof, perf script, bpftrace or
-    /// folded stacks): flame graphs, diffs, top functions, sandwich, the
-    /// list of profiles, export to pprof.
+    /// folded stacks): flame graphs, diffs, top functions, sandwich,
+    /// series over time, the list of profiles, export to pprof.
     Profile {
         #[command(subcommand)]
         command: ProfileCommand,
