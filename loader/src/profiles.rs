@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -519,8 +519,8 @@ pub struct SelectionArgs {
     /// lists a type's labels).
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC), `now`,
-    /// `now-15m`, `now-1h`, `now-7d`.
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC; or
+    /// `YYYY-MM-DDThh:mm:ssZ`), `now`, `now-15m`, `now-1h`, `now-7d`.
     #[arg(long, default_value = DEFAULT_FROM)]
     pub from: String,
     /// End of the range (exclusive), same forms.
