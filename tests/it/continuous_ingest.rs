@@ -281,6 +281,60 @@ fn samples_cut_inside_an_insert_are_completed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A load killed after `cp_samples` took a profile's rows but before the
+/// views' tables took theirs (an INSERT stores its part, then the views'
+/// parts) left the rollups without them, and the next load found the
+/// samples whole and sent nothing: the hourly and per-minute answers were
+/// empty for good. The next load now makes the rollups whole; and a load
+/// killed after the views, before the profile rows, gets nothing twice.
+#[test]
+fn rollups_are_made_whole_after_a_load_killed_between_samples_and_views() {
+    let dir = temp_path("cpingest-views");
+    let p = dir.join("v.pb.gz");
+    let want = write_profile(&p, 5, now_ms() - 60_000);
+    let refdb = "fh_cpi_views_ref";
+    fresh(refdb);
+    load(engine(), std::slice::from_ref(&p), &copts(refdb), 1)
+        .0
+        .unwrap();
+    let rollups = |db: &str| {
+        q(&format!(
+            "SELECT (SELECT sum(value) FROM {db}.cp_samples_1m), (SELECT sum(value) FROM {db}.cp_samples_1h), \
+                    (SELECT count() FROM {db}.cp_samples_1h)"
+        ))
+    };
+    for (db, views_lost) in [("fh_cpi_views_lost", true), ("fh_cpi_views_kept", false)] {
+        fresh(db);
+        // The interrupted load: every sample row stored (with the views'),
+        // no profile row; then, in the first case, the views' rows lost.
+        load(engine(), std::slice::from_ref(&p), &copts(db), 1)
+            .0
+            .unwrap();
+        q(&format!("TRUNCATE TABLE {db}.cp_profiles"));
+        if views_lost {
+            for t in ["cp_samples_1m", "cp_samples_1h", "cp_series_profiles"] {
+                q(&format!("TRUNCATE TABLE {db}.{t}"));
+            }
+            assert_eq!(
+                q(&format!("SELECT count() FROM {db}.cp_samples_1h")).trim(),
+                "0"
+            );
+        }
+        let (r, _) = load(engine(), std::slice::from_ref(&p), &copts(db), 1);
+        let s = r.unwrap();
+        assert_eq!(s.sample_rows, 0, "{db}: the samples were there");
+        assert_eq!(cpu_total(db), want, "{db}");
+        assert_eq!(rollups(db), rollups(refdb), "{db}");
+        assert_eq!(state(db), state(refdb), "{db}");
+        // Once more: listed now, nothing moves.
+        load(engine(), std::slice::from_ref(&p), &copts(db), 1)
+            .0
+            .unwrap();
+        assert_eq!(rollups(db), rollups(refdb), "{db}, again");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn bin() -> PathBuf {
     flamehouse_tests::cli_binary()
 }

@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
 use crate::storage::rows::RowBinary;
 use crate::storage::{Backend, Insert};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Default of [`BatchOptions::batch_rows`].
@@ -548,14 +548,85 @@ pub fn store_batch(
         );
     }
     stored.sample_rows = samples.len();
-    // Samples, then the profile rows that say a profile is complete.
-    for rows in [to_insert(&samples), to_insert(&profiles)]
-        .into_iter()
-        .flatten()
-    {
+    // Profiles an earlier load stopped inside: some or all of their samples
+    // were stored, but not their profile rows.
+    let interrupted: Vec<&ProfileRows> = batch
+        .iter()
+        .copied()
+        .filter(|p| !complete(p) && sample_counts.get(&p.profile_id).copied().unwrap_or(0) > 0)
+        .collect();
+    // Samples, then (for those) the rollups made whole, then the profile
+    // rows that say a profile is complete.
+    if let Some(rows) = to_insert(&samples) {
+        backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
+    }
+    reconcile_rollups(backend, db, &interrupted)?;
+    if let Some(rows) = to_insert(&profiles) {
         backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
     }
     Ok(stored)
+}
+
+/// Makes the views' tables whole again for `profiles`, which an earlier
+/// load stopped inside. An INSERT into `cp_samples` stores its part and
+/// then the views' parts, not all at once: a load killed in between left
+/// samples the rollups never got, and sending the samples again adds
+/// nothing (they are there: only missing rows are sent, and the engine
+/// would drop a block it has by its token before the views saw it). So for
+/// each (type, service, hour) of those profiles, the rollups' sums per
+/// series, stack and minute (hour) are compared with the samples' and the
+/// differences inserted (both tables sum what they are given: a rollup
+/// that got everything gets nothing). `cp_series_profiles` (gauge types'
+/// profile counts, a ReplacingMergeTree) gets its rows again. Running it
+/// twice inserts nothing the second time.
+///
+/// # Errors
+/// The engine's error.
+fn reconcile_rollups(backend: &dyn Backend, db: &Ident, profiles: &[&ProfileRows]) -> Result<()> {
+    let mut hours: BTreeSet<String> = BTreeSet::new();
+    let mut ids: BTreeSet<u64> = BTreeSet::new();
+    for p in profiles {
+        ids.insert(p.profile_id);
+        for r in &p.profiles {
+            hours.insert(format!(
+                "({}, {}, toStartOfHour(fromUnixTimestamp64Milli(toInt64({}), 'UTC')))",
+                crate::storage::sql_string(&r.profile_type),
+                crate::storage::sql_string(&r.service),
+                r.ts
+            ));
+        }
+    }
+    if hours.is_empty() {
+        return Ok(());
+    }
+    let hours = hours.into_iter().collect::<Vec<_>>().join(", ");
+    for (table, bucket, of_ts) in [
+        ("cp_samples_1m", "minute", "toStartOfMinute(ts)"),
+        ("cp_samples_1h", "hour", "toStartOfHour(ts)"),
+    ] {
+        let keys = format!("profile_type, service, series_id, {bucket}, stack_id");
+        backend.execute(&format!(
+            "INSERT INTO {db}.{table} ({keys}, value) SETTINGS insert_deduplicate = 0 \
+             SELECT {keys}, s_v - r_v AS value FROM \
+             (SELECT profile_type, service, series_id, toDateTime({of_ts}, 'UTC') AS {bucket}, stack_id, \
+                     sum(value) AS s_v \
+              FROM {db}.cp_samples WHERE (profile_type, service, toStartOfHour(ts)) IN ({hours}) \
+              GROUP BY {keys}) AS s \
+             FULL OUTER JOIN \
+             (SELECT {keys}, sum(value) AS r_v FROM {db}.{table} \
+              WHERE (profile_type, service, toStartOfHour({bucket})) IN ({hours}) GROUP BY {keys}) AS r \
+             USING ({keys}) WHERE s_v != r_v \
+             SETTINGS join_use_nulls = 0"
+        ))?;
+    }
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    backend.execute(&format!(
+        "INSERT INTO {db}.cp_series_profiles SETTINGS insert_deduplicate = 0 \
+         SELECT DISTINCT profile_type, service, series_id, ts, profile_id FROM {db}.cp_samples \
+         WHERE profile_id IN ({}) AND match(profile_type, {})",
+        ids.join(", "),
+        crate::storage::sql_string(crate::continuous_query::GAUGE_TYPE_PATTERN)
+    ))
 }
 
 /// One file's outcome in [`load_files`], reported as it is known.
