@@ -872,3 +872,70 @@ fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
         "replace\t5\nwatch\t5"
     );
 }
+
+/// Text as editors and other tools write it: a byte order mark before the
+/// first line is no part of the first frame (it made a second root
+/// `\u{feff}main`), and blanks after a folded count are taken, as inferno
+/// and flamegraph.pl take them (they failed the file); perf script with a
+/// byte order mark keeps its `comm`.
+#[test]
+fn a_byte_order_mark_and_trailing_blanks_are_taken() {
+    let data = temp_path("cptext-bom");
+    let f = data.join("bom.folded");
+    std::fs::write(&f, "\u{feff}main;a 3   \nmain;b 2\t\r\nmain;a 1 \n").unwrap();
+    let t = recent_secs().to_string();
+    fh(&data, &["load", &f.display().to_string(), "--time", &t]);
+    assert_eq!(folded(&data, "folded:count", ""), "main;a 4\nmain;b 2\n");
+    let perf = data.join("bom.perf-script.txt");
+    std::fs::write(
+        &perf,
+        "\u{feff}burn 7 100.000001:    1000 cpu-clock:pppH: \n\t400100 main+0x5 (/usr/bin/burn)\n\n",
+    )
+    .unwrap();
+    fh(
+        &data,
+        &[
+            "load",
+            &perf.display().to_string(),
+            "--time",
+            &t,
+            "--perf-comm",
+            "frame",
+        ],
+    );
+    assert_eq!(
+        folded(&data, "cpu-clock:nanoseconds", ""),
+        "burn;main 1000\n"
+    );
+}
+
+/// Two files of the same bytes (and service and labels) are one profile,
+/// whatever their modification times: the summary counts the second as
+/// already stored (it said "2 profiles (0 already stored)" and stored
+/// one); `--time` keeps them apart.
+#[test]
+fn identical_files_are_one_profile_and_the_summary_says_so() {
+    let data = temp_path("cptext-same");
+    let (a, b) = (data.join("a.folded"), data.join("b.folded"));
+    std::fs::write(&a, "main;idle 5\n").unwrap();
+    std::fs::copy(&a, &b).unwrap();
+    let out = fh(
+        &data,
+        &["load", &a.display().to_string(), &b.display().to_string()],
+    );
+    assert!(
+        out.contains("continuous: 2 files, 2 profiles (1 already stored"),
+        "{out}"
+    );
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles"),
+        "1"
+    );
+    let t = recent_secs().to_string();
+    let out = fh(&data, &["load", &b.display().to_string(), "--time", &t]);
+    assert!(out.contains("(0 already stored"), "{out}");
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles"),
+        "2"
+    );
+}

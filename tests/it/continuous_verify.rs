@@ -246,6 +246,20 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             ":3: not folded stacks".into(),
         ),
         (
+            // One stack's counts summing past Int64 (it saturated), and two
+            // stacks' total past it (it wrapped to a negative total).
+            "sum-stack.folded",
+            b"main;a 9223372036854775807\nmain;a 1\n".to_vec(),
+            None,
+            ": the counts of one stack sum past 9223372036854775807".into(),
+        ),
+        (
+            "sum-total.folded",
+            b"main;a 9223372036854775807\nmain;b 1\n".to_vec(),
+            None,
+            ": the values of type folded:count sum past 9223372036854775807".into(),
+        ),
+        (
             // The first line's count is the bad one: still told as folded
             // stacks, by line (it was "no text format claims" it).
             "neg-first.folded",

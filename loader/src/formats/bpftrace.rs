@@ -421,6 +421,7 @@ pub fn parse(
             .unwrap_or_default(),
         ..Default::default()
     };
+    b.check_sums(NAME, path)?;
     Ok(b.finish(
         Format::Bpftrace,
         text::value_types(&types),

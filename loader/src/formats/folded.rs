@@ -75,7 +75,7 @@ fn is_count(s: &str) -> bool {
 }
 
 fn folded_line(line: &str) -> bool {
-    let line = line.trim_end_matches('\r');
+    let line = line.trim_end();
     split_count(line).is_some_and(|(stack, n)| {
         !n.is_empty()
             && n.bytes().all(|c| c.is_ascii_digit())
@@ -88,7 +88,7 @@ fn folded_line(line: &str) -> bool {
 
 /// `stack COUNT` whose count is a number but no count (`-3`, `2.5`).
 fn bad_count_line(line: &str) -> bool {
-    let line = line.trim_end_matches('\r');
+    let line = line.trim_end();
     split_count(line).is_some_and(|(stack, n)| {
         !stack.is_empty()
             && !stack.starts_with(char::is_whitespace)
@@ -195,8 +195,10 @@ pub fn parse(
     let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
     let mut ids: Vec<u32> = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
+        // Trailing blanks after the count, as inferno and flamegraph.pl
+        // take them.
+        let line = line.trim_end();
+        if line.is_empty() {
             continue;
         }
         let (stack, count) =
@@ -248,6 +250,7 @@ pub fn parse(
         identity: text::identity_with("folded", text, options),
         ..Default::default()
     };
+    b.check_sums(NAME, path)?;
     Ok(b.finish(Format::Folded, types, source, text.len() as u64))
 }
 

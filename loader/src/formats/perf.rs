@@ -900,6 +900,7 @@ pub fn parse(
         legacy_identity: Vec::new(),
     };
     let types = text::value_types(&types);
+    b.check_sums(NAME, path)?;
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))
 }
 

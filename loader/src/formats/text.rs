@@ -157,7 +157,14 @@ pub fn read_text(
         return Err(too_large());
     }
     match String::from_utf8(bytes) {
-        Ok(s) => Ok((s, mtime)),
+        // A byte order mark (Windows editors write one) is no part of the
+        // first frame or label.
+        Ok(mut s) => {
+            if s.starts_with('\u{feff}') {
+                s.drain(..'\u{feff}'.len_utf8());
+            }
+            Ok((s, mtime))
+        }
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() as u64;
@@ -219,6 +226,9 @@ pub struct Builder {
     /// Per open batch: a sample's labels -> index in its `label_sets`.
     label_ix: FxHashMap<Vec<Label>, u32>,
     n_types: usize,
+    /// Whether one stack's values summed past `i64::MAX` (or below its
+    /// minimum): [`Builder::check_sums`] refuses the file then.
+    overflowed: bool,
 }
 
 impl Builder {
@@ -317,8 +327,34 @@ impl Builder {
         });
         for &(ty, value) in values {
             let v = &mut batch.values[row * n + ty];
-            *v = v.saturating_add(value);
+            match v.checked_add(value) {
+                Some(sum) => *v = sum,
+                None => {
+                    *v = v.saturating_add(value);
+                    self.overflowed = true;
+                }
+            }
         }
+    }
+
+    /// An error naming `path` when one stack's values summed past what a
+    /// stored value holds (`i64`): stored, they would wrap or saturate
+    /// without a word.
+    ///
+    /// # Errors
+    /// That error.
+    pub fn check_sums(&self, format: &'static str, path: &Path) -> Result<(), Error> {
+        if self.overflowed {
+            return Err(Error::File {
+                format,
+                path: path.to_owned(),
+                message: format!(
+                    "the counts of one stack sum past {} (the largest Int64 a value can hold)",
+                    i64::MAX
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Number of samples over all batches.

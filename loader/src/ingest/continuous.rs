@@ -686,7 +686,20 @@ fn rows_cached(
             &mut frames,
             opts,
             cache,
-        );
+        )
+        .map_err(|e| match e {
+            // A sum past Int64: the file's fault, named as the readers
+            // name theirs.
+            Error::Usage(message) => Error::Format(
+                crate::formats::text::Error::File {
+                    format: reader.format().name(),
+                    path: PathBuf::from(source),
+                    message,
+                }
+                .into(),
+            ),
+            e => e,
+        })?;
         let id_of = |identity: &[Vec<u8>]| {
             let mut id_parts: Vec<&[u8]> = identity.iter().map(Vec::as_slice).collect();
             let idx = index.to_le_bytes();
@@ -736,7 +749,7 @@ fn batch_rows(
     frames: &mut Vec<Frame>,
     opts: &ContinuousOptions,
     cache: &mut LoadCache,
-) -> ProfileRows {
+) -> Result<ProfileRows> {
     let n = types.len();
     let ts_ns = opts.time_ns.unwrap_or(if batch.time_ns != 0 {
         batch.time_ns as i64
@@ -892,8 +905,17 @@ fn batch_rows(
             .entry((set, stack_id, span, nums))
             .or_insert_with(|| vec![0; n]);
         for (t, &v) in values.iter().enumerate() {
-            e[t] = e[t].wrapping_add(v);
-            totals[t] = totals[t].wrapping_add(v);
+            // Stored sums are Int64: one past it would wrap to a negative
+            // total, silently.
+            let overflow = || {
+                Error::Usage(format!(
+                    "the values of type {} sum past {} (the largest Int64 a value can hold)",
+                    types[t],
+                    i64::MAX
+                ))
+            };
+            e[t] = e[t].checked_add(v).ok_or_else(overflow)?;
+            totals[t] = totals[t].checked_add(v).ok_or_else(overflow)?;
         }
     }
 
@@ -985,7 +1007,7 @@ fn batch_rows(
     }
     out.stack_count = stacks_seen.len();
     out.frame_count = frames_seen.len();
-    out
+    Ok(out)
 }
 
 /// Stores the rows of one profile: [`super::cp_batch::store_batch`] of a

@@ -329,12 +329,17 @@ pub fn store_batch(
     // profile's, see `load_files`).
     let dicts: Vec<&ProfileRows> = batch.iter().filter(|p| p.profiles.is_empty()).collect();
     let mut seen_profiles = HashSet::new();
+    let with_rows = batch.iter().filter(|p| !p.profiles.is_empty()).count();
     let batch: Vec<&ProfileRows> = batch
         .iter()
         .filter(|p| !p.profiles.is_empty() && seen_profiles.insert(p.profile_id))
         .collect();
     let mut stored = BatchStored {
         profiles: batch.len(),
+        // The same profile twice in a batch (two files of the same bytes,
+        // service and labels) is stored once: the second was stored, and
+        // says so.
+        already_stored: with_rows - batch.len(),
         ..BatchStored::default()
     };
     if batch.is_empty() && dicts.is_empty() {
