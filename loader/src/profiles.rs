@@ -520,7 +520,10 @@ pub struct SelectionArgs {
     #[arg(long = "type")]
     pub profile_type: String,
     /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC; or
-    /// `YYYY-MM-DDThh:mm:ssZ`), `now`, `now-15m`, `now-1h`, `now-7d`.
+    /// `YYYY-MM-DDThh:mm:ssZ`), `now`, `now-15m`, `now-1h`, `now-7d`. A
+    /// range over 6 hours reads the per-minute rollup and is widened to
+    /// whole minutes (`--from` to its minute's start, `--to` to the next
+    /// minute's): give such ranges minute boundaries to tile them.
     #[arg(long, default_value = DEFAULT_FROM)]
     pub from: String,
     /// End of the range (exclusive), same forms.

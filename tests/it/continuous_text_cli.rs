@@ -619,6 +619,24 @@ fn folded_type_time_and_duration() {
         ),
         format!("folded:count\t{total}")
     );
+    // A time the rollups cannot hold (their minutes are `DateTime`, to
+    // 2106-02-07): one line naming the file, nothing stored (it was
+    // listed, then never found by a range, or dropped by a wrapped TTL).
+    for late in ["2107-01-01T00:00:00Z", "2150-06-01T00:00:00Z"] {
+        let out = fh_out(&data, &["load", &file, "--time", late]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{late}: {err}");
+        assert!(
+            err.trim().lines().count() == 1
+                && err.contains("is outside what the engine stores")
+                && err.contains("work.raw.txt"),
+            "{late}: {err}"
+        );
+    }
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles"),
+        "1"
+    );
 }
 
 /// Invalid flag values: a clear error naming the flag and the value on

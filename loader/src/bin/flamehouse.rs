@@ -276,7 +276,8 @@ enum Command {
         /// prefix is reported as corruption.
         #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20)]
         max_record_mib: u64,
-        /// Largest decompressed record accepted, in MiB.
+        /// Largest decompressed MemHawk record, and largest decompressed
+        /// pprof profile, accepted, in MiB.
         #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
         max_decompressed_mib: u64,
         /// Continuous profiles: store a batch (one insert per table for

@@ -760,6 +760,16 @@ fn batch_rows(
             .unwrap_or(0)
     });
     let ts = ts_ns.div_euclid(1_000_000);
+    // The rollups' minutes and hours are `DateTime` (seconds since 1970 in
+    // 32 bits): a profile outside them would be stored but never found
+    // (and one past 2149 dropped by its wrapped TTL day).
+    if !(0..=LAST_TIME_MS).contains(&ts) {
+        return Err(Error::Usage(format!(
+            "its time ({} s since 1970) is outside what the engine stores, 1970-01-01 to \
+             2106-02-07 06:28:15 UTC: give --time",
+            ts.div_euclid(1000)
+        )));
+    }
     let mut out = ProfileRows::default();
     let mut frames_seen: HashSet<u64> = HashSet::new();
     let mut stacks_seen: HashSet<u64> = HashSet::new();
@@ -1222,6 +1232,10 @@ fn named_percent(frames: usize, stats: &crate::symbolize::SymbolizerStats) -> f6
     }
     frames.saturating_sub(unnamed) as f64 * 100.0 / frames as f64
 }
+
+/// The last time (ms) a profile can have: `DateTime`'s last second,
+/// 2106-02-07 06:28:15 UTC.
+pub const LAST_TIME_MS: i64 = u32::MAX as i64 * 1000;
 
 /// The summary of one profile's rows, read from `source` with `sym`.
 pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> ContinuousSummary {

@@ -391,20 +391,40 @@ pub fn prepare_data_dir(dir: &Path, udf: &Path) -> Result<(PathBuf, PathBuf, Pat
     for d in [&scripts, &configs] {
         std::fs::create_dir_all(d).map_err(file_err(d))?;
     }
+    // Each made under a name of this process's and renamed into place:
+    // two processes opening a new directory at once both succeed (the
+    // second's `symlink` failed with "File exists"), and none reads a
+    // half-written file.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let aside = |path: &Path| {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(path.file_name().unwrap_or_default());
+        name.push(format!(
+            ".{}.{}",
+            std::process::id(),
+            SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        path.with_file_name(name)
+    };
     let link = scripts.join(catalog::BINARY);
     if std::fs::read_link(&link).ok().as_deref() != Some(udf) {
-        match std::fs::remove_file(&link) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(write_err(&link, e));
-            }
-            _ => {}
-        }
-        std::os::unix::fs::symlink(udf, &link).map_err(|e| write_err(&link, e))?;
+        let tmp = aside(&link);
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(udf, &tmp).map_err(|e| write_err(&link, e))?;
+        std::fs::rename(&tmp, &link).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            write_err(&link, e)
+        })?;
     }
     let xml = configs.join("flamehouse_function.xml");
     let text = catalog::functions_xml();
     if std::fs::read(&xml).ok().as_deref() != Some(text.as_bytes()) {
-        std::fs::write(&xml, text).map_err(|e| write_err(&xml, e))?;
+        let tmp = aside(&xml);
+        std::fs::write(&tmp, text).map_err(|e| write_err(&xml, e))?;
+        std::fs::rename(&tmp, &xml).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            write_err(&xml, e)
+        })?;
     }
     Ok((dir, scripts, configs))
 }
@@ -526,6 +546,41 @@ mod tests {
         assert!(e.starts_with(&link.display().to_string()), "{e}");
         assert!(e.contains("Is a directory"), "{e}");
         assert!(!e.contains("File exists"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Several openers of a new directory at once all prepare it (two
+    /// loads started together on a new directory: one failed with
+    /// "File exists"), and nothing of theirs is left beside the files.
+    #[test]
+    fn a_new_directory_prepared_at_once_by_several() {
+        let dir = std::env::temp_dir().join(format!("flamehouse-prep-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let udf = std::env::current_exe().unwrap();
+        for _ in 0..20 {
+            let _ = std::fs::remove_dir_all(&dir);
+            let barrier = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                for _ in 0..8 {
+                    s.spawn(|| {
+                        barrier.wait();
+                        prepare_data_dir(&dir, &udf).unwrap();
+                    });
+                }
+            });
+            let scripts = dir.join("user_scripts");
+            assert_eq!(
+                std::fs::read_link(scripts.join(catalog::BINARY)).unwrap(),
+                udf
+            );
+            for d in [scripts, dir.join("udf")] {
+                let names: Vec<String> = std::fs::read_dir(&d)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect();
+                assert_eq!(names.len(), 1, "{names:?}");
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -135,7 +135,7 @@ pub enum Error {
     /// The protobuf is larger than [`DecodeOptions::max_decompressed_bytes`].
     #[error(
         "{path}: the profile is larger than {limit} bytes{after} (a gzip bomb, or raise the \
-         decompressed-size limit)"
+         limit: `flamehouse load --max-decompressed-mib`)"
     )]
     TooLarge {
         /// The file.
