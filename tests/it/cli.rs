@@ -1015,6 +1015,9 @@ fn engine_open_failures_say_the_true_cause() {
         "{}",
         f.stderr
     );
+    // One line: asked before the engine opens, whose own lock error
+    // ("Code: 76 ... Cannot lock file") came first.
+    assert_eq!(f.stderr.trim().lines().count(), 1, "{}", f.stderr);
 
     // Read-only: a read-only bind mount in a private mount namespace (root
     // is not stopped by file modes). The directory was prepared first.

@@ -236,6 +236,14 @@ impl Engine {
         let udf = std::fs::canonicalize(&udf).map_err(file_err(&udf))?;
 
         let (data_dir, scripts, configs) = prepare_data_dir(&data_dir, &udf)?;
+        // Asked first, so that the engine's own two lines (its lock error
+        // on stderr) do not come before this one.
+        if let Some(reason) = held_by_another(&data_dir) {
+            return Err(Error::Connect {
+                reason,
+                path: data_dir,
+            });
+        }
 
         let api = Api::load(&library)?;
         let mut args = vec![
@@ -450,26 +458,8 @@ fn write_err(path: &Path, cause: std::io::Error) -> Error {
 /// the directory is not writable (the engine writes its status file and its
 /// tables' deduplication logs on open, even to read).
 fn connect_failure(dir: &Path) -> String {
-    use std::os::unix::io::AsRawFd;
-    let status = dir.join("status");
-    if let Ok(f) = std::fs::File::open(&status) {
-        // SAFETY: flock on a descriptor this function owns; released when
-        // `f` is dropped.
-        let busy = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK);
-        if busy {
-            let pid = std::fs::read_to_string(&status)
-                .ok()
-                .and_then(|t| {
-                    t.lines()
-                        .find_map(|l| l.strip_prefix("PID: ").map(|p| p.trim().to_string()))
-                })
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default();
-            return format!(
-                "another process{pid} has this directory open; chDB allows one process per directory"
-            );
-        }
+    if let Some(reason) = held_by_another(dir) {
+        return reason;
     }
     if !writable(dir) {
         return "the directory is not writable: the engine writes its status file and its \
@@ -477,6 +467,33 @@ fn connect_failure(dir: &Path) -> String {
             .into();
     }
     "chdb_connect failed (the engine's message is above)".into()
+}
+
+/// Why `dir` cannot be opened when another process holds its engine's
+/// lock on `DIR/status` (ClickHouse's one-server-per-directory lock):
+/// its pid, as the status file says.
+fn held_by_another(dir: &Path) -> Option<String> {
+    use std::os::unix::io::AsRawFd;
+    let status = dir.join("status");
+    let f = std::fs::File::open(&status).ok()?;
+    // SAFETY: flock on a descriptor this function owns; released when `f`
+    // is dropped.
+    let busy = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK);
+    if !busy {
+        return None;
+    }
+    let pid = std::fs::read_to_string(&status)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PID: ").map(|p| p.trim().to_string()))
+        })
+        .map(|p| format!(" (pid {p})"))
+        .unwrap_or_default();
+    Some(format!(
+        "another process{pid} has this directory open; chDB allows one process per directory"
+    ))
 }
 
 /// Whether this process may write in `dir`.
