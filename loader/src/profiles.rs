@@ -618,7 +618,8 @@ fn write_tree(
 /// stored types (a typo such as `cpu:ns`, never what was meant); a stored
 /// type whose range or selector matched nothing gives its empty answer,
 /// exit 0 (an idle hour is an answer), with a note on `err` saying what
-/// matched nothing, so a mistyped label value does not pass unseen.
+/// matched nothing, so a mistyped label value does not pass unseen (`svg`:
+/// no note, as an empty `.svg` is an error of its own).
 ///
 /// # Errors
 /// [`Error::Usage`] for an unknown type; the engine's error.
@@ -627,9 +628,14 @@ fn empty_answer(
     opts: &QueryOptions,
     sel: &SelectionArgs,
     function: Option<&str>,
+    svg: bool,
     err: &mut dyn Write,
 ) -> Result<()> {
     require_type(backend, opts, &sel.profile_type)?;
+    if svg {
+        // `write_tree` refuses to draw it, in one line: no note before.
+        return Ok(());
+    }
     let mut what = match function {
         Some(f) => format!("function {f:?} is in no stack"),
         None => "no samples".to_string(),
@@ -754,12 +760,7 @@ pub fn flame_command(
     let sql = cq::flame_sql_filtered(opts, &s, args.max_nodes, &args.filter.filter())?;
     let nodes = nodes(backend, &sql)?;
     if no_value(&nodes) {
-        if is_svg(&args.out) {
-            // `write_tree` refuses to draw it, in one line.
-            require_type(backend, opts, &s.profile_type)?;
-        } else {
-            empty_answer(backend, opts, &args.sel, None, err)?;
-        }
+        empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
     }
     write_tree(
         &nodes,
@@ -835,11 +836,7 @@ pub fn diff_command(
     )?;
     let nodes = nodes(backend, &sql)?;
     if no_value(&nodes) {
-        if is_svg(&args.out) {
-            require_type(backend, opts, &a.profile_type)?;
-        } else {
-            empty_answer(backend, opts, &args.sel, None, err)?;
-        }
+        empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
     }
     write_tree(
         &nodes,
@@ -891,7 +888,7 @@ pub fn top_command(
         &args.filter.filter(),
     )?;
     if rows.is_empty() {
-        empty_answer(backend, opts, &args.sel, None, err)?;
+        empty_answer(backend, opts, &args.sel, None, false, err)?;
     }
     writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
     for r in rows {
@@ -950,11 +947,7 @@ pub fn sandwich_command(
             .into_iter()
             .flatten()
             .any(|p| is_svg(p));
-        if svg {
-            require_type(backend, opts, &s.profile_type)?;
-        } else {
-            empty_answer(backend, opts, &args.sel, Some(&args.function), err)?;
-        }
+        empty_answer(backend, opts, &args.sel, Some(&args.function), svg, err)?;
     }
     if let Some(p) = &args.callers {
         let title = format!("callers of {}", args.function);
@@ -1026,7 +1019,7 @@ pub fn series_command(
     let tsv = backend.query_tsv(&sql)?;
     if tsv.is_empty() {
         let functions = (args.by.is_none()).then(|| args.functions.join(", "));
-        empty_answer(backend, opts, &args.sel, functions.as_deref(), err)?;
+        empty_answer(backend, opts, &args.sel, functions.as_deref(), false, err)?;
     }
     writeln!(out, "time\t{column}\tvalue").map_err(out_err)?;
     out.write_all(tsv.as_bytes()).map_err(out_err)
