@@ -882,7 +882,8 @@ fn export_keeps_files_and_lines() {
     assert_eq!(traces(&out), traces(&input));
 }
 
-/// `profile top` into a pipe its reader closes at once: exit 0, no error.
+/// `profile top` and `load` into a pipe its reader closes at once: exit 0,
+/// no error.
 #[test]
 fn a_closed_pipe_ends_profile_output_quietly() {
     let data = temp_path("cpcli-pipe");
@@ -916,6 +917,32 @@ fn a_closed_pipe_ends_profile_output_quietly() {
         o.stderr.is_empty(),
         "{}",
         String::from_utf8_lossy(&o.stderr)
+    );
+    // `load` into a closed pipe (`load ... | head -1`): its report is lost,
+    // not its work: every file is stored, exit 0, nothing on stderr (it
+    // panicked on the first line).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(bin())
+        .args(["load", "--data"])
+        .arg(&data)
+        .arg(dir().join("block.pb.gz"))
+        .arg(dir().join("cpu.pb.gz"))
+        .stdout(writer)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT uniqExact(profile_id) FROM flamehouse.cp_profiles"
+        ),
+        "3"
     );
 }
 

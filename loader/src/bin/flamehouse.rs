@@ -26,6 +26,20 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A line of the command's report on stdout. A reader that went away
+/// (`load ... | head -1`) loses the rest of the report, not the work: the
+/// command goes on (a load stores every file) and exits as it would have
+/// (`println!` panicked there).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                eprintln!("flamehouse: writing stdout: {e}");
+            }
+        }
+    }};
+}
+
 #[derive(Parser, Debug)]
 #[command(version, about = "Flame graphs computed inside ClickHouse")]
 struct Cli {
@@ -568,7 +582,7 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
 }
 
 fn print_continuous(s: &ContinuousSummary) {
-    println!(
+    say!(
         "{}: profile {:016x} | types {} | {} sample rows | {} series | {} stacks | {} frames | symbolized {:.1}%",
         s.source,
         s.profile_id,
@@ -580,7 +594,7 @@ fn print_continuous(s: &ContinuousSummary) {
         s.symbolized_percent,
     );
     for m in &s.missing_modules {
-        println!("  no symbols: {m}");
+        say!("  no symbols: {m}");
     }
 }
 
@@ -593,7 +607,7 @@ fn print_summary(s: &LoadSummary) {
         .peak
         .map(|(v, t)| format!("{v} bytes at {}", flame::format_utc_ms(t)))
         .unwrap_or_else(|| "-".into());
-    println!(
+    say!(
         "{}: process {} | {} snapshots ({} new) | {} stacks | {} frames | {} sample rows | symbolized {:.1}% | span {span} | peak {peak}{}",
         s.source,
         s.process_id,
@@ -606,7 +620,7 @@ fn print_summary(s: &LoadSummary) {
         if s.torn_tail { " | file ends in a partial record (still being written?)" } else { "" }
     );
     for m in &s.missing_modules {
-        println!("  no symbols: {m}");
+        say!("  no symbols: {m}");
     }
 }
 
@@ -706,23 +720,23 @@ fn run() -> anyhow::Result<()> {
                 schema::recreate_views(&*engine, &schema.options(), true)?;
             }
             if applied.is_empty() {
-                println!("schema {} is up to date", schema.database);
+                say!("schema {} is up to date", schema.database);
             } else {
-                println!("schema {}: applied migrations {applied:?}", schema.database);
+                say!("schema {}: applied migrations {applied:?}", schema.database);
             }
             if let Some(days) = retention {
                 continuous::set_retention(&*engine, &schema.options(), days)?;
             }
             match continuous::retention_days(&*engine, &schema.database)? {
-                Some(d) => println!("continuous profiles kept {d} days"),
-                None => println!("continuous profiles kept forever (no TTL)"),
+                Some(d) => say!("continuous profiles kept {d} days"),
+                None => say!("continuous profiles kept forever (no TTL)"),
             }
             Ok(())
         }
         Command::Compact { schema, target } => {
             let engine = target.backend()?;
             for (table, before, after) in schema::compact(&*engine, &schema.options())? {
-                println!("{}.{table}: {before} -> {after} parts", schema.database);
+                say!("{}.{table}: {before} -> {after} parts", schema.database);
             }
             Ok(())
         }
@@ -947,7 +961,7 @@ fn run() -> anyhow::Result<()> {
                 }
             }
             if let Some(line) = batch_summary {
-                println!("{line}");
+                say!("{line}");
             }
             if failed > 0 {
                 if files.len() > 1 {
@@ -971,7 +985,7 @@ fn run() -> anyhow::Result<()> {
             // An unknown process is an error that says how to list them.
             let p = flame::resolve_process(&*engine, db, &process)?;
             ingest::delete_process(&*engine, db, p.id)?;
-            println!("deleted process {} ({}) from {db}", p.id, p.name);
+            say!("deleted process {} ({}) from {db}", p.id, p.name);
             Ok(())
         }
         Command::Flame {
@@ -993,7 +1007,7 @@ fn run() -> anyhow::Result<()> {
                 std::fs::write(&out, f.lines.join("\n") + "\n")
                     .with_context(|| format!("writing {}", out.display()))?;
             }
-            println!("wrote {} ({} stacks)", out.display(), f.lines.len());
+            say!("wrote {} ({} stacks)", out.display(), f.lines.len());
             Ok(())
         }
         Command::Profile { command } => run_profile(command),
@@ -1005,7 +1019,7 @@ fn run() -> anyhow::Result<()> {
                         .with_context(|| format!("creating {}", d.display()))?;
                 }
                 std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
-                println!("wrote {}", p.display());
+                say!("wrote {}", p.display());
             }
             Ok(())
         }
