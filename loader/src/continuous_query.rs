@@ -1069,6 +1069,33 @@ impl SelectionSql {
         )
     }
 
+    /// `SELECT profile_id` of the stored profiles the selection reads
+    /// samples of: those with a selected series in the range (a selection
+    /// that filters sample rows, by span or numeric label, reads the
+    /// samples for their profile ids). The pprof export takes its time,
+    /// duration and period from these profiles alone.
+    #[must_use]
+    pub fn profile_ids(&self, db: &Ident) -> String {
+        match self.fine_parts.first() {
+            Some(p) if p.source == Source::Raw => format!(
+                "SELECT DISTINCT profile_id FROM {db}.cp_samples \
+                 WHERE profile_type = {ty} AND {svc} AND {range} AND {series}",
+                ty = self.profile_type,
+                svc = self.service,
+                range = p.range,
+                series = self.series_in(db),
+            ),
+            _ => format!(
+                "SELECT DISTINCT profile_id FROM {db}.cp_series_profiles \
+                 WHERE profile_type = {ty} AND {svc} AND {range} AND {series}",
+                ty = self.profile_type,
+                svc = self.service,
+                range = self.profiles,
+                series = self.series_in(db),
+            ),
+        }
+    }
+
     /// The time column of a part's table as the query reads it.
     fn time_of(&self, source: Source) -> String {
         let c = time_col(source);

@@ -404,6 +404,22 @@ pub fn export_pprof(
             }
         }
     }
+    // Time, duration and period of the profiles the selection read (not of
+    // every profile of the types in the range: another service's period).
+    let ids = kept
+        .iter()
+        .map(|t| {
+            Selection {
+                profile_type: t.clone(),
+                from_ms,
+                to_ms,
+                selector: selector.clone(),
+            }
+            .sql(opts)
+            .profile_ids(db)
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
     let list = kept
         .iter()
         .map(|t| sql_string(t))
@@ -412,7 +428,8 @@ pub fn export_pprof(
     let meta = backend.query_tsv(&format!(
         "SELECT min(toUnixTimestamp64Nano(ts)), max(toUnixTimestamp64Nano(ts) + duration_ns), \
          anyIf(period, period > 0), anyIf(period_type, period_type != '') \
-         FROM {db}.cp_profiles WHERE profile_type IN ({list}) AND ts >= {t1} AND ts < {t2}"
+         FROM {db}.cp_profiles WHERE profile_type IN ({list}) AND ts >= {t1} AND ts < {t2} \
+         AND profile_id IN ({ids})"
     ))?;
     let m: Vec<&str> = meta.trim_end_matches('\n').split('\t').collect();
     let num = |i: usize| m.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);

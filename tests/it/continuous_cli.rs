@@ -882,6 +882,70 @@ fn export_keeps_files_and_lines() {
     assert_eq!(traces(&out), traces(&input));
 }
 
+/// The export's time, duration and period are those of the profiles the
+/// selection read: the same CPU profile stored for two services, an hour
+/// apart, exported for the later one, says the later time (it said the
+/// earlier one: every profile of the type in the range was asked).
+#[test]
+fn export_times_are_the_selected_profiles() {
+    let go = Command::new("go").arg("version").output();
+    assert!(
+        go.is_ok_and(|o| o.status.success()),
+        "this test needs Go's `go tool pprof`: run scripts/setup-tools.sh"
+    );
+    let data = temp_path("cpcli-export-time");
+    let input = dir().join("cpu.pb.gz").display().to_string();
+    for (service, time) in [
+        ("early", "2026-11-30T10:00:00Z"),
+        ("late", "2026-11-30T11:00:00Z"),
+    ] {
+        fh(
+            &data,
+            &["load", &input, "--service", service, "--time", time],
+        );
+    }
+    let raw = |selector: &str| {
+        let out = data.join(format!("{}.pb.gz", selector.len()));
+        fh(
+            &data,
+            &[
+                "profile",
+                "export",
+                "--from",
+                "2026-11-30 09:00:00",
+                "--to",
+                "2026-11-30 13:00:00",
+                "--selector",
+                selector,
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        pprof(&["-raw"], &out)
+    };
+    let time = |raw: &str| {
+        raw.lines()
+            .find_map(|l| l.strip_prefix("Time: "))
+            .unwrap_or_else(|| panic!("no Time in {raw}"))
+            .to_string()
+    };
+    let late = raw(r#"{service="late"}"#);
+    assert!(time(&late).contains("11:00:00"), "{}", time(&late));
+    let both = raw(r#"{service=~"early|late"}"#);
+    assert!(time(&both).contains("10:00:00"), "{}", time(&both));
+    let duration = |raw: &str| {
+        raw.lines()
+            .find_map(|l| l.strip_prefix("Duration: "))
+            .unwrap_or_else(|| panic!("no Duration in {raw}"))
+            .to_string()
+    };
+    // One profile's duration alone (it reached to the end of the other).
+    assert_eq!(
+        duration(&late),
+        duration(&pprof(&["-raw"], &dir().join("cpu.pb.gz")))
+    );
+}
+
 /// `profile top` and `load` into a pipe its reader closes at once: exit 0,
 /// no error.
 #[test]
