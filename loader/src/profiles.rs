@@ -653,6 +653,63 @@ fn empty_answer(
         // `write_tree` refuses to draw it, in one line: no note before.
         return Ok(());
     }
+    writeln!(
+        err,
+        "flamehouse: nothing matched: {}",
+        what_matched(sel, function)
+    )
+    .map_err(out_err)
+}
+
+/// Says why an answer is empty when the selection itself has samples: a
+/// narrowing (`--focus`, `--ignore`, `--function-regex`) left none of
+/// them, or (no narrowing) every sample's stack is empty, so `top` lists
+/// no function (pprof's "0 of N total", a Go `threadcreate` profile).
+/// Returns whether it did (then [`empty_answer`] is not asked); no note for
+/// an SVG, which `write_tree` refuses in one line.
+///
+/// # Errors
+/// The engine's; writing `err`.
+fn narrowed_away(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    s: &Selection,
+    narrowing: &[String],
+    svg: bool,
+    err: &mut dyn Write,
+) -> Result<bool> {
+    let total = nodes(backend, &cq::flame_sql(opts, s, 2))?
+        .first()
+        .map_or(0, |n| n.value);
+    if total == 0 {
+        return Ok(false);
+    }
+    let why = if narrowing.is_empty() {
+        format!("every sample of the selection has an empty stack (its total is {total}): no function to list")
+    } else {
+        format!(
+            "{} left no sample of the selection (its total is {total})",
+            narrowing.join(" with ")
+        )
+    };
+    if !svg {
+        writeln!(err, "flamehouse: nothing matched: {why}").map_err(out_err)?;
+    }
+    Ok(true)
+}
+
+impl FilterArgs {
+    /// The narrowing flags given, as typed (`--focus 'x'`), for notes.
+    fn given(&self) -> Vec<String> {
+        [("--focus", &self.focus), ("--ignore", &self.ignore)]
+            .into_iter()
+            .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag} {v:?}")))
+            .collect()
+    }
+}
+
+/// What a selection asked for, for a note that nothing matched it.
+fn what_matched(sel: &SelectionArgs, function: Option<&str>) -> String {
     let mut what = match function {
         Some(f) => format!("function {f:?} is in no stack"),
         None => "no samples".to_string(),
@@ -667,7 +724,7 @@ fn empty_answer(
     if let Some(id) = &sel.span_id {
         what.push_str(&format!(" in span {id}"));
     }
-    writeln!(err, "flamehouse: nothing matched: {what}").map_err(out_err)
+    what
 }
 
 /// [`Error::Usage`] naming the stored types when nothing of `profile_type`
@@ -777,7 +834,12 @@ pub fn flame_command(
     let sql = cq::flame_sql_filtered(opts, &s, args.max_nodes, &args.filter.filter())?;
     let nodes = nodes(backend, &sql)?;
     if no_value(&nodes) {
-        empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
+        let narrowing = args.filter.given();
+        if narrowing.is_empty()
+            || !narrowed_away(backend, opts, &s, &narrowing, is_svg(&args.out), err)?
+        {
+            empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
+        }
     }
     write_tree(
         &nodes,
@@ -832,14 +894,14 @@ pub fn diff_command(
 ) -> Result<()> {
     let now = now_ms();
     let a = args.sel.selection(now)?;
-    let b = SelectionArgs {
+    let b_args = SelectionArgs {
         profile_type: args.sel.profile_type.clone(),
         from: args.from_b.clone().unwrap_or(args.sel.from.clone()),
         to: args.to_b.clone().unwrap_or(args.sel.to.clone()),
         selector: args.selector_b.clone().unwrap_or(args.sel.selector.clone()),
         span_id: args.sel.span_id.clone(),
-    }
-    .selection(now)?;
+    };
+    let b = b_args.selection(now)?;
     for s in [&a, &b] {
         check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     }
@@ -852,8 +914,44 @@ pub fn diff_command(
         &args.filter.filter(),
     )?;
     let nodes = nodes(backend, &sql)?;
-    if no_value(&nodes) {
-        empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
+    let (total_a, total_b) = nodes.first().map_or((0, 0), |n| (n.value, n.value_right));
+    if total_a == 0 || total_b == 0 {
+        // A side with nothing (a mistyped label value) gets its note even
+        // when the other side draws. Each side is asked alone: a
+        // normalized baseline is 0 when the comparison is.
+        let filter = args.filter.filter();
+        let empty = |s: &Selection| -> Result<bool> {
+            Ok(no_value(&self::nodes(
+                backend,
+                &cq::flame_sql_filtered(opts, s, 2, &filter)?,
+            )?))
+        };
+        let (empty_a, empty_b) = (empty(&a)?, empty(&b)?);
+        if empty_a && empty_b {
+            empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
+            if !is_svg(&args.out) && what_matched(&b_args, None) != what_matched(&args.sel, None) {
+                writeln!(
+                    err,
+                    "flamehouse: nothing matched in the comparison either: {}",
+                    what_matched(&b_args, None)
+                )
+                .map_err(out_err)?;
+            }
+        } else {
+            for (side, empty, sel) in [
+                ("baseline", empty_a, &args.sel),
+                ("comparison", empty_b, &b_args),
+            ] {
+                if empty {
+                    writeln!(
+                        err,
+                        "flamehouse: nothing matched in the {side}: {}",
+                        what_matched(sel, None)
+                    )
+                    .map_err(out_err)?;
+                }
+            }
+        }
     }
     write_tree(
         &nodes,
@@ -905,7 +1003,13 @@ pub fn top_command(
         &args.filter.filter(),
     )?;
     if rows.is_empty() {
-        empty_answer(backend, opts, &args.sel, None, false, err)?;
+        let mut narrowing = args.filter.given();
+        if let Some(r) = &args.function_regex {
+            narrowing.push(format!("--function-regex {r:?}"));
+        }
+        if !narrowed_away(backend, opts, &s, &narrowing, false, err)? {
+            empty_answer(backend, opts, &args.sel, None, false, err)?;
+        }
     }
     writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
     for r in rows {

@@ -1282,6 +1282,92 @@ fn an_unknown_type_names_the_stored_ones() {
     );
 }
 
+/// An empty answer says why, in one line: a `--focus` or
+/// `--function-regex` that left nothing names itself and the selection's
+/// total (it said "no samples", blaming the range); a profile whose stacks
+/// are all empty (Go's `threadcreate`) has a total but no function to
+/// list; a diff whose comparison matches nothing says so even though the
+/// baseline draws (it said nothing), also normalized (it blamed the
+/// baseline's selector).
+#[test]
+fn empty_answers_say_why() {
+    let data = temp_path("cpcli-why");
+    fh(
+        &data,
+        &["load", &dir().join("cpu.pb.gz").display().to_string()],
+    );
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let run = |args: &[&str]| {
+        let mut all = vec![
+            "profile", args[0], "--type", args[1], "--from", &from, "--to", &to,
+        ];
+        all.extend_from_slice(&args[2..]);
+        let out = fh_out(&data, &all);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        err
+    };
+    let total = "its total is 590000000";
+    for narrowing in [["--focus", "nomatch"], ["--function-regex", "nomatch"]] {
+        let err = run(&[&["top", "cpu:nanoseconds"][..], &narrowing[..]].concat());
+        assert!(
+            err.contains(&format!("{} \"nomatch\" left no sample", narrowing[0]))
+                && err.contains(total),
+            "{err}"
+        );
+    }
+    let folded = data.join("f.folded").display().to_string();
+    let err = run(&[
+        "flame",
+        "cpu:nanoseconds",
+        "--focus",
+        "nomatch",
+        "--out",
+        &folded,
+    ]);
+    assert!(
+        err.contains("--focus \"nomatch\" left no sample") && err.contains(total),
+        "{err}"
+    );
+    for normalize in [None, Some("--normalize")] {
+        let mut args = vec![
+            "diff",
+            "cpu:nanoseconds",
+            "--selector-b",
+            "{version=\"9.9.9\"}",
+            "--out",
+            &folded,
+        ];
+        args.extend(normalize);
+        let err = run(&args);
+        assert!(
+            err.contains("nothing matched in the comparison: no samples")
+                && err.contains("{version=\"9.9.9\"}"),
+            "{err}"
+        );
+    }
+    // A profile of empty stacks alone (a folded file's line without frames).
+    let empty = data.join("empty.folded");
+    std::fs::write(&empty, " 12\n").unwrap();
+    fh(
+        &data,
+        &[
+            "load",
+            &empty.display().to_string(),
+            "--folded-type",
+            "threads:count",
+            "--time",
+            &from,
+        ],
+    );
+    let err = run(&["top", "threads:count"]);
+    assert!(
+        err.contains("every sample of the selection has an empty stack (its total is 12)"),
+        "{err}"
+    );
+}
+
 /// `profile top`, `profile flame` and `profile diff` with `--focus` and
 /// `--ignore` equal `go tool pprof -focus/-ignore` on the Go CPU and heap
 /// profiles: top functions (flat, cum) = `-top`, the flame graph's stacks
