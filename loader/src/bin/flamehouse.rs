@@ -759,6 +759,9 @@ fn run() -> anyhow::Result<()> {
             batch_rows,
             target,
         } => {
+            // Before anything is read: a key given twice is the user's
+            // mistake, the same for every file.
+            continuous::check_label_keys(&labels, &text.bpftrace_labels)?;
             if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
             }

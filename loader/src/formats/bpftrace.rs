@@ -19,8 +19,11 @@
 //!   the kernel frames sit on top of the user frames); an empty part (an
 //!   empty `kstack` prints as `@[, `) adds nothing;
 //! - value parts become root frames (the first part the root, as
-//!   FlameGraph's collapsers do with comm), or sample labels named by
-//!   [`BpftraceOptions::labels`] in order;
+//!   FlameGraph's collapsers do with comm), or, when
+//!   [`BpftraceOptions::labels`] names them, sample labels in order. bpftrace
+//!   does not quote values: a comm `W, C` prints as two parts. With N names
+//!   the key has N value parts and the last takes the rest (right for the
+//!   last part; a separator inside an earlier part stays ambiguous);
 //! - `sym+off` -> a symbol without module; perf form -> a symbol with its
 //!   module; a raw address (`0x55..`: the target exited before bpftrace
 //!   printed, or `[unknown]` in perf form) -> an address frame for the
@@ -31,6 +34,7 @@
 //! - time: one batch at [`BpftraceOptions::time_ns`] (default: the file's
 //!   modification time, when bpftrace printed the maps at exit).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
@@ -44,9 +48,10 @@ const NAME: &str = "bpftrace output";
 /// How bpftrace map keys become samples.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BpftraceOptions {
-    /// Label keys of the key's value parts, in order (`comm`, `tid`);
-    /// value parts beyond these become root frames. Default: none (every
-    /// value part a root frame).
+    /// Label keys of the key's value parts, in order (`comm`, `tid`): N
+    /// names say the key has N value parts, the last taking any rest (a
+    /// value holding `, `); more parts past a stack are an error. Default:
+    /// none (every value part a root frame).
     pub labels: Vec<String>,
     /// Time of the profile, ns since the epoch. Default: `None`, the
     /// file's modification time.
@@ -200,21 +205,45 @@ fn negative(map: &str, value: i64) -> String {
 
 fn entry(map: usize, key: &str, value: i64, options: &BpftraceOptions) -> Result<Entry, String> {
     let mut frames = Vec::new();
+    // Non-empty value parts, with the number of stacks before each.
     let mut values = Vec::new();
+    let mut stacks = 0;
     for p in parts(key)? {
         match p {
             Part::Stack(fs) => {
+                stacks += 1;
                 for f in fs {
                     frames.push(frame(f)?);
                 }
             }
             Part::Value("") => {}
-            Part::Value(v) => values.push(v),
+            Part::Value(v) => values.push((v, stacks)),
         }
     }
+    // bpftrace joins the parts with `, ` (`,` in JSON) without quoting: a
+    // comm `W, C` splits in two. With N names the key has N value parts,
+    // so the last takes the rest (right when the value holding the
+    // separator is the last one, as comm in `@[ustack, comm]`).
+    let n = options.labels.len();
+    if n > 0 && values.len() > n {
+        let (first, in_stack) = values[n - 1];
+        let (last, last_stack) = values[values.len() - 1];
+        if in_stack != last_stack {
+            return Err(format!(
+                "the key has {} non-stack parts, more than the {n} label names given \
+                 (--bpftrace-labels)",
+                values.len()
+            ));
+        }
+        let start = first.as_ptr() as usize - key.as_ptr() as usize;
+        let end = last.as_ptr() as usize - key.as_ptr() as usize + last.len();
+        values.truncate(n - 1);
+        values.push((&key[start..end], in_stack));
+    }
+    let values = values.into_iter().map(|(v, _)| v);
     let mut labels = Vec::new();
     let mut roots = Vec::new();
-    for (i, v) in values.into_iter().enumerate() {
+    for (i, v) in values.enumerate() {
         match options.labels.get(i) {
             Some(k) => labels.push(Label {
                 key: k.clone(),
@@ -255,6 +284,18 @@ fn map_head(line: &str) -> Option<(&str, Option<&str>)> {
     }
 }
 
+/// Whether a printed value is a `stats()` entry's, `count N, average N,
+/// total N` (no count or sum: its map is skipped, as JSON's `stats` type).
+fn is_stats(value: &str) -> bool {
+    let mut fields = value.split(", ");
+    ["count ", "average ", "total "].iter().all(|p| {
+        fields
+            .next()
+            .and_then(|f| f.strip_prefix(p))
+            .is_some_and(|n| n.parse::<i64>().is_ok())
+    }) && fields.next().is_none()
+}
+
 /// The key text and value of a line ending an entry (`...]: 12`).
 fn entry_end(line: &str) -> Option<(&str, &str)> {
     if let Some(key) = line.trim_end().strip_suffix("]:") {
@@ -290,6 +331,16 @@ pub fn parse(
         })
     };
     let mut entries = Vec::new();
+    // Maps that carry no count or sum, named in the error of a file with
+    // nothing else: (name, what bpftrace printed), in order.
+    // (A cell: the text branch's entry closure and its loop both skip.)
+    let skipped: RefCell<Vec<(String, &str)>> = RefCell::default();
+    let skip = |name: &str, what: &'static str| {
+        let mut s = skipped.borrow_mut();
+        if !s.iter().any(|(n, _)| n == name) {
+            s.push((name.to_owned(), what));
+        }
+    };
     let json = text.trim_start().starts_with('{');
     if json {
         for (n, line) in text.lines().enumerate() {
@@ -298,16 +349,26 @@ pub fn parse(
             }
             let v: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| err(n, format!("bad JSON: {e}")))?;
-            if v.get("type").and_then(serde_json::Value::as_str) != Some("map") {
-                continue;
-            }
+            let skipped_as = match v.get("type").and_then(serde_json::Value::as_str) {
+                Some("map") => None,
+                // `stats()` and `avg()` maps (bpftrace 0.17 prints both as
+                // `stats`), `hist()` and `lhist()`.
+                Some("stats") => Some("stats() or avg()"),
+                Some("hist") => Some("histogram"),
+                _ => continue, // not a map: printf output, probes attached
+            };
             let data = v
                 .get("data")
                 .and_then(serde_json::Value::as_object)
                 .ok_or_else(|| err(n, "a map without its `data` object".into()))?;
             for (name, m) in data {
+                if let Some(what) = skipped_as {
+                    skip(name, what);
+                    continue;
+                }
                 let Some(m) = m.as_object() else {
-                    continue; // a scalar map
+                    skip(name, "no key");
+                    continue;
                 };
                 let name = name
                     .strip_prefix('@')
@@ -333,9 +394,15 @@ pub fn parse(
         // (first line, map name, key text lines so far)
         let mut open: Option<(usize, &str, Vec<&str>)> = None;
         // A finished entry: skipped when it has no value (the head of a
-        // keyed histogram, whose buckets follow on their own lines).
+        // keyed histogram, whose buckets follow on their own lines) or a
+        // `stats()` value.
         let mut finish = |n: usize, start: usize, name: &str, key: &str, value: &str| {
             if value.is_empty() {
+                skip(&format!("@{name}"), "histogram");
+                return Ok(());
+            }
+            if is_stats(value) {
+                skip(&format!("@{name}"), "stats()");
                 return Ok(());
             }
             let value: i64 = value.parse().map_err(|_| {
@@ -375,7 +442,17 @@ pub fn parse(
                 continue; // not a map: `Attaching ...`, printf output
             };
             let Some(rest) = rest else {
-                continue; // a scalar map or a histogram's head
+                // A scalar map or a histogram's head (`@h: `, buckets below).
+                let value = line[name.len() + 2..].trim();
+                skip(
+                    &format!("@{name}"),
+                    if value.is_empty() {
+                        "histogram"
+                    } else {
+                        "no key"
+                    },
+                );
+                continue;
             };
             match entry_end(rest) {
                 Some((key, value)) => finish(n, n, name, key, value)?,
@@ -390,10 +467,16 @@ pub fn parse(
         }
     }
     if entries.is_empty() {
+        let mut message = "no keyed map entry of count() or sum() (`@[...]: N`)".to_owned();
+        let skipped = skipped.into_inner();
+        if !skipped.is_empty() {
+            let list: Vec<String> = skipped.iter().map(|(n, w)| format!("{n} ({w})")).collect();
+            message += &format!("; skipped: {}", list.join(", "));
+        }
         return Err(Error::File {
             format: NAME,
             path: path.to_owned(),
-            message: "no keyed map entry (`@[...]: N`)".into(),
+            message,
         });
     }
     let types: Vec<(String, String, String)> = maps

@@ -30,7 +30,9 @@ pub struct TextArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub perf_window: Option<u64>,
     /// bpftrace: label keys of the map key's non-stack parts, in order
-    /// (`comm,tid`); parts without a name become root frames.
+    /// (`comm,tid`), one per part, the last taking any rest (a comm
+    /// holding `, `); without it every part is a root frame. Not
+    /// `service` (--service sets it), a name twice, or a --label key.
     #[arg(long, value_delimiter = ',', value_parser = parse_label_key)]
     pub bpftrace_labels: Vec<String>,
     /// Folded stacks: the profile type the counts are stored as,
@@ -137,6 +139,10 @@ fn parse_type(s: &str) -> Result<ProfileType, String> {
 }
 
 fn parse_label_key(s: &str) -> Result<String, String> {
+    // As `--label service=x`: a label `service` would override --service.
+    if s == crate::ingest::continuous::SERVICE_LABEL {
+        return Err("the service is set with --service, not as a label".into());
+    }
     let ok = s.len() <= 64
         && s.bytes()
             .next()
@@ -353,6 +359,7 @@ mod tests {
             &["--folded-type=cpu:sam'ples:count"],
             &["--bpftrace-labels=comm,1tid"],
             &["--bpftrace-labels=a b"],
+            &["--bpftrace-labels=comm,service"],
             &["--perf-window=0"],
             &["--perf-window=-1"],
         ] {

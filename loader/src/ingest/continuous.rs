@@ -199,6 +199,43 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// Checks the label keys of a load's flags: `labels` (`--label`) and
+/// `sample_keys`, the keys a reader gives each sample (`--bpftrace-labels`):
+/// a key given twice would keep one of its values unsaid (the last
+/// `--label`; the sample's over the user's), and `service` is the
+/// service option's.
+///
+/// # Errors
+/// [`Error::Usage`] naming the key and its flags.
+pub fn check_label_keys(labels: &[(String, String)], sample_keys: &[String]) -> Result<()> {
+    for (i, (k, _)) in labels.iter().enumerate() {
+        if labels[..i].iter().any(|(p, _)| p == k) {
+            return Err(Error::Usage(format!(
+                "--label {k}: the key is given twice (a series has one value per key)"
+            )));
+        }
+    }
+    for (i, k) in sample_keys.iter().enumerate() {
+        if k == SERVICE_LABEL {
+            return Err(Error::Usage(format!(
+                "--bpftrace-labels {k}: the service is set with --service, not as a label"
+            )));
+        }
+        if sample_keys[..i].contains(k) {
+            return Err(Error::Usage(format!(
+                "--bpftrace-labels {k}: the name is given twice"
+            )));
+        }
+        if labels.iter().any(|(p, _)| p == k) {
+            return Err(Error::Usage(format!(
+                "--label {k} and --bpftrace-labels {k}: the key is given twice (a series has one \
+                 value per key)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The stored span id of a label value: 1 to 16 hex digits (a W3C /
 /// OpenTelemetry span id, any case) as their 64-bit number; an empty value
 /// 0 (no span); anything else the [`stable_hash`] of its bytes, so a query
@@ -550,6 +587,7 @@ fn base_labels(opts: &ContinuousOptions) -> Result<BTreeMap<String, String>> {
             .clone()
             .unwrap_or_else(|| DEFAULT_SERVICE.to_string()),
     );
+    check_label_keys(&opts.labels, &opts.read.bpftrace.labels)?;
     for (k, v) in &opts.labels {
         parse_label(&format!("{k}={v}"))?;
         m.insert(k.clone(), v.clone());
@@ -1475,6 +1513,49 @@ mod tests {
             let e = parse_label(bad).unwrap_err().to_string();
             assert!(e.starts_with("label "), "{e}");
             assert!(!e.contains('\n'));
+        }
+    }
+
+    /// `--label k=a --label k=b` kept `k=b` without a word, and
+    /// `--bpftrace-labels` could name `service` (overriding `--service`),
+    /// a key twice (comm="29683,spin") or a `--label` key: each refused in
+    /// one line naming the key, by [`base_labels`] too.
+    #[test]
+    fn a_label_key_given_twice_or_service_is_refused() {
+        let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let keys = |ks: &[&str]| ks.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+        assert!(check_label_keys(&[kv("a", "1"), kv("b", "1")], &keys(&["comm", "tid"])).is_ok());
+        for (labels, sample, want) in [
+            (
+                vec![kv("k", "a"), kv("k", "b")],
+                keys(&[]),
+                "--label k: the key is given twice",
+            ),
+            (
+                vec![],
+                keys(&["service", "tid"]),
+                "--bpftrace-labels service: the service is set with --service",
+            ),
+            (
+                vec![],
+                keys(&["comm", "comm"]),
+                "--bpftrace-labels comm: the name is given twice",
+            ),
+            (
+                vec![kv("comm", "x")],
+                keys(&["comm"]),
+                "--label comm and --bpftrace-labels comm: the key is given twice",
+            ),
+        ] {
+            let e = check_label_keys(&labels, &sample).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+            let mut opts = ContinuousOptions {
+                labels: labels.clone(),
+                ..Default::default()
+            };
+            opts.read.bpftrace.labels = sample;
+            assert_eq!(base_labels(&opts).unwrap_err().to_string(), e);
         }
     }
 

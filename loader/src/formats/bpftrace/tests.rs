@@ -254,7 +254,6 @@ printf output between maps
 [2, 4)                 1 |@@@@@@@@@@@@@@@@@                                   |
 ";
     let options = BpftraceOptions {
-        labels: vec!["comm".into()],
         time_ns: Some(42),
         duration_ns: 7,
         ..Default::default()
@@ -275,9 +274,185 @@ printf output between maps
     assert_eq!(b.values, [120, 0, 0, 3]);
     let mut frames = Vec::new();
     r.stack(b.stacks[0], &mut frames);
-    assert_eq!(frames.iter().map(name).collect::<Vec<_>>(), ["f", "g", "7"]);
+    assert_eq!(
+        frames.iter().map(name).collect::<Vec<_>>(),
+        ["f", "g", "7", "app"]
+    );
     r.stack(b.stacks[1], &mut frames);
-    assert_eq!(frames.iter().map(name).collect::<Vec<_>>(), ["8"]);
+    assert_eq!(frames.iter().map(name).collect::<Vec<_>>(), ["8", "app"]);
+}
+
+/// The sample labels of each stack, as `k=v` joined by `,`, with the
+/// stack root first, per stack.
+fn labelled(r: &mut text::TextReader) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let (mut frames, mut labels) = (Vec::new(), Vec::new());
+    for e in r.events() {
+        let Event::Batch(b) = e else { continue };
+        for &k in &b.stacks {
+            r.stack(k, &mut frames);
+            r.labels(k, &mut labels);
+            let s: Vec<String> = frames.iter().rev().map(name).collect();
+            let l: Vec<String> = labels
+                .iter()
+                .map(|l| format!("{}={}", l.key, l.value))
+                .collect();
+            out.insert(s.join(";"), l.join(","));
+        }
+    }
+    out
+}
+
+/// A `stats()` map in text (`count N, average N, total N`, bpftrace 0.17's
+/// print of `@s[ustack] = stats(x)`) is skipped as JSON's `stats` type is,
+/// keeping the count maps beside it (it refused the whole file); a file
+/// of skipped maps alone names them.
+#[test]
+fn stats_maps_are_skipped_and_a_file_of_them_alone_names_them() {
+    let txt = "\
+Attaching 2 probes...
+
+
+@a[
+    main+67
+    __libc_start_call_main+122
+]: 5
+
+@h: 
+[1]                    1 |@                                                   |
+
+@lh[spin]: 
+[0, 1)                57 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+
+@s[
+    main+60
+    __libc_start_call_main+122
+]: count 2, average 165, total 331
+@lat[spin]: count 2, average 165, total 331
+@cnt[
+    main+60
+    __libc_start_call_main+122
+]: 7
+";
+    let mut r = parse_str(txt, &BpftraceOptions::default());
+    assert_eq!(
+        r.value_types()
+            .iter()
+            .map(crate::model::ValueType::profile_type)
+            .collect::<Vec<_>>(),
+        ["@a:count", "@cnt:count"]
+    );
+    let got = folded(&mut r);
+    assert_eq!(got[0]["__libc_start_call_main;main"], 5);
+    assert_eq!(got[1]["__libc_start_call_main;main"], 7);
+
+    // bpftrace -f json of the same kinds: `stats` (stats() and avg()) and
+    // `hist` lines are skipped; a map line without keys is a scalar.
+    let json = "\
+{\"type\": \"stats\", \"data\": {\"@s\": {\"spin\": {\"count\": 94, \"average\": 5, \"total\": 470}}}}
+{\"type\": \"stats\", \"data\": {\"@avg\": {\"spin\": 5}}}
+{\"type\": \"hist\", \"data\": {\"@h\": [{\"min\": 0, \"max\": 0, \"count\": 1}]}}
+{\"type\": \"map\", \"data\": {\"@n\": 96}}
+";
+    for (input, skipped) in [
+        (
+            "@s[spin]: count 2, average 165, total 331\n@n: 3\n@h: \n[1]    1 |@|\n",
+            "skipped: @s (stats()), @n (no key), @h (histogram)",
+        ),
+        (
+            json,
+            "skipped: @s (stats() or avg()), @avg (stats() or avg()), @h (histogram), @n (no key)",
+        ),
+    ] {
+        let e = parse(input, Path::new("/b/s.txt"), 0, &BpftraceOptions::default()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(
+                "/b/s.txt: not bpftrace output: no keyed map entry of count() or sum()"
+            ),
+            "{msg}"
+        );
+        assert!(msg.ends_with(skipped), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+    // Only the exact stats() shape is skipped; other text stays an error.
+    let e = parse(
+        "@s[spin]: count 2, average x, total 331\n",
+        Path::new("b"),
+        0,
+        &BpftraceOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no integer"), "{e}");
+}
+
+/// bpftrace does not quote key values: the comm `W, C]: 7` printed as two
+/// parts, so `--bpftrace-labels comm` gave comm="W" and a root frame
+/// `C]: 7`. With N names the last takes the rest, in text and JSON (the
+/// user's bt9 files) and before a stack (`@[comm, ustack]`); a rest past
+/// a stack is refused naming the line.
+#[test]
+fn a_value_holding_the_separator_stays_whole_in_the_last_named_part() {
+    let comm = |labels: &[&str]| BpftraceOptions {
+        labels: labels.iter().map(|l| (*l).to_owned()).collect(),
+        ..Default::default()
+    };
+    let txt = "\
+Attaching 2 probes...
+@[
+    clock_nanosleep+101
+    __libc_start_call_main+122
+, tmpl]: 2
+@[
+    th(void*)+52
+    start_thread+773
+, W, C]: 7]: 20
+";
+    let json = "{\"type\": \"map\", \"data\": {\"@\": {\"\\n    clock_nanosleep+101\\n    \
+                __libc_start_call_main+122\\n,tmpl\": 2, \"\\n    th(void*)+52\\n    \
+                start_thread+773\\n,W, C]: 7\": 20}}}\n";
+    let comm_first = "@[tmpl, \n    clock_nanosleep+101\n    __libc_start_call_main+122\n]: 2\n\
+                      @[W, C, \n    th(void*)+52\n    start_thread+773\n]: 20\n";
+    let want: BTreeMap<String, String> = [
+        ("__libc_start_call_main;clock_nanosleep", "comm=tmpl"),
+        ("start_thread;th(void*)", "comm=W, C]: 7"),
+    ]
+    .into_iter()
+    .map(|(s, l)| (s.to_owned(), l.to_owned()))
+    .collect();
+    for input in [txt, json] {
+        assert_eq!(
+            labelled(&mut parse_str(input, &comm(&["comm"]))),
+            want,
+            "{input}"
+        );
+    }
+    // (A head line `@[W, C]: 7, ` would read as an entry's end: `W, C`.)
+    let got = labelled(&mut parse_str(comm_first, &comm(&["comm"])));
+    assert_eq!(got["start_thread;th(void*)"], "comm=W, C");
+    // Two names: the last (tid) takes the rest; a separator in an earlier
+    // part cannot be told from one between parts (documented).
+    let got = labelled(&mut parse_str(
+        "@[\n    f+1\n, spin, 7]: 3\n@[\n    f+1\n, a, b, 8]: 4\n",
+        &comm(&["comm", "tid"]),
+    ));
+    assert_eq!(got["f"], "comm=a,tid=b, 8");
+    // Without names every part is a root frame, as before.
+    let got = folded(&mut parse_str(txt, &BpftraceOptions::default())).remove(0);
+    assert!(
+        got.contains_key("W;C]: 7;start_thread;th(void*)"),
+        "{got:?}"
+    );
+    // More parts than names past a stack: no rule, refused.
+    let e = parse(
+        "@[spin, \n    f+1\n, 7]: 3\n",
+        Path::new("/b/k.txt"),
+        0,
+        &comm(&["comm"]),
+    )
+    .unwrap_err();
+    assert_eq!(e.line(), Some(1), "{e}");
+    assert!(e.to_string().contains("more than the 1 label names"), "{e}");
 }
 
 #[test]
