@@ -74,7 +74,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::ingest::continuous::SPAN_ID_KEY;
-use crate::ingest::continuous::{is_label_key, span_id_value};
+use crate::ingest::continuous::{is_stored_label_key, span_id_value};
 use crate::storage::ident::Ident;
 use crate::storage::sql_string;
 
@@ -329,6 +329,51 @@ pub fn check_numeric_units(sel: &Selector, stored: &[(String, String)]) -> Resul
     Ok(())
 }
 
+/// A character of a bare label name in a selector: a letter or digit of
+/// any script, `_`, `.`, `-` or `/` (`app.kubernetes.io/name`); not an
+/// operator, quote, comma or brace.
+fn is_bare_key_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
+}
+
+/// The double-quoted string at `chars[*i]` (`"`), unescaped (`\\`,
+/// `\"`, `\n`, `\t`); `*i` moves past its closing quote.
+fn parse_quoted(s: &str, chars: &[char], i: &mut usize) -> Result<String> {
+    let start = *i;
+    *i += 1;
+    let mut value = String::new();
+    loop {
+        match chars.get(*i) {
+            None => return Err(sel_err(s, start, "unterminated string")),
+            Some('"') => {
+                *i += 1;
+                return Ok(value);
+            }
+            Some('\\') => {
+                let e = match chars.get(*i + 1) {
+                    Some('\\') => '\\',
+                    Some('"') => '"',
+                    Some('n') => '\n',
+                    Some('t') => '\t',
+                    _ => {
+                        return Err(sel_err(
+                            s,
+                            *i,
+                            "unknown escape (use \\\\, \\\", \\n or \\t)",
+                        ))
+                    }
+                };
+                value.push(e);
+                *i += 2;
+            }
+            Some(&c) => {
+                value.push(c);
+                *i += 1;
+            }
+        }
+    }
+}
+
 fn sel_err(s: &str, at: usize, why: &str) -> Error {
     Error::Usage(format!("selector {s:?}: {why} at character {}", at + 1))
 }
@@ -376,17 +421,21 @@ impl Selector {
                 _ => {}
             }
             let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == '.')
-            {
-                i += 1;
-            }
-            let key: String = chars[start..i].iter().collect();
-            if !is_label_key(&key) {
+            // A label name as pprof stores it (`user-id`, `ключ`): bare, or
+            // double-quoted for any other (`"a b"`), as Prometheus 3 does.
+            let key: String = if chars.get(i) == Some(&'"') {
+                parse_quoted(s, &chars, &mut i)?
+            } else {
+                while i < chars.len() && is_bare_key_char(chars[i]) {
+                    i += 1;
+                }
+                chars[start..i].iter().collect()
+            };
+            if !is_stored_label_key(&key) {
                 return Err(sel_err(
                     s,
                     start,
-                    "expected a label name (letters, digits, `_`, `.`, not starting with a digit)",
+                    "expected a label name (letters, digits, `_`, `.`, `-`, `/`, or a double-quoted name)",
                 ));
             }
             skip_ws(&mut i);
@@ -426,38 +475,7 @@ impl Selector {
                 return Err(sel_err(s, i, "expected a double-quoted value"));
             }
             let vstart = i;
-            i += 1;
-            let mut value = String::new();
-            loop {
-                match chars.get(i) {
-                    None => return Err(sel_err(s, vstart, "unterminated string")),
-                    Some('"') => {
-                        i += 1;
-                        break;
-                    }
-                    Some('\\') => {
-                        let e = match chars.get(i + 1) {
-                            Some('\\') => '\\',
-                            Some('"') => '"',
-                            Some('n') => '\n',
-                            Some('t') => '\t',
-                            _ => {
-                                return Err(sel_err(
-                                    s,
-                                    i,
-                                    "unknown escape (use \\\\, \\\", \\n or \\t)",
-                                ))
-                            }
-                        };
-                        value.push(e);
-                        i += 2;
-                    }
-                    Some(&c) => {
-                        value.push(c);
-                        i += 1;
-                    }
-                }
-            }
+            let value = parse_quoted(s, &chars, &mut i)?;
             if matches!(op, MatchOp::Re | MatchOp::NotRe) {
                 if let Err(e) = regex::Regex::new(&anchored(&value)) {
                     let e = e.to_string();
@@ -1070,30 +1088,24 @@ impl SelectionSql {
     }
 
     /// `SELECT profile_id` of the stored profiles the selection reads
-    /// samples of: those with a selected series in the range (a selection
-    /// that filters sample rows, by span or numeric label, reads the
-    /// samples for their profile ids). The pprof export takes its time,
-    /// duration and period from these profiles alone.
+    /// samples of: those with a selected series in the range (and, for a
+    /// selection that filters sample rows by span or numeric label, a
+    /// selected row), from the samples (the rollups keep no profile ids;
+    /// `cp_series_profiles` has the gauge types' only). The pprof export
+    /// takes its time, duration and period from these profiles alone.
     #[must_use]
     pub fn profile_ids(&self, db: &Ident) -> String {
-        match self.fine_parts.first() {
-            Some(p) if p.source == Source::Raw => format!(
-                "SELECT DISTINCT profile_id FROM {db}.cp_samples \
-                 WHERE profile_type = {ty} AND {svc} AND {range} AND {series}",
-                ty = self.profile_type,
-                svc = self.service,
-                range = p.range,
-                series = self.series_in(db),
-            ),
-            _ => format!(
-                "SELECT DISTINCT profile_id FROM {db}.cp_series_profiles \
-                 WHERE profile_type = {ty} AND {svc} AND {range} AND {series}",
-                ty = self.profile_type,
-                svc = self.service,
-                range = self.profiles,
-                series = self.series_in(db),
-            ),
-        }
+        let range = match self.fine_parts.first() {
+            Some(p) if p.source == Source::Raw => &p.range,
+            _ => &self.profiles,
+        };
+        format!(
+            "SELECT DISTINCT profile_id FROM {db}.cp_samples \
+             WHERE profile_type = {ty} AND {svc} AND {range} AND {series}",
+            ty = self.profile_type,
+            svc = self.service,
+            series = self.series_in(db),
+        )
     }
 
     /// The time column of a part's table as the query reads it.
@@ -1748,8 +1760,11 @@ pub fn by_label_sql(
     key: &str,
     step_seconds: u32,
 ) -> Result<String> {
-    if !is_label_key(key) {
-        return Err(Error::Usage(format!("group by {key:?}: not a label name")));
+    if !is_stored_label_key(key) {
+        return Err(Error::Usage(format!(
+            "group by {key:?}: not a label name (empty, control characters or over {} bytes)",
+            crate::ingest::continuous::MAX_LABEL_KEY_LEN
+        )));
     }
     let step = (step_seconds != 0).then(|| step_seconds.to_string());
     Ok(format!(
@@ -1920,7 +1935,10 @@ pub fn profile_list_sql(
 }
 
 /// Label keys and values of a type in a range with the number of series
-/// having each (the pickers' source): `(key, value, series)`.
+/// having each: `(key, value, series)`. The label-values table is kept
+/// per day (the dashboard's pickers read it so); here only the series
+/// with a profile in the range count, so a 30-minute range does not list
+/// the rest of its day's services and values.
 #[must_use]
 pub fn label_values_sql(
     opts: &QueryOptions,
@@ -1932,6 +1950,8 @@ pub fn label_values_sql(
     format!(
         "SELECT key, value, uniqExact(series_id) AS series FROM {db}.cp_label_values \
          WHERE profile_type = {ty} AND date >= toDate({t1}) AND date <= toDate({t2}) \
+         AND series_id IN (SELECT series_id FROM {db}.cp_samples \
+             WHERE profile_type = {ty} AND ts >= {t1} AND ts < {t2}) \
          GROUP BY key, value ORDER BY key, series DESC, value",
         ty = sql_string(profile_type),
         t1 = time_lit(from_ms),
@@ -1942,6 +1962,45 @@ pub fn label_values_sql(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys as pprof files carry them: with `-`, in any script, or quoted
+    /// with any character; never control characters or empty.
+    #[test]
+    fn selector_keys_are_those_pprof_stores() {
+        let s = Selector::parse(
+            r#"{user-id="42", ключ!="", "a b"=~"x.*", app.kubernetes.io/name="web"}"#,
+        )
+        .unwrap();
+        let keys: Vec<&str> = s.matchers.iter().map(|m| m.key.as_str()).collect();
+        assert_eq!(keys, ["user-id", "ключ", "a b", "app.kubernetes.io/name"]);
+        assert!(
+            s.series_condition().contains("labels['a b']"),
+            "{}",
+            s.series_condition()
+        );
+        for bad in [
+            r#"{""="x"}"#,
+            "{\"a\tb\"=\"x\"}",
+            r#"{a b="x"}"#,
+            r#"{"a="x"}"#,
+        ] {
+            assert!(Selector::parse(bad).is_err(), "{bad}");
+        }
+        let sel = Selection {
+            profile_type: "cpu:nanoseconds".into(),
+            from_ms: 0,
+            to_ms: 1000,
+            selector: Selector::all(),
+        };
+        let opts = QueryOptions::default();
+        assert!(by_label_sql(&opts, &sel, "user-id", 60)
+            .unwrap()
+            .contains("lv AS `user-id`"));
+        assert!(by_label_sql(&opts, &sel, "a`b", 60)
+            .unwrap()
+            .contains("`a\\`b`"));
+        assert!(by_label_sql(&opts, &sel, "a\nb", 60).is_err());
+    }
 
     #[test]
     fn selectors_parse() {

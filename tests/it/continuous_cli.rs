@@ -885,9 +885,11 @@ fn export_keeps_files_and_lines() {
 /// The export's time, duration and period are those of the profiles the
 /// selection read: the same CPU profile stored for two services, an hour
 /// apart, exported for the later one, says the later time (it said the
-/// earlier one: every profile of the type in the range was asked).
+/// earlier one: every profile of the type in the range was asked), over an
+/// hour and over days. `profile labels` of a range holding one of them
+/// lists that one's service only.
 #[test]
-fn export_times_are_the_selected_profiles() {
+fn export_and_labels_read_the_selected_profiles_only() {
     let go = Command::new("go").arg("version").output();
     assert!(
         go.is_ok_and(|o| o.status.success()),
@@ -944,6 +946,47 @@ fn export_times_are_the_selected_profiles() {
         duration(&late),
         duration(&pprof(&["-raw"], &dir().join("cpu.pb.gz")))
     );
+    // Over days (the per-minute rollup, which keeps no profile ids): the
+    // same profile's time.
+    let out = data.join("days.pb.gz");
+    fh(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--from",
+            "2026-11-28 00:00:00",
+            "--to",
+            "2026-12-01 00:00:00",
+            "--selector",
+            r#"{service="late"}"#,
+            "--out",
+            &out.display().to_string(),
+        ],
+    );
+    let days = pprof(&["-raw"], &out);
+    assert!(time(&days).contains("11:00:00"), "{}", time(&days));
+    // `profile labels` of a range holding one of them: its service alone
+    // (it listed every series of the day).
+    let labels = fh(
+        &data,
+        &[
+            "profile",
+            "labels",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            "2026-11-30 10:30:00",
+            "--to",
+            "2026-11-30 11:30:00",
+        ],
+    );
+    let services: Vec<&str> = labels
+        .lines()
+        .filter_map(|l| l.strip_prefix("service\t"))
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    assert_eq!(services, ["late"], "{labels}");
 }
 
 /// `profile top` and `load` into a pipe its reader closes at once: exit 0,

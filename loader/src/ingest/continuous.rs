@@ -176,6 +176,16 @@ pub fn is_label_key(key: &str) -> bool {
         && key.len() <= MAX_LABEL_KEY_LEN
 }
 
+/// Whether `key` can be a stored label's key a query names (a selector's
+/// matcher, `series --by`): what pprof files carry (`user-id`, `ключ`,
+/// `a b`), not empty, no control characters, at most
+/// [`MAX_LABEL_KEY_LEN`] bytes. It reaches SQL only as a string literal
+/// (`labels['user-id']`) or a backquoted, escaped column alias.
+#[must_use]
+pub fn is_stored_label_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= MAX_LABEL_KEY_LEN && !key.chars().any(char::is_control)
+}
+
 /// Parses a user label `key=value` (`--label`); the key must satisfy
 /// [`is_label_key`] and may not be `service` (use the service option).
 ///
