@@ -208,10 +208,11 @@ fn is_ids(t: &str) -> bool {
 /// A source line that `perf script -F +srcline` prints after a frame,
 /// indented by two spaces where frame lines start with a tab: one word
 /// that is no address (`burn.c:14`, `??:0`, or `[vdso][b46]` where perf
-/// knows no file). Not a frame: skipped, as FlameGraph's and inferno's
-/// collapsers skip it.
+/// knows no file), or an inlined frame's `app.c:11 (inlined)`. Not a
+/// frame: skipped, as FlameGraph's and inferno's collapsers skip it.
 fn is_srcline(line: &str) -> bool {
     let word = line.trim();
+    let word = word.strip_suffix(" (inlined)").unwrap_or(word);
     line.starts_with("  ")
         && !word.is_empty()
         && !word.contains(char::is_whitespace)

@@ -240,6 +240,11 @@ fn source_lines_are_skipped_and_address_lines_kept() {
     let mut r = parse(script, Path::new("s"), 0, &PerfOptions::default()).unwrap();
     let (stacks, _) = folded(&mut r, 0);
     assert_eq!(stacks, BTreeMap::from([("0xabc;g;f".to_string(), 1)]));
+    // An inlined frame's source line (`perf script -F +srcline`).
+    let script = "app 3 1.0: 5 cpu-clock:ppp: \n\t13ed mix+0x2d\n  app.c:11 (inlined)\n\t13ed inl_caller+0x2d (/a/app)\n  app.c:12\n\n";
+    let mut r = parse(script, Path::new("s"), 0, &PerfOptions::default()).unwrap();
+    let (stacks, _) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("inl_caller;mix".to_string(), 1)]));
     let e = parse(
         "p 1 1.0: 5 cpu-clock:\n\tzz\n\n",
         Path::new("s"),
