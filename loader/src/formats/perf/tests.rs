@@ -967,3 +967,34 @@ app 23479     0.000954:    2004008 cpu-clock:ppp:
     let close = script.replace("0.000954", "0.001954");
     assert!(parse(&close, Path::new("c"), 0, &PerfOptions::default()).is_ok());
 }
+
+/// A thread named in Latin-1 (`names2.c`: `caf\xe9`): perf script prints
+/// the bytes; the file is read with U+FFFD for them, detected as perf
+/// script even when the name is in the first bytes. Binary data with
+/// invalid UTF-8 is still refused, naming its line.
+#[test]
+fn a_non_utf8_thread_name_is_read_with_a_replacement_character() {
+    let dir = std::env::temp_dir();
+    let tmp = dir.join(format!("flamehouse-perf-latin1-{}.txt", std::process::id()));
+    let mut script = b"caf\xe9 19797 19946.194989:    2004008 cpu-clock:ppp: \n".to_vec();
+    script.extend_from_slice(b"\t            1247 spin_named+0x17 (/t/names2)\n\n");
+    std::fs::write(&tmp, &script).unwrap();
+    assert_eq!(Perf.sniff(&script[..64]), Sniff::Yes);
+    assert_eq!(super::super::detect(&script[..64]), Some(Format::Perf));
+    let opts = text::TextOptions::default();
+    let (text, _) = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts).unwrap();
+    let mut r = parse(&text, &tmp, 0, &PerfOptions::default()).unwrap();
+    let (stacks, labels) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("spin_named".into(), 1)]));
+    assert_eq!(labels[0][0].value, "caf\u{fffd}");
+    // NUL and other control bytes with invalid UTF-8: binary, refused.
+    std::fs::write(&tmp, b"PAR1\n\xff\x00\x01\x02 x\n").unwrap();
+    let e = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts)
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_file(&tmp).unwrap();
+    assert!(
+        e.ends_with(":2: not perf script: binary data, not text (byte 0x00)"),
+        "{e}"
+    );
+}
