@@ -174,6 +174,22 @@ impl ProfileFormat for Perf {
     }
 }
 
+/// What to say of a file that starts as a `perf.data` recording (its
+/// magic `PERFILE2`, or `2ELIFREP` written on a machine of the other byte
+/// order), which is no input of its own: how to make it `perf script`
+/// text. `None` for any other file.
+#[must_use]
+pub fn perf_data_hint(first: &[u8], path: &Path) -> Option<String> {
+    if !(first.starts_with(b"PERFILE2") || first.starts_with(b"2ELIFREP")) {
+        return None;
+    }
+    let p = path.display();
+    Some(format!(
+        "a perf.data recording: run `perf script -i {p} > {p}.txt` and load that \
+         (or `perf script -i {p} | flamehouse load -`)"
+    ))
+}
+
 /// A sample header.
 #[derive(Debug, PartialEq, Eq)]
 struct Header<'a> {

@@ -158,6 +158,13 @@ pub fn read_text(
     if bytes.len() as u64 > max {
         return Err(too_large());
     }
+    if let Some(message) = super::perf::perf_data_hint(&bytes, path) {
+        return Err(Error::File {
+            format,
+            path: path.to_owned(),
+            message,
+        });
+    }
     match String::from_utf8(bytes) {
         // A byte order mark (Windows editors write one) is no part of the
         // first frame or label.

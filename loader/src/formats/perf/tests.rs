@@ -998,3 +998,35 @@ fn a_non_utf8_thread_name_is_read_with_a_replacement_character() {
         "{e}"
     );
 }
+
+/// A `perf.data` recording given as the input (either byte order's magic)
+/// says how to make perf script text of it, whatever reads it: MemHawk's
+/// reader (no format claims it) or a text format's (`--format perf`).
+#[test]
+fn a_perf_data_file_says_how_to_make_perf_script_text() {
+    let dir = std::env::temp_dir();
+    for magic in [&b"PERFILE2"[..], b"2ELIFREP"] {
+        let tmp = dir.join(format!(
+            "flamehouse-{}-{}.data",
+            magic[0],
+            std::process::id()
+        ));
+        let mut data = magic.to_vec();
+        data.extend_from_slice(&[0x68, 0, 0, 0, 0, 0, 0, 0, 0x88, 0, 0xff, 0xfe]);
+        std::fs::write(&tmp, &data).unwrap();
+        let want = format!(
+            "a perf.data recording: run `perf script -i {p} > {p}.txt` and load that \
+             (or `perf script -i {p} | flamehouse load -`)",
+            p = tmp.display()
+        );
+        let mut r = crate::formats::binpb::BinpbReader::open(&tmp).unwrap();
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(e.ends_with(&want), "{e}");
+        let opts = text::TextOptions::default();
+        let e = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts)
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(e, format!("{}: not perf script: {want}", tmp.display()));
+    }
+}
