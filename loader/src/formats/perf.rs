@@ -482,12 +482,15 @@ fn header_at<'a>(
     }
     let (event, rest) = match after.first() {
         // A `-F` list without `event`: nothing more, or the sampled ip
-        // (no call graph), which no time follows (else the time is later
-        // and the ip part of the command name).
+        // (no call graph), which no time follows nor an event ends (else
+        // they are later and the ip is part of the command name).
         None => (Cow::Borrowed(NO_EVENT), ""),
         Some(&ip) if !ip.ends_with(':') && u64::from_str_radix(ip, 16).is_ok() => {
             if let Some(t) = after[1..].iter().find(|t| is_time(t)) {
                 return Err(format!("a time `{t}` after the ip `{ip}`"));
+            }
+            if let Some(e) = after.last().filter(|t| t.ends_with(':')) {
+                return Err(format!("an event `{e}` after the ip `{ip}`"));
             }
             (Cow::Borrowed(NO_EVENT), line[offset(line, ip)..].trim())
         }

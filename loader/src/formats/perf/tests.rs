@@ -769,6 +769,12 @@ a 1 2.5: 31514 [001] 19529.041692: cpu-clock:ppp:
         threads.push(format!("{}={}", l[0].value, l[1].value));
     }
     assert_eq!(threads, ["12345=31513", "a 1 2.5:=31514", "job 42=31512"]);
+    // Without times (`-F` without `time`): the event ends the header.
+    let untimed = "job 42 31512    2004008 cpu-clock:ppp: \n\t124b spin_named (/t/names)\n\n";
+    let mut r = parse(untimed, Path::new("u"), 0, &options).unwrap();
+    let (stacks, labels) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("spin_named".into(), 1)]));
+    assert_eq!(labels[0][0].value, "job 42");
     let e = parse(
         "a 1 2.5: x 3.5: 7 cpu-clock:\n",
         Path::new("/d/n.txt"),
