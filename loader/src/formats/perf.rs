@@ -214,8 +214,8 @@ struct Header<'a> {
 }
 
 /// The event of the samples of a script whose headers name none (`perf
-/// script -F` without `event`): their types are `perf_samples:count` and
-/// `perf:count`.
+/// script -F` without `event`): their types are `perf_samples:count` and,
+/// when they show a period, `perf:count`.
 pub const NO_EVENT: &str = "perf";
 
 /// A sample header indented by spaces: perf right-aligns the command
@@ -336,6 +336,36 @@ fn parse_tod(date: &str, time: &str) -> Option<u64> {
     if !frac.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
+    // mktime reads the zone (a stat of /etc/localtime) on every call:
+    // once per second of samples here, the last second remembered.
+    thread_local! {
+        static LAST: std::cell::RefCell<(String, u64)> = const {
+            std::cell::RefCell::new((String::new(), 0))
+        };
+    }
+    let key_is =
+        |k: &str| k.len() == date.len() + 1 + hms.len() && k.starts_with(date) && k.ends_with(hms);
+    let known = LAST.with(|l| {
+        let l = l.borrow();
+        key_is(&l.0).then_some(l.1)
+    });
+    let secs = match known {
+        Some(secs) => secs,
+        None => {
+            let secs = mktime(y, mo, day, h, mi, sec)?;
+            LAST.with(|l| *l.borrow_mut() = (format!("{date} {hms}"), secs));
+            secs
+        }
+    };
+    let mut ns: u64 = 0;
+    for (i, c) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(c - b'0') * 10u64.pow(8 - i as u32);
+    }
+    secs.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+/// Local date and time -> seconds since the epoch (libc's `mktime`).
+fn mktime(y: i32, mo: i32, day: i32, h: i32, mi: i32, sec: i32) -> Option<u64> {
     // SAFETY: `tm` is a plain C struct (all zero is valid) and mktime
     // only reads and normalizes it.
     let secs = unsafe {
@@ -349,12 +379,7 @@ fn parse_tod(date: &str, time: &str) -> Option<u64> {
         tm.tm_isdst = -1;
         libc::mktime(&mut tm)
     };
-    let secs = u64::try_from(secs).ok()?;
-    let mut ns: u64 = 0;
-    for (i, c) in frac.bytes().take(9).enumerate() {
-        ns += u64::from(c - b'0') * 10u64.pow(8 - i as u32);
-    }
-    secs.checked_mul(1_000_000_000)?.checked_add(ns)
+    u64::try_from(secs).ok()
 }
 
 /// A header line; `toks` is scratch space. perf's default fields are
