@@ -183,6 +183,13 @@ pub fn perf_data_hint(first: &[u8], path: &Path) -> Option<String> {
     if !(first.starts_with(b"PERFILE2") || first.starts_with(b"2ELIFREP")) {
         return None;
     }
+    if crate::ingest::stdin::source_name(path).is_some() {
+        return Some(
+            "a perf.data recording: pipe its text instead \
+             (`perf script -i perf.data | flamehouse load -`)"
+                .into(),
+        );
+    }
     let p = path.display();
     Some(format!(
         "a perf.data recording: run `perf script -i {p} > {p}.txt` and load that \

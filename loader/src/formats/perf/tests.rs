@@ -1035,4 +1035,9 @@ fn a_perf_data_file_says_how_to_make_perf_script_text() {
         std::fs::remove_file(&tmp).unwrap();
         assert_eq!(e, format!("{}: not perf script: {want}", tmp.display()));
     }
+    // Piped to `load -`: standard input's copy has no name to give.
+    let copy = Path::new("/tmp/flamehouse-stdin-1-2/stdin");
+    assert_eq!(crate::ingest::stdin::source_name(copy), Some("<stdin>"));
+    let hint = perf_data_hint(b"PERFILE2\x68\0", copy).unwrap();
+    assert!(hint.contains("pipe its text instead (`perf script -i perf.data | flamehouse load -`)"));
 }
