@@ -143,7 +143,28 @@ fn perf_windows_time_and_comm_pid_tid_flags() {
         "100000000"
     );
 
-    // comm a root frame, pid and tid labels.
+    // The recording's headers show one id, the thread id of perf's default
+    // fields: pids asked for, it is refused naming the first header.
+    let out = fh_out(
+        &temp_path("cptext-perf-tid-only"),
+        &["load", &file, "--perf-pid", "label"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(":1: not perf script: the header shows one id") && err.contains("-F +pid"),
+        "{err}"
+    );
+    // comm a root frame, pid and tid labels, from the headers as
+    // `perf script -F +pid` prints them (`comm pid/tid time: ...`).
+    let pid = text.split_whitespace().nth(1).unwrap();
+    let with_pid = temp_path("cptext-perf-pid-file").join("burn.pid.perf-script.txt");
+    std::fs::write(
+        &with_pid,
+        text.replace(&format!(" {pid} "), &format!(" {pid}/{pid} ")),
+    )
+    .unwrap();
+    let file = with_pid.display().to_string();
     let data = temp_path("cptext-perf-comm");
     fh(
         &data,
@@ -171,7 +192,6 @@ fn perf_windows_time_and_comm_pid_tid_flags() {
             "now-2d",
         ],
     );
-    let pid = text.split_whitespace().nth(1).unwrap();
     assert!(
         labels.lines().any(|l| l == format!("pid\t{pid}\t1")),
         "{labels}"

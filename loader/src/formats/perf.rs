@@ -1,14 +1,21 @@
 //! `perf script` text (Linux perf's default fields): one sample a
 //! paragraph, a header line `comm [pid/]tid [cpu] secs.frac: [period] event:`
 //! then the call chain, leaf first, one `addr sym+off (module)` a line, and
-//! a blank line. Field lists of `perf script -F` that leave some out are
+//! a blank line (a call-graph file whose last sample has none was cut
+//! short: refused). The command name may hold spaces, digits and colons
+//! (the header's fields are found around it, [`parse_header`]); a lone id
+//! is the thread id (perf's default fields), so asking for pids needs
+//! `perf script -F +pid`, and a `-F pid` without `tid` reads as tids.
+//! Field lists of `perf script -F` that leave some out are
 //! read too: no time (every sample at the file's time, one batch), no
-//! period (1 each), no event (the event [`NO_EVENT`], `perf`), no module
-//! or offset on frames; the source lines of `-F +srcline` after a frame
-//! are skipped. A recording without a call graph (headers right-aligned,
+//! period (the sample count only), no event (the event [`NO_EVENT`],
+//! `perf`), no module or offset on frames; the source lines of `-F +srcline`
+//! after a frame are skipped; `-F +tod`'s wall-clock date and time is the
+//! sample's time. A recording without a call graph (headers right-aligned,
 //! each with its sampled ip, no blank lines between samples) is one frame
 //! a sample; side-band records (`--show-mmap-events`,
-//! `--show-task-events`) are skipped.
+//! `--show-task-events`) are skipped. Times that go back (`perf script
+//! --deltatime`) are refused: perf prints samples in time order.
 //!
 //! Parsed here rather than through inferno's `collapse::perf`, which only
 //! writes folded text: the model needs each frame's module and the address
@@ -22,12 +29,16 @@
 //!   `EVENT_samples:count` (the sample count) and the summed period,
 //!   `EVENT:nanoseconds` for the clock events (`cpu-clock`, `task-clock`,
 //!   whose period is ns) and `EVENT:count` otherwise (`cycles:count`,
-//!   `page-faults:count`). The event in the name keeps them apart from
+//!   `page-faults:count`); an event none of whose samples shows a period
+//!   (`-F` without `period`, tracepoints in the default fields) has the
+//!   sample count only. The event in the name keeps them apart from
 //!   pprof's types (Go's `samples:count`, `cpu:nanoseconds`) and from
-//!   each other. A sample has zero for the other events' types. The event name drops perf's
-//!   modifiers (`cpu-clock:pppH` -> `cpu-clock`) and writes a
-//!   tracepoint's `:` as `.` (`sched.sched_switch`); a header without a
-//!   period counts 1;
+//!   each other. A sample has zero for the other events' types. The
+//!   event name drops perf's precision and host modifiers
+//!   (`cpu-clock:pppH` -> `cpu-clock`), keeps the scope ones, `u`, `k`,
+//!   `h`, `G`, after a `.` (`cpu-clock:u` -> `cpu-clock.u`: what was
+//!   counted differs), and writes a tracepoint's `:` as `.`
+//!   (`sched.sched_switch`);
 //! - comm, pid and tid each become a sample label (`comm`, `pid`, `tid`),
 //!   a root frame (comm, then pid, then tid, root first) or nothing;
 //!   default: comm a label, pid and tid nothing (one series per thread is
@@ -41,8 +52,11 @@
 //!   frames get FlameGraph's `_[k]` / `_[j]` suffix only when asked
 //!   (default off: the module already says it);
 //! - time: perf prints seconds since boot; the profile's first sample is
-//!   at [`PerfOptions::time_ns`] (default: the file's modification time
-//!   minus the recorded span, i.e. the last sample at the file's mtime).
+//!   at [`PerfOptions::time_ns`] (default: `-F +tod`'s wall-clock time when
+//!   the headers have it, read as local time of the machine that loads the
+//!   file, through libc's `mktime` and so `TZ`; else the file's
+//!   modification time minus the recorded span, i.e. the last sample at
+//!   the file's mtime).
 //!   One batch for the file, or one per [`PerfOptions::window_ns`].
 
 use std::borrow::Cow;
@@ -61,7 +75,8 @@ const NAME: &str = "perf script";
 pub enum Placement {
     /// A sample label (`comm=burn`): selectable, one series per value.
     Label,
-    /// A root frame, as FlameGraph's and inferno's collapsers do.
+    /// A root frame of its own (comm, pid, tid, root first; FlameGraph's
+    /// and inferno's collapsers join them in one `comm-pid/tid` frame).
     Frame,
     /// Dropped.
     #[default]
@@ -159,6 +174,29 @@ impl ProfileFormat for Perf {
     }
 }
 
+/// What to say of a file that starts as a `perf.data` recording (its
+/// magic `PERFILE2`, or `2ELIFREP` written on a machine of the other byte
+/// order), which is no input of its own: how to make it `perf script`
+/// text. `None` for any other file.
+#[must_use]
+pub fn perf_data_hint(first: &[u8], path: &Path) -> Option<String> {
+    if !(first.starts_with(b"PERFILE2") || first.starts_with(b"2ELIFREP")) {
+        return None;
+    }
+    if crate::ingest::stdin::source_name(path).is_some() {
+        return Some(
+            "a perf.data recording: pipe its text instead \
+             (`perf script -i perf.data | flamehouse load -`)"
+                .into(),
+        );
+    }
+    let p = path.display();
+    Some(format!(
+        "a perf.data recording: run `perf script -i {p} > {p}.txt` and load that \
+         (or `perf script -i {p} | flamehouse load -`)"
+    ))
+}
+
 /// A sample header.
 #[derive(Debug, PartialEq, Eq)]
 struct Header<'a> {
@@ -169,17 +207,22 @@ struct Header<'a> {
     tid: u32,
     /// None: a `-F` list without `time`.
     time_ns: Option<u64>,
-    period: u64,
-    /// [`NO_EVENT`] for a `-F` list without `event`.
-    event: &'a str,
+    /// `time_ns` is the wall-clock time of `-F tod` (ns since the epoch),
+    /// not perf's time since boot.
+    wall: bool,
+    /// None: a `-F` list without `period`.
+    period: Option<u64>,
+    /// [`NO_EVENT`] for a `-F` list without `event`; scope modifiers kept
+    /// ([`event_name`]).
+    event: Cow<'a, str>,
     /// The line after the event, trimmed (a single-frame sample's
     /// `addr sym (dso)`, or a tracepoint's arguments).
     rest: &'a str,
 }
 
 /// The event of the samples of a script whose headers name none (`perf
-/// script -F` without `event`): their types are `perf_samples:count` and
-/// `perf:count`.
+/// script -F` without `event`): their types are `perf_samples:count` and,
+/// when they show a period, `perf:count`.
 pub const NO_EVENT: &str = "perf";
 
 /// A sample header indented by spaces: perf right-aligns the command
@@ -208,10 +251,11 @@ fn is_ids(t: &str) -> bool {
 /// A source line that `perf script -F +srcline` prints after a frame,
 /// indented by two spaces where frame lines start with a tab: one word
 /// that is no address (`burn.c:14`, `??:0`, or `[vdso][b46]` where perf
-/// knows no file). Not a frame: skipped, as FlameGraph's and inferno's
-/// collapsers skip it.
+/// knows no file), or an inlined frame's `app.c:11 (inlined)`. Not a
+/// frame: skipped, as FlameGraph's and inferno's collapsers skip it.
 fn is_srcline(line: &str) -> bool {
     let word = line.trim();
+    let word = word.strip_suffix(" (inlined)").unwrap_or(word);
     line.starts_with("  ")
         && !word.is_empty()
         && !word.contains(char::is_whitespace)
@@ -274,51 +318,175 @@ fn offset(line: &str, part: &str) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
 }
 
+/// `[cpu]` (perf's `-F cpu`, on by default for system-wide recordings).
+fn is_cpu(t: &str) -> bool {
+    t.len() > 2 && t.starts_with('[') && t.ends_with(']')
+}
+
+/// `-F tod`'s `YYYY-MM-DD` `HH:MM:SS.frac` (two tokens): the wall-clock
+/// time, ns since the epoch, the date and time read as local time of the
+/// machine that loads the file (libc's `mktime`, which honours `TZ`).
+fn parse_tod(date: &str, time: &str) -> Option<u64> {
+    let num = |s: &str| -> Option<i32> {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let mut d = date.split('-');
+    let (y, mo, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.split(':');
+    let (h, mi, sec) = (num(t.next()?)?, num(t.next()?)?, num(t.next()?)?);
+    if d.next().is_some() || t.next().is_some() || y < 1970 || !(1..=12).contains(&mo) {
+        return None;
+    }
+    if !frac.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    // mktime reads the zone (a stat of /etc/localtime) on every call:
+    // once per second of samples here, the last second remembered.
+    thread_local! {
+        static LAST: std::cell::RefCell<(String, u64)> = const {
+            std::cell::RefCell::new((String::new(), 0))
+        };
+    }
+    let key_is =
+        |k: &str| k.len() == date.len() + 1 + hms.len() && k.starts_with(date) && k.ends_with(hms);
+    let known = LAST.with(|l| {
+        let l = l.borrow();
+        key_is(&l.0).then_some(l.1)
+    });
+    let secs = match known {
+        Some(secs) => secs,
+        None => {
+            let secs = mktime(y, mo, day, h, mi, sec)?;
+            LAST.with(|l| *l.borrow_mut() = (format!("{date} {hms}"), secs));
+            secs
+        }
+    };
+    let mut ns: u64 = 0;
+    for (i, c) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(c - b'0') * 10u64.pow(8 - i as u32);
+    }
+    secs.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+/// Local date and time -> seconds since the epoch (libc's `mktime`).
+fn mktime(y: i32, mo: i32, day: i32, h: i32, mi: i32, sec: i32) -> Option<u64> {
+    // SAFETY: `tm` is a plain C struct (all zero is valid) and mktime
+    // only reads and normalizes it.
+    let secs = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        tm.tm_year = y - 1900;
+        tm.tm_mon = mo - 1;
+        tm.tm_mday = day;
+        tm.tm_hour = h;
+        tm.tm_min = mi;
+        tm.tm_sec = sec;
+        tm.tm_isdst = -1;
+        libc::mktime(&mut tm)
+    };
+    u64::try_from(secs).ok()
+}
+
 /// A header line; `toks` is scratch space. perf's default fields are
-/// `comm [pid/]tid [cpu] secs.frac: [period] event:` (then the sampled ip
-/// when there is no call graph, or a tracepoint's arguments); a `-F` list
-/// may leave out the time (the first `[pid/]tid` after the command name
-/// ends the name then), the period and the event.
+/// `comm [pid/]tid [cpu] [tod] secs.frac: [period] event:` (then the
+/// sampled ip when there is no call graph, or a tracepoint's arguments);
+/// a `-F` list may leave out the time (the first `[pid/]tid` after the
+/// command name that the rest fits ends the name then), the period and
+/// the event. The command name may hold spaces, digits and colons (a
+/// thread named `a 1 2.5:`), so a time token is the sample's only where
+/// the fields around it fit: `[pid/]tid [cpu] [tod]` before it, and after
+/// it an optional period, then an event (a token ending in `:` that is
+/// no time), a sampled ip, or nothing; else the next candidate is tried.
+/// A lone id is the thread id (perf's default fields print `comm tid`).
 fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>, String> {
     tokens(line, toks);
     let tokens = &toks[..];
-    let ti = tokens
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, t)| is_time(t))
-        .map(|(i, _)| i);
-    let (mut before, after, time_ns) = match ti {
-        Some(ti) => (
-            &tokens[..ti],
-            &tokens[ti + 1..],
-            Some(parse_time(tokens[ti]).ok_or("time out of range")?),
-        ),
-        None => {
-            let ii = tokens
-                .iter()
-                .enumerate()
-                .skip(1)
-                .find(|(_, t)| is_ids(t))
-                .map(|(i, _)| i)
-                .ok_or("a sample header needs its tid (`comm [pid/]tid`) or time (`secs.frac:`)")?;
-            let mut end = ii + 1;
-            if tokens
-                .get(end)
-                .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
-            {
-                end += 1;
-            }
-            (&tokens[..end], &tokens[end..], None)
+    let mut first_err = None;
+    for (ti, t) in tokens.iter().enumerate().skip(2) {
+        if !is_time(t) {
+            continue;
         }
-    };
-    if before
-        .last()
-        .is_some_and(|t| t.starts_with('[') && t.ends_with(']'))
-    {
-        before = &before[..before.len() - 1];
+        match header_at(line, tokens, ti, true) {
+            Ok(h) => return Ok(h),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
     }
-    let (ids, comm) = before.split_last().ok_or("no pid/tid before the time")?;
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    // No time (`-F` without `time`): the `[pid/]tid` ends the name.
+    for (ii, t) in tokens.iter().enumerate().skip(1) {
+        if !is_ids(t) {
+            continue;
+        }
+        match header_at(line, tokens, ii, false) {
+            Ok(h) => return Ok(h),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| {
+        "a sample header needs its tid (`comm [pid/]tid`) or time (`secs.frac:`)".into()
+    }))
+}
+
+/// The header whose time is `tokens[at]` (`timed`), or, without a time,
+/// whose `[pid/]tid` is `tokens[at]`: an error when the fields around it
+/// do not fit.
+fn header_at<'a>(
+    line: &'a str,
+    tokens: &[&'a str],
+    at: usize,
+    timed: bool,
+) -> Result<Header<'a>, String> {
+    let (ids_at, mut next) = if timed {
+        (at - 1, at + 1)
+    } else {
+        (at, at + 1)
+    };
+    // Before a time: `[tod]`, `[cpu]`, the ids, leftwards.
+    let mut ids_at = ids_at;
+    let mut tod = None;
+    if timed {
+        if ids_at >= 2 && tokens[ids_at].contains(':') {
+            tod = parse_tod(tokens[ids_at - 1], tokens[ids_at]);
+            if tod.is_some() {
+                ids_at -= 2;
+            }
+        }
+        if ids_at >= 1 && is_cpu(tokens[ids_at]) {
+            ids_at -= 1;
+        }
+    } else {
+        if tokens.get(next).is_some_and(|t| is_cpu(t)) {
+            next += 1;
+        }
+        if let (Some(d), Some(t)) = (tokens.get(next), tokens.get(next + 1)) {
+            tod = parse_tod(d, t);
+            if tod.is_some() {
+                next += 2;
+            }
+        }
+    }
+    let ids = tokens[ids_at];
+    let comm = &tokens[..ids_at];
+    let time_ns = if timed {
+        Some(parse_time(tokens[at]).ok_or("time out of range")?)
+    } else {
+        None
+    };
+    let (pid, tid) = match ids.split_once('/') {
+        Some((p, t)) => (
+            Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
+            t.parse().map_err(|_| format!("bad tid `{t}`"))?,
+        ),
+        None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
+    };
     let comm = match comm {
         [] => return Err("no command name before the pid".into()),
         [one] => Cow::Borrowed(*one),
@@ -334,60 +502,75 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
             }
         }
     };
-    let (pid, tid) = match ids.split_once('/') {
-        Some((p, t)) => (
-            Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
-            t.parse().map_err(|_| format!("bad tid `{t}`"))?,
-        ),
-        None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
-    };
-    let mut after = after;
-    let mut period = 1;
+    let mut after = &tokens[next..];
+    let mut period = None;
     // Digits are the period when an event or nothing follows them (else
     // they are the sampled ip of a header without an event).
     if let Some(p) = after.first().filter(|t| {
         t.bytes().all(|c| c.is_ascii_digit()) && after.get(1).is_none_or(|e| e.ends_with(':'))
     }) {
-        period = p.parse().map_err(|_| format!("bad period `{p}`"))?;
+        period = Some(p.parse().map_err(|_| format!("bad period `{p}`"))?);
         after = &after[1..];
     }
     let (event, rest) = match after.first() {
         // A `-F` list without `event`: nothing more, or the sampled ip
-        // (no call graph).
-        None => (NO_EVENT, ""),
+        // (no call graph), which no time follows nor an event ends (else
+        // they are later and the ip is part of the command name).
+        None => (Cow::Borrowed(NO_EVENT), ""),
         Some(&ip) if !ip.ends_with(':') && u64::from_str_radix(ip, 16).is_ok() => {
-            (NO_EVENT, line[offset(line, ip)..].trim())
+            if let Some(t) = after[1..].iter().find(|t| is_time(t)) {
+                return Err(format!("a time `{t}` after the ip `{ip}`"));
+            }
+            if let Some(e) = after.last().filter(|t| t.ends_with(':')) {
+                return Err(format!("an event `{e}` after the ip `{ip}`"));
+            }
+            (Cow::Borrowed(NO_EVENT), line[offset(line, ip)..].trim())
         }
         Some(&token) => {
             let rest = line[offset(line, token) + token.len()..].trim();
             let event = token
                 .strip_suffix(':')
                 .ok_or_else(|| format!("the event `{token}` does not end with `:`"))?;
-            // Drop modifiers (`cpu-clock:pppH`), not tracepoint names
-            // (`sched:sched_switch`).
-            let event = match event.rsplit_once(':') {
-                Some((e, m))
-                    if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) =>
-                {
-                    e
-                }
-                _ => event,
-            };
-            if event.is_empty() {
-                return Err("empty event name".into());
+            if is_time(token) {
+                return Err(format!("the event `{token}` is a time"));
             }
-            (event, rest)
+            (event_name(event)?, rest)
         }
     };
     Ok(Header {
         comm,
         pid,
         tid,
-        time_ns,
+        time_ns: tod.or(time_ns),
+        wall: tod.is_some(),
         period,
         event,
         rest,
     })
+}
+
+/// An event's name: perf's modifiers (`cpu-clock:pppH`) dropped but the
+/// ones that change what was counted, the scope (`u` user, `k` kernel,
+/// `h` hypervisor, `G` guest), which stay after a `.` (`cpu-clock:u` ->
+/// `cpu-clock.u`, so `-e cpu-clock:u -e cpu-clock:k` are two events); a
+/// tracepoint's name (`sched:sched_switch`) is kept (its `:` becomes `.`
+/// in the type's name).
+fn event_name(event: &str) -> Result<Cow<'_, str>, String> {
+    let event = match event.rsplit_once(':') {
+        Some((e, m)) if !m.is_empty() && m.bytes().all(|c| b"ukhGHpPSDIWe".contains(&c)) => {
+            let scope: String = m.chars().filter(|c| "ukhG".contains(*c)).collect();
+            if scope.is_empty() {
+                Cow::Borrowed(e)
+            } else {
+                Cow::Owned(format!("{e}.{scope}"))
+            }
+        }
+        _ => Cow::Borrowed(event),
+    };
+    if event.is_empty() || event.starts_with('.') {
+        return Err("empty event name".into());
+    }
+    Ok(event)
 }
 
 /// One call-chain line (`addr sym+off (module)`), trimmed.
@@ -543,6 +726,92 @@ fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
     (p.min(b.len()), lines)
 }
 
+/// Times may go back this far from one sample to the next (perf script
+/// prints samples in time order).
+const TIME_SLACK_NS: u64 = 1_000_000;
+
+/// What a header must be besides well formed: a pid when pids are asked
+/// for, and a time not before the previous sample's (`last`).
+fn check_header(
+    h: &Header<'_>,
+    options: &PerfOptions,
+    last: &mut Option<u64>,
+) -> Result<(), String> {
+    if h.pid.is_none() && options.pid != Placement::Omit {
+        return Err(
+            "the header shows one id (the thread id, in perf's default fields) \
+             and pids are asked for: run `perf script -F +pid`"
+                .into(),
+        );
+    }
+    if let Some(t) = h.time_ns {
+        if let Some(prev) = *last {
+            if t.saturating_add(TIME_SLACK_NS) < prev {
+                return Err(format!(
+                    "the time goes back {:.6} s from the sample before (perf script prints \
+                     samples in time order): run perf script without --deltatime",
+                    (prev - t) as f64 / 1e9
+                ));
+            }
+        }
+        *last = Some(t);
+    }
+    Ok(())
+}
+
+/// An event's value slots: its sample count's, and its summed period's
+/// when it has one.
+type Slots = (usize, Option<usize>);
+
+/// The profile types of the events, in order, and each event's (count,
+/// summed period) slots among them: `EVENT_samples:count`, and
+/// `EVENT:nanoseconds` (clock events) or `EVENT:count` only when a sample
+/// of the event has a period (without one, 1 a sample is no unit).
+fn event_types(
+    events: &[Cow<'_, str>],
+    has_period: &[bool],
+) -> (Vec<(String, String, String)>, Vec<Slots>) {
+    let mut types = Vec::new();
+    let mut slots = Vec::new();
+    for (e, &period) in events.iter().zip(has_period) {
+        // `kind:sample:unit` is split at `:`: a tracepoint's
+        // `sched:sched_switch` becomes `sched.sched_switch`.
+        let e = e.replace(':', ".");
+        // Named by the event so that no perf type is a pprof type (Go's
+        // CPU profile is `samples:count` + `cpu:nanoseconds`):
+        // `cpu-clock_samples:count` and `cpu-clock:nanoseconds`.
+        let base = e.split('.').next().unwrap_or(&e);
+        let unit = if base == "cpu-clock" || base == "task-clock" {
+            "nanoseconds"
+        } else {
+            "count"
+        };
+        let count = types.len();
+        types.push((
+            "perf".to_owned(),
+            format!("{e}_samples"),
+            "count".to_owned(),
+        ));
+        let p = period.then(|| {
+            types.push(("perf".to_owned(), e, unit.to_owned()));
+            types.len() - 1
+        });
+        slots.push((count, p));
+    }
+    (types, slots)
+}
+
+/// The profile's time of the first sample (`first` in the samples' time):
+/// `--time`, else `-F tod`'s wall-clock time, else the file's mtime minus
+/// the recorded span.
+fn time_base(options: &PerfOptions, wall: bool, first: u64, mtime: u64, span: u64) -> u64 {
+    options.time_ns.unwrap_or(if wall {
+        first
+    } else {
+        mtime.saturating_sub(span)
+    })
+}
+
 /// Parses a whole `perf script` text (`path` and `mtime` for messages and
 /// the default time).
 ///
@@ -575,7 +844,9 @@ pub fn parse(
         ));
     }
     let bytes = text.as_bytes();
-    let mut events: Vec<&str> = Vec::new();
+    let mut events: Vec<Cow<'_, str>> = Vec::new();
+    // Per event: whether a sample of it has a period.
+    let mut has_period: Vec<bool> = Vec::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut comms = std::collections::BTreeSet::new();
     let mut pids = std::collections::BTreeSet::new();
@@ -600,6 +871,10 @@ pub fn parse(
     // else any `word 123` line would be a sample (a folded file read with
     // `--format perf`).
     let mut untimed_at: Option<usize> = None;
+    // Whether a sample had frame lines (a call graph: then each sample
+    // ends with a blank line), and whether every time was `-F tod`'s.
+    let (mut chained, mut wall) = (false, true);
+    let mut last_time = None;
     let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
         (Some(line), Some(s)) if matches!(s.frames, Frames::None) => Err(err(
             line,
@@ -628,6 +903,7 @@ pub fn parse(
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
+            chained = true;
             let sample = samples.last_mut().expect("open sample");
             // Fast path: a chain seen before, found by its bytes up to the
             // blank line that ends it, without looking at its lines (a
@@ -709,13 +985,17 @@ pub fn parse(
         let h = parse_header(line, &mut toks).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
         untimed_at = h.time_ns.is_none().then_some(n);
-        let event = match events.iter().position(|&e| e == h.event) {
+        check_header(&h, options, &mut last_time).map_err(|m| err(n, m))?;
+        wall &= h.wall;
+        let event = match events.iter().position(|e| *e == h.event) {
             Some(i) => i,
             None => {
-                events.push(h.event);
+                events.push(h.event.clone());
+                has_period.push(false);
                 events.len() - 1
             }
         };
+        has_period[event] |= h.period.is_some();
         let mut frames = Frames::None;
         // No call graph: the sampled ip on the header line (tracepoint
         // arguments, which do not start with an address, are not one).
@@ -736,6 +1016,8 @@ pub fn parse(
             };
             frames = Frames::One(id);
         }
+        // A lone id is the thread id (perf's default fields); only asked
+        // for pids (`check_header`) does it stand for the pid.
         let pid = h.pid.unwrap_or(h.tid);
         // The (comm, pid, tid) of a sample become its labels and root
         // frames once per distinct triple, not once per sample.
@@ -788,7 +1070,7 @@ pub fn parse(
             // start: one window, at the file's time.
             time_ns: h.time_ns.unwrap_or(0),
             event: event as u32,
-            period: h.period,
+            period: h.period.unwrap_or(1),
             frames,
             set,
         });
@@ -796,6 +1078,14 @@ pub fn parse(
         (pos, n) = (next, n + 1);
     }
     frameless_untimed(&samples, untimed_at)?;
+    // perf script ends every sample of a call graph with a blank line: a
+    // last sample without one was cut at a line's end, its stack partial.
+    if chained && open {
+        return Err(err(
+            n.saturating_sub(1),
+            "the file ends inside a sample (cut short?): perf script ends each sample with a blank line".into(),
+        ));
+    }
     if samples.is_empty() {
         return Err(Error::File {
             format: NAME,
@@ -803,36 +1093,11 @@ pub fn parse(
             message: "no sample header (`comm tid secs.frac: period event:`) in the file".into(),
         });
     }
-    let types: Vec<(String, String, String)> = events
-        .iter()
-        // `kind:sample:unit` is split at `:`: a tracepoint's
-        // `sched:sched_switch` becomes `sched.sched_switch`.
-        .map(|e| e.replace(':', "."))
-        .flat_map(|e| {
-            // Named by the event so that no perf type is a pprof type
-            // (Go's CPU profile is `samples:count` + `cpu:nanoseconds`):
-            // `cpu-clock_samples:count` and `cpu-clock:nanoseconds`.
-            let unit = if e == "cpu-clock" || e == "task-clock" {
-                "nanoseconds"
-            } else {
-                "count"
-            };
-            [
-                (
-                    "perf".to_owned(),
-                    format!("{e}_samples"),
-                    "count".to_owned(),
-                ),
-                ("perf".to_owned(), e, unit.to_owned()),
-            ]
-        })
-        .collect();
+    let (types, slots) = event_types(&events, &has_period);
     let first = samples.iter().map(|s| s.time_ns).min().unwrap_or(0);
     let last = samples.iter().map(|s| s.time_ns).max().unwrap_or(0);
     let span = last - first;
-    let base = options
-        .time_ns
-        .unwrap_or_else(|| mtime.saturating_sub(span));
+    let base = time_base(options, wall, first, mtime, span);
     let n_types = types.len();
     b.set_types(n_types);
     let window = options.window_ns.filter(|&w| w > 0);
@@ -871,12 +1136,15 @@ pub fn parse(
             sums.first.len() - 1
         });
         let v = &mut sums.values[slot * n_types..(slot + 1) * n_types];
-        let e = 2 * s.event as usize;
-        v[e] = v[e].saturating_add(1);
-        v[e + 1] = v[e + 1].saturating_add(i64::try_from(s.period).unwrap_or(i64::MAX));
+        let (count, period) = slots[s.event as usize];
+        v[count] = v[count].saturating_add(1);
+        if let Some(p) = period {
+            v[p] = v[p].saturating_add(i64::try_from(s.period).unwrap_or(i64::MAX));
+        }
     }
     sums.flush(&mut b, &samples, &sets, &chains);
-    let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
+    let single_period =
+        (periods.len() == events.len()).then(|| periods.iter().next().and_then(|p| p.1));
     let source = Source {
         identity: text::identity_with("perf", text, options),
         pid: if pids.len() == 1 {

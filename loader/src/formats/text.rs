@@ -110,10 +110,12 @@ impl Default for TextOptions {
 }
 
 /// The whole file as text, and its modification time (ns since the epoch,
-/// 0 when unknown): the default time of formats that carry none.
+/// 0 when unknown): the default time of formats that carry none. Invalid
+/// UTF-8 sequences become U+FFFD (perf script, bpftrace and folded stacks
+/// alike: all print names the kernel holds as bytes).
 ///
 /// # Errors
-/// When the file cannot be read, is too large or is not UTF-8 (naming the
+/// When the file cannot be read, is too large or is binary (naming the
 /// first bad line).
 pub fn read_text(
     mut file: File,
@@ -156,6 +158,13 @@ pub fn read_text(
     if bytes.len() as u64 > max {
         return Err(too_large());
     }
+    if let Some(message) = super::perf::perf_data_hint(&bytes, path) {
+        return Err(Error::File {
+            format,
+            path: path.to_owned(),
+            message,
+        });
+    }
     match String::from_utf8(bytes) {
         // A byte order mark (Windows editors write one) is no part of the
         // first frame or label.
@@ -166,14 +175,26 @@ pub fn read_text(
             Ok((s, mtime))
         }
         Err(e) => {
-            let at = e.utf8_error().valid_up_to();
-            let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() as u64;
-            Err(Error::Line {
-                format,
-                path: path.to_owned(),
-                line,
-                message: "not UTF-8 text".into(),
-            })
+            let bytes = e.into_bytes();
+            // Control bytes besides text's whitespace: binary data (a
+            // recording, a compressed file), not text with a stray byte.
+            if let Some(at) = bytes.iter().position(|&b| is_binary(b)) {
+                let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64;
+                return Err(Error::Line {
+                    format,
+                    path: path.to_owned(),
+                    line,
+                    message: format!("binary data, not text (byte {:#04x})", bytes[at]),
+                });
+            }
+            // Names are bytes to the kernel (a thread named in Latin-1),
+            // and perf and bpftrace print them as they are: each invalid
+            // sequence becomes U+FFFD (one copy, only for such a file).
+            let mut s = String::from_utf8_lossy(&bytes).into_owned();
+            if s.starts_with('\u{feff}') {
+                s.drain(..'\u{feff}'.len_utf8());
+            }
+            Ok((s, mtime))
         }
     }
 }
@@ -581,15 +602,32 @@ pub fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Whether `first` (a file's first bytes) is text: UTF-8 (allowing a
-/// character cut at the end) without control bytes but tab and newlines.
+/// Whether `first` (a file's first bytes) is text: without control bytes
+/// but tab and newlines, and UTF-8 but for a rare invalid sequence (at
+/// most one in 16 bytes: a name in Latin-1; a character cut at the end
+/// is none), which [`read_text`] replaces.
 #[must_use]
 pub fn looks_like_text(first: &[u8]) -> bool {
-    let ok = match std::str::from_utf8(first) {
-        Ok(_) => true,
-        Err(e) => e.error_len().is_none(),
-    };
-    ok && first
-        .iter()
-        .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
+    invalid_utf8(first) * 16 <= first.len()
+        && first
+            .iter()
+            .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
+}
+
+/// The number of invalid UTF-8 sequences in `b`, a sequence cut at the end
+/// not counted.
+fn invalid_utf8(mut b: &[u8]) -> usize {
+    let mut n = 0;
+    while let Err(e) = std::str::from_utf8(b) {
+        let Some(len) = e.error_len() else { break };
+        n += 1;
+        b = &b[e.valid_up_to() + len..];
+    }
+    n
+}
+
+/// A control byte that text does not hold (its whitespace, `\t` to `\r`,
+/// aside).
+fn is_binary(b: u8) -> bool {
+    b < 0x20 && !matches!(b, b'\t'..=b'\r') || b == 0x7f
 }

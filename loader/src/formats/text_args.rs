@@ -13,7 +13,9 @@ pub struct TextArgs {
     /// a root frame, or nowhere).
     #[arg(long, value_enum, default_value_t = Placement::Label)]
     pub perf_comm: Placement,
-    /// perf script: where each sample's process id goes (label `pid`).
+    /// perf script: where each sample's process id goes (label `pid`);
+    /// needs `perf script -F +pid` (the default fields show the thread id
+    /// only).
     #[arg(long, value_enum, default_value_t = Placement::Omit)]
     pub perf_pid: Placement,
     /// perf script: where each sample's thread id goes (label `tid`).
@@ -45,8 +47,9 @@ pub struct TextArgs {
     /// `2026-12-01 14:00:00`, UTC, as the `profile` commands take and
     /// print times; or seconds since the epoch); for perf the first sample's time, for
     /// pprof instead of its `time_nanos` (the same file at another time is
-    /// another profile). When not given: pprof's own time, else the file's
-    /// modification time.
+    /// another profile). When not given: pprof's own time, perf's `-F
+    /// +tod` wall-clock time (local time), else the file's modification
+    /// time.
     #[arg(long, value_parser = parse_time)]
     pub time: Option<u64>,
     /// bpftrace, folded stacks and pprof (instead of its

@@ -280,7 +280,8 @@ impl<R: Read> BinpbReader<R> {
         if offset == 0 && prefix[0] != 0 {
             return Err(Error::NotBinpb {
                 path: self.path.clone(),
-                looks_like: sniff(&prefix[..got]),
+                looks_like: crate::formats::perf::perf_data_hint(&prefix[..got], &self.path)
+                    .unwrap_or_else(|| sniff(&prefix[..got])),
             });
         }
         if got < PREFIX_LEN {

@@ -18,26 +18,33 @@ struct Header<'a> {
     time_ns: u64,
     /// No time on the line.
     untimed: bool,
-    period: u64,
-    event: &'a str,
+    wall: bool,
+    period: Option<u64>,
+    event: String,
     /// Text after the event (a single-frame sample's `addr sym (dso)`).
     rest: Vec<&'a str>,
 }
 
-/// The fast reader's header, owned: how a header line reads is not what
+/// The fast reader's header, owned, and as it is (for the checks the
+/// readers share): how a header line reads is not what
 /// the fast path changed (its chains are).
-fn parse_header(line: &str) -> Result<Header<'_>, String> {
+fn parse_header(line: &str) -> Result<(Header<'_>, super::Header<'_>), String> {
     let h = super::parse_header(line, &mut Vec::new())?;
-    Ok(Header {
-        comm: h.comm.into_owned(),
-        pid: h.pid,
-        tid: h.tid,
-        time_ns: h.time_ns.unwrap_or(0),
-        untimed: h.time_ns.is_none(),
-        period: h.period,
-        event: h.event,
-        rest: h.rest.split_whitespace().collect(),
-    })
+    let kept = super::parse_header(line, &mut Vec::new())?;
+    Ok((
+        Header {
+            comm: h.comm.into_owned(),
+            pid: h.pid,
+            tid: h.tid,
+            time_ns: h.time_ns.unwrap_or(0),
+            untimed: h.time_ns.is_none(),
+            wall: h.wall,
+            period: h.period,
+            event: h.event.into_owned(),
+            rest: h.rest.split_whitespace().collect(),
+        },
+        kept,
+    ))
 }
 
 struct Sample {
@@ -76,7 +83,9 @@ pub(super) fn parse(
             "the file ends inside a line (cut short?)".into(),
         ));
     }
-    let mut events: Vec<String> = Vec::new();
+    let mut events: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    let mut has_period: Vec<bool> = Vec::new();
+    let (mut chained, mut wall, mut last_time) = (false, true, None);
     let mut event_ix: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut comms = std::collections::BTreeSet::new();
@@ -96,7 +105,9 @@ pub(super) fn parse(
         )),
         _ => Ok(()),
     };
+    let mut lines = 0;
     for (n, line) in text.lines().enumerate() {
+        lines = n + 1;
         if line.trim().is_empty() {
             open = false;
             continue;
@@ -108,6 +119,7 @@ pub(super) fn parse(
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
+            chained = true;
             if super::is_srcline(line) {
                 continue;
             }
@@ -128,13 +140,17 @@ pub(super) fn parse(
             open = false;
             continue;
         }
-        let h = parse_header(line).map_err(|m| err(n, m))?;
+        let (h, kept) = parse_header(line).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
         untimed_at = h.untimed.then_some(n);
-        let event = *event_ix.entry(h.event.to_owned()).or_insert_with(|| {
-            events.push(h.event.to_owned());
+        super::check_header(&kept, options, &mut last_time).map_err(|m| err(n, m))?;
+        wall &= h.wall;
+        let event = *event_ix.entry(h.event.clone()).or_insert_with(|| {
+            events.push(h.event.clone().into());
+            has_period.push(false);
             events.len() - 1
         });
+        has_period[event] |= h.period.is_some();
         let mut frames = Vec::new();
         // No call graph: the sampled ip on the header line (tracepoint
         // arguments, which do not start with an address, are not one).
@@ -192,13 +208,19 @@ pub(super) fn parse(
         samples.push(Sample {
             time_ns: h.time_ns,
             event,
-            period: h.period,
+            period: h.period.unwrap_or(1),
             frames,
             set,
         });
         open = true;
     }
     frameless_untimed(&samples, untimed_at)?;
+    if chained && open {
+        return Err(err(
+            lines.saturating_sub(1),
+            "the file ends inside a sample (cut short?): perf script ends each sample with a blank line".into(),
+        ));
+    }
     if samples.is_empty() {
         return Err(Error::File {
             format: NAME,
@@ -206,36 +228,11 @@ pub(super) fn parse(
             message: "no sample header (`comm tid secs.frac: period event:`) in the file".into(),
         });
     }
-    let types: Vec<(String, String, String)> = events
-        .iter()
-        // `kind:sample:unit` is split at `:`: a tracepoint's
-        // `sched:sched_switch` becomes `sched.sched_switch`.
-        .map(|e| e.replace(':', "."))
-        .flat_map(|e| {
-            // Named by the event so that no perf type is a pprof type
-            // (Go's CPU profile is `samples:count` + `cpu:nanoseconds`):
-            // `cpu-clock_samples:count` and `cpu-clock:nanoseconds`.
-            let unit = if e == "cpu-clock" || e == "task-clock" {
-                "nanoseconds"
-            } else {
-                "count"
-            };
-            [
-                (
-                    "perf".to_owned(),
-                    format!("{e}_samples"),
-                    "count".to_owned(),
-                ),
-                ("perf".to_owned(), e, unit.to_owned()),
-            ]
-        })
-        .collect();
+    let (types, slots) = super::event_types(&events, &has_period);
     let first = samples.iter().map(|s| s.time_ns).min().unwrap_or(0);
     let last = samples.iter().map(|s| s.time_ns).max().unwrap_or(0);
     let span = last - first;
-    let base = options
-        .time_ns
-        .unwrap_or_else(|| mtime.saturating_sub(span));
+    let base = super::time_base(options, wall, first, mtime, span);
     b.set_types(types.len());
     let window = options.window_ns.filter(|&w| w > 0);
     let mut order: Vec<usize> = (0..samples.len()).collect();
@@ -256,13 +253,13 @@ pub(super) fn parse(
         let (labels, roots) = &sets[s.set as usize];
         s.frames.extend_from_slice(roots);
         let value = i64::try_from(s.period).unwrap_or(i64::MAX);
-        b.add(
-            &s.frames,
-            labels,
-            &[(2 * s.event, 1), (2 * s.event + 1, value)],
-        );
+        let (count, period) = slots[s.event];
+        let mut values = vec![(count, 1)];
+        values.extend(period.map(|p| (p, value)));
+        b.add(&s.frames, labels, &values);
     }
-    let single_period = (periods.len() == events.len()).then(|| periods.iter().next().map(|p| p.1));
+    let single_period =
+        (periods.len() == events.len()).then(|| periods.iter().next().and_then(|p| p.1));
     let source = Source {
         identity: text::identity_with("perf", text, options),
         pid: if pids.len() == 1 {

@@ -151,15 +151,15 @@ fn other_field_lists_equal_perf_report_folded() {
     let report = report_folded(&read("burn.fields.report-folded.txt"));
     assert!(report.values().sum::<i64>() > 50);
     for (k, types) in [
-        ("no-event", ["perf_samples:count", "perf:count"]),
-        ("no-time", ["perf_samples:count", "perf:count"]),
+        ("no-event", &["perf_samples:count"][..]),
+        ("no-time", &["perf_samples:count"]),
         (
             "srcline",
-            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
+            &["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
         ),
         (
             "side-band",
-            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
+            &["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
         ),
     ] {
         let name = format!("burn.fields.{k}.perf-script.txt");
@@ -240,6 +240,11 @@ fn source_lines_are_skipped_and_address_lines_kept() {
     let mut r = parse(script, Path::new("s"), 0, &PerfOptions::default()).unwrap();
     let (stacks, _) = folded(&mut r, 0);
     assert_eq!(stacks, BTreeMap::from([("0xabc;g;f".to_string(), 1)]));
+    // An inlined frame's source line (`perf script -F +srcline`).
+    let script = "app 3 1.0: 5 cpu-clock:ppp: \n\t13ed mix+0x2d\n  app.c:11 (inlined)\n\t13ed inl_caller+0x2d (/a/app)\n  app.c:12\n\n";
+    let mut r = parse(script, Path::new("s"), 0, &PerfOptions::default()).unwrap();
+    let (stacks, _) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("inl_caller;mix".to_string(), 1)]));
     let e = parse(
         "p 1 1.0: 5 cpu-clock:\n\tzz\n\n",
         Path::new("s"),
@@ -271,6 +276,7 @@ my prog  12/13 [001] 101.000000000:     2000 cycles:u:
 \t    4000 [unknown] ([unknown])
 \t    5000 jitted (/tmp/perf-12.map)
 \t    6000 inl+0x4 (inlined)
+
 ";
     let options = PerfOptions {
         comm: Placement::Frame,
@@ -288,8 +294,8 @@ my prog  12/13 [001] 101.000000000:     2000 cycles:u:
             .map(crate::model::ValueType::profile_type)
             .collect::<Vec<_>>(),
         [
-            "cycles_samples:count",
-            "cycles:count",
+            "cycles.u_samples:count",
+            "cycles.u:count",
             "page-faults_samples:count",
             "page-faults:count"
         ]
@@ -440,6 +446,7 @@ app 7 [000] 5.000000: 1 sched:sched_switch: prev_comm=app prev_pid=7 ==> next_co
 \t    1000 schedule+0x10 ([kernel.kallsyms])
 
 app 7 [000] 5.100000: 250000 task-clock:  401000 work+0x2 (/bin/app)
+
 ";
     let mut r = parse(script, Path::new("t"), 0, &PerfOptions::default()).unwrap();
     assert_eq!(
@@ -546,13 +553,15 @@ fn generate_script(g: &mut Gen) -> String {
     }
     let mut t = 100_000u64 + g.below(1000) as u64;
     let eol = if g.below(8) == 0 { "\r\n" } else { "\n" };
+    // One form of ids a file, as perf's `-F` gives: `pid/tid` or the tid.
+    let with_pid = g.below(4) != 0;
     for _ in 0..1 + g.below(60) {
         t += g.below(3_000_000) as u64;
         let comm = g.pick(&comms);
-        let ids = match g.below(3) {
-            0 => format!("{}", 10 + g.below(3)),
-            1 => format!("{}/{}", 10 + g.below(2), 20 + g.below(3)),
-            _ => format!("{:>7}", 10 + g.below(3)),
+        let ids = match (with_pid, g.below(2)) {
+            (false, 0) => format!("{}", 10 + g.below(3)),
+            (false, _) => format!("{:>7}", 10 + g.below(3)),
+            (true, _) => format!("{}/{}", 10 + g.below(2), 20 + g.below(3)),
         };
         let cpu = if g.below(2) == 0 { " [003]" } else { "" };
         let period = match g.below(3) {
@@ -694,7 +703,7 @@ fn fast_path_equals_the_line_by_line_reference() {
         }
     }
     // Both kinds of outcome are covered.
-    assert!(ok > 1000 && errors > 100, "{ok} read, {errors} refused");
+    assert!(ok > 800 && errors > 100, "{ok} read, {errors} refused");
 }
 
 #[test]
@@ -708,4 +717,327 @@ fn fast_path_equals_the_reference_on_the_recordings() {
             assert!(fast == reference, "{name} {options:?}");
         }
     }
+}
+
+/// The profile types of a reader, as strings.
+fn type_names(r: &text::TextReader) -> Vec<String> {
+    r.value_types()
+        .iter()
+        .map(crate::model::ValueType::profile_type)
+        .collect()
+}
+
+/// Thread names with spaces, digits and a colon (`names.c`: `job 42`,
+/// `12345`, `a 1 2.5:`): the time is the token the fields around fit,
+/// not the first that looks like one (`a 1 2.5:` made 128 bogus events
+/// such as `19529.039661`); a header nothing fits is refused.
+#[test]
+fn a_thread_name_with_spaces_digits_and_a_colon_is_the_comm() {
+    let script = "\
+12345 31513 19529.037655:    2004008 cpu-clock:ppp: 
+\t            124b spin_named+0x1b (/t/names)
+
+a 1 2.5: 31514 19529.039661:    2004008 cpu-clock:ppp: 
+\t            1247 spin_named+0x17 (/t/names)
+
+job 42 31512 19529.041059:    2004008 cpu-clock:ppp: 
+\t            124b spin_named+0x1b (/t/names)
+
+a 1 2.5: 31514 [001] 19529.041692: cpu-clock:ppp: 
+\t            124b spin_named+0x1b (/t/names)
+
+";
+    let options = PerfOptions {
+        tid: Placement::Label,
+        time_ns: Some(0),
+        ..Default::default()
+    };
+    let mut r = parse(script, Path::new("n"), 0, &options).unwrap();
+    assert_eq!(
+        type_names(&r),
+        ["cpu-clock_samples:count", "cpu-clock:nanoseconds"]
+    );
+    let events = r.events();
+    let Event::Batch(b) = &events[1] else {
+        panic!()
+    };
+    assert_eq!(b.duration_ns, 4_037_000);
+    let mut threads = Vec::new();
+    for &k in &b.stacks {
+        let mut l = Vec::new();
+        r.labels(k, &mut l);
+        threads.push(format!("{}={}", l[0].value, l[1].value));
+    }
+    assert_eq!(threads, ["12345=31513", "a 1 2.5:=31514", "job 42=31512"]);
+    // Without times (`-F` without `time`): the event ends the header.
+    let untimed = "job 42 31512    2004008 cpu-clock:ppp: \n\t124b spin_named (/t/names)\n\n";
+    let mut r = parse(untimed, Path::new("u"), 0, &options).unwrap();
+    let (stacks, labels) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("spin_named".into(), 1)]));
+    assert_eq!(labels[0][0].value, "job 42");
+    let e = parse(
+        "a 1 2.5: x 3.5: 7 cpu-clock:\n",
+        Path::new("/d/n.txt"),
+        0,
+        &PerfOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("/d/n.txt:1: not perf script: "), "{e}");
+}
+
+/// `perf record -e cpu-clock:u -e cpu-clock:k`: two events, kept apart by
+/// their scope modifier; precision and `H` are dropped.
+#[test]
+fn scope_modifiers_keep_events_apart() {
+    let script = "\
+child 14981 19869.739878:     250000 cpu-clock:u: 
+\t           1462a handle_amd+0xa (/lib/ld.so)
+
+child 14981 19869.740376:     250000 cpu-clock:k: 
+\tffffffff822540e3 xas_load+0x53 ([kernel.kallsyms])
+
+child 14981 19869.740625:     250000 cpu-clock:k: 
+\tffffffff822540e3 xas_load+0x53 ([kernel.kallsyms])
+
+child 14981 19869.740725:     250000 cpu-clock:pppH: 
+\tffffffff822540e3 xas_load+0x53 ([kernel.kallsyms])
+
+child 14981 19869.740825:     9 cycles:ppu: 
+\tffffffff822540e3 xas_load+0x53 ([kernel.kallsyms])
+
+";
+    let mut r = parse(script, Path::new("uk"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        type_names(&r),
+        [
+            "cpu-clock.u_samples:count",
+            "cpu-clock.u:nanoseconds",
+            "cpu-clock.k_samples:count",
+            "cpu-clock.k:nanoseconds",
+            "cpu-clock_samples:count",
+            "cpu-clock:nanoseconds",
+            "cycles.u_samples:count",
+            "cycles.u:count",
+        ]
+    );
+    assert_eq!(
+        folded(&mut r, 2).0,
+        BTreeMap::from([("xas_load".into(), 2)])
+    );
+}
+
+/// A lone id is the thread id (perf's default fields): asked for pids,
+/// the header is refused naming its line; `pid/tid` gives both.
+#[test]
+fn pids_need_a_pid_tid_header() {
+    let lone = "app 23479 1.0: 5 cpu-clock:\n\t1 f (m)\n\n";
+    for pid in [Placement::Label, Placement::Frame] {
+        let options = PerfOptions {
+            pid,
+            ..Default::default()
+        };
+        let e = parse(lone, Path::new("/d/p.txt"), 0, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/d/p.txt:1: not perf script: the header shows one id"),
+            "{e}"
+        );
+        assert!(
+            e.contains("perf script -F +pid") && !e.contains('\n'),
+            "{e}"
+        );
+        let both = "app 23479/23491 1.0: 5 cpu-clock:\n\t1 f (m)\n\n";
+        assert!(parse(both, Path::new("p"), 0, &options).is_ok());
+    }
+    let options = PerfOptions {
+        tid: Placement::Label,
+        ..Default::default()
+    };
+    let mut r = parse(lone, Path::new("p"), 0, &options).unwrap();
+    let (_, labels) = folded(&mut r, 0);
+    assert_eq!(labels[0][1].value, "23479");
+}
+
+/// A call-graph script ends every sample with a blank line: one cut at a
+/// line's end (`head -n 10`) is refused naming its last line; a recording
+/// without call graph (no blank lines) is whole at any line's end.
+#[test]
+fn a_call_graph_script_cut_at_a_line_end_is_refused() {
+    let script = read("burn.fp.perf-script.txt");
+    let cut: String = script.lines().take(12).map(|l| format!("{l}\n")).collect();
+    let e = parse(&cut, Path::new("/d/cut4.txt"), 0, &PerfOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "/d/cut4.txt:12: not perf script: the file ends inside a sample (cut short?)"
+        ),
+        "{e}"
+    );
+    let whole: String = script.lines().take(10).map(|l| format!("{l}\n")).collect();
+    assert!(whole.ends_with("\n\n"));
+    assert!(parse(&whole, Path::new("w"), 0, &PerfOptions::default()).is_ok());
+    let flat = read("burn.nocallgraph.perf-script.txt");
+    let cut: String = flat.lines().take(10).map(|l| format!("{l}\n")).collect();
+    assert!(parse(&cut, Path::new("f"), 0, &PerfOptions::default()).is_ok());
+}
+
+/// `perf script -F +tod`: the wall-clock date and time before perf's time
+/// is the sample's time (read as local time by libc's mktime; a zone is
+/// a whole number of quarter hours from UTC), with or without perf's.
+#[test]
+fn the_tod_field_is_the_samples_time() {
+    // 2026-12-02 16:36:37 UTC.
+    let utc = 1_796_229_397_000_000_000i64;
+    for script in [
+        "child 16880 2026-12-02 16:36:37.580983 19899.839201:    2004008 cpu-clock:ppp: \n\t1217 child_spin+0x17 (/t/child)\n\n\
+         child 16880 2026-12-02 16:36:37.583001 19899.841219:    2004008 cpu-clock:ppp: \n\t1217 child_spin+0x17 (/t/child)\n\n",
+        "child 16880 2026-12-02 16:36:37.580983    2004008 cpu-clock:ppp: \n\t1217 child_spin (/t/child)\n\n\
+         child 16880 2026-12-02 16:36:37.583001    2004008 cpu-clock:ppp: \n\t1217 child_spin (/t/child)\n\n",
+    ] {
+        let mut r = parse(script, Path::new("tod"), 7, &PerfOptions::default()).unwrap();
+        assert_eq!(
+            type_names(&r),
+            ["cpu-clock_samples:count", "cpu-clock:nanoseconds"]
+        );
+        let events = r.events();
+        let Event::Batch(b) = &events[1] else {
+            panic!()
+        };
+        assert_eq!(b.duration_ns, 2_018_000);
+        let off = b.time_ns as i64 - (utc + 580_983_000);
+        assert!(off.abs() <= 14 * 3600 * 1_000_000_000, "{off}");
+        assert_eq!(off % (900 * 1_000_000_000), 0, "{off}");
+    }
+}
+
+/// Without a period field (`-F` without `period`), an event has its
+/// sample count only: 1 a sample is no nanoseconds nor count of events.
+#[test]
+fn an_event_without_periods_has_its_sample_count_only() {
+    let script = "\
+app 23574 19265.602033: page-faults: 
+\tffffffff8177821a elf_load ([kernel.kallsyms])
+
+app 23574 19265.602040: cpu-clock:ppp: 
+\tffffffff8177821a elf_load ([kernel.kallsyms])
+
+app 23574 19265.602050: 5 cycles: 
+\tffffffff8177821a elf_load ([kernel.kallsyms])
+
+";
+    let mut r = parse(script, Path::new("np"), 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        type_names(&r),
+        [
+            "page-faults_samples:count",
+            "cpu-clock_samples:count",
+            "cycles_samples:count",
+            "cycles:count"
+        ]
+    );
+    assert_eq!(
+        folded(&mut r, 3).0,
+        BTreeMap::from([("elf_load".into(), 5)])
+    );
+}
+
+/// `perf script --deltatime`: times that go back (perf prints samples in
+/// time order) are refused naming the line, not read as absolute times.
+#[test]
+fn delta_times_are_refused() {
+    let script = "\
+wk-lib 23491     0.002005:    2004008 cpu-clock:ppp: 
+\t            1123 lib_hash+0x23 (/t/libwork.so)
+
+app 23479     0.000954:    2004008 cpu-clock:ppp: 
+\t            13ed inl_caller+0x2d (/t/app)
+
+";
+    let e = parse(
+        script,
+        Path::new("/d/delta.txt"),
+        0,
+        &PerfOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("/d/delta.txt:4: not perf script: the time goes back"),
+        "{e}"
+    );
+    assert!(e.contains("without --deltatime"), "{e}");
+    // A little back (under a millisecond) is taken.
+    let close = script.replace("0.000954", "0.001954");
+    assert!(parse(&close, Path::new("c"), 0, &PerfOptions::default()).is_ok());
+}
+
+/// A thread named in Latin-1 (`names2.c`: `caf\xe9`): perf script prints
+/// the bytes; the file is read with U+FFFD for them, detected as perf
+/// script even when the name is in the first bytes. Binary data with
+/// invalid UTF-8 is still refused, naming its line.
+#[test]
+fn a_non_utf8_thread_name_is_read_with_a_replacement_character() {
+    let dir = std::env::temp_dir();
+    let tmp = dir.join(format!("flamehouse-perf-latin1-{}.txt", std::process::id()));
+    let mut script = b"caf\xe9 19797 19946.194989:    2004008 cpu-clock:ppp: \n".to_vec();
+    script.extend_from_slice(b"\t            1247 spin_named+0x17 (/t/names2)\n\n");
+    std::fs::write(&tmp, &script).unwrap();
+    assert_eq!(Perf.sniff(&script[..64]), Sniff::Yes);
+    assert_eq!(super::super::detect(&script[..64]), Some(Format::Perf));
+    let opts = text::TextOptions::default();
+    let (text, _) = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts).unwrap();
+    let mut r = parse(&text, &tmp, 0, &PerfOptions::default()).unwrap();
+    let (stacks, labels) = folded(&mut r, 0);
+    assert_eq!(stacks, BTreeMap::from([("spin_named".into(), 1)]));
+    assert_eq!(labels[0][0].value, "caf\u{fffd}");
+    // NUL and other control bytes with invalid UTF-8: binary, refused.
+    std::fs::write(&tmp, b"PAR1\n\xff\x00\x01\x02 x\n").unwrap();
+    let e = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts)
+        .unwrap_err()
+        .to_string();
+    std::fs::remove_file(&tmp).unwrap();
+    assert!(
+        e.ends_with(":2: not perf script: binary data, not text (byte 0x00)"),
+        "{e}"
+    );
+}
+
+/// A `perf.data` recording given as the input (either byte order's magic)
+/// says how to make perf script text of it, whatever reads it: MemHawk's
+/// reader (no format claims it) or a text format's (`--format perf`).
+#[test]
+fn a_perf_data_file_says_how_to_make_perf_script_text() {
+    let dir = std::env::temp_dir();
+    for magic in [&b"PERFILE2"[..], b"2ELIFREP"] {
+        let tmp = dir.join(format!(
+            "flamehouse-{}-{}.data",
+            magic[0],
+            std::process::id()
+        ));
+        let mut data = magic.to_vec();
+        data.extend_from_slice(&[0x68, 0, 0, 0, 0, 0, 0, 0, 0x88, 0, 0xff, 0xfe]);
+        std::fs::write(&tmp, &data).unwrap();
+        let want = format!(
+            "a perf.data recording: run `perf script -i {p} > {p}.txt` and load that \
+             (or `perf script -i {p} | flamehouse load -`)",
+            p = tmp.display()
+        );
+        let mut r = crate::formats::binpb::BinpbReader::open(&tmp).unwrap();
+        let e = r.next_record().unwrap_err().to_string();
+        assert!(e.ends_with(&want), "{e}");
+        let opts = text::TextOptions::default();
+        let e = text::read_text(File::open(&tmp).unwrap(), &tmp, NAME, &opts)
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(e, format!("{}: not perf script: {want}", tmp.display()));
+    }
+    // Piped to `load -`: standard input's copy has no name to give.
+    let copy = Path::new("/tmp/flamehouse-stdin-1-2/stdin");
+    assert_eq!(crate::ingest::stdin::source_name(copy), Some("<stdin>"));
+    let hint = perf_data_hint(b"PERFILE2\x68\0", copy).unwrap();
+    assert!(hint.contains("pipe its text instead (`perf script -i perf.data | flamehouse load -`)"));
 }
