@@ -1118,6 +1118,16 @@ fn bad_input_reload_raw_and_retention() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("stacks.txt"), "{err}");
+    // With --service, an empty or unrecognized file says what it holds
+    // (it blamed --service: "a MemHawk file is labelled by its process").
+    let empty = data.join("empty.pb.gz");
+    std::fs::write(&empty, b"").unwrap();
+    for (f, what) in [(&empty, "the file is empty"), (&text, "not a MemHawk")] {
+        let out = fh_out(&data, &["load", &f.display().to_string(), "--service", "x"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(what) && !err.contains("--service"), "{err}");
+    }
     // Forced as pprof: pprof's message.
     let out = fh_out(
         &data,

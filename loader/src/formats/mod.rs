@@ -220,6 +220,16 @@ pub fn detect(first: &[u8]) -> Option<Format> {
 /// When the file cannot be read (a directory is left to the reader, which
 /// says so).
 pub fn detect_open(file: &File, path: &Path) -> Result<Format, Error> {
+    Ok(recognize_open(file, path)?.unwrap_or(Format::Binpb))
+}
+
+/// As [`detect_open`], `None` when no reader recognizes the content (an
+/// empty file, unknown bytes): [`detect_open`] then hands it to MemHawk's
+/// reader, whose error says what it found.
+///
+/// # Errors
+/// The file cannot be read.
+pub fn recognize_open(file: &File, path: &Path) -> Result<Option<Format>, Error> {
     use std::os::unix::fs::FileExt;
     let mut first = [0u8; SNIFF_LEN];
     let mut got = 0;
@@ -238,11 +248,14 @@ pub fn detect_open(file: &File, path: &Path) -> Result<Format, Error> {
         }
     }
     let first = &first[..got];
+    if first.is_empty() {
+        return Ok(None);
+    }
     // A zstd-compressed pprof shows itself only past the sniffed bytes.
     if first.starts_with(&pprof::ZSTD_MAGIC) && pprof::reader::zstd_file_is_pprof(file) {
-        return Ok(Format::Pprof);
+        return Ok(Some(Format::Pprof));
     }
-    Ok(detect(first).unwrap_or(Format::Binpb))
+    Ok(detect(first))
 }
 
 /// An error of any format's reader. `Display` is the format's one-line

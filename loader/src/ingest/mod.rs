@@ -251,9 +251,14 @@ pub fn load_any(
 ) -> Result<Loaded> {
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
-    let format = match opts.format {
-        Some(f) => f,
-        None => crate::formats::detect_open(&file, &abs)?,
+    // Unrecognized content goes to MemHawk's reader, whose error says what
+    // it found (`--service` is not what is wrong with an empty file).
+    let (format, recognized) = match opts.format {
+        Some(f) => (f, true),
+        None => match crate::formats::recognize_open(&file, &abs)? {
+            Some(f) => (f, true),
+            None => (Format::Binpb, false),
+        },
     };
     let copts = continuous::ContinuousOptions {
         database: opts.database.clone(),
@@ -264,7 +269,7 @@ pub fn load_any(
         ..copts.clone()
     };
     if format == Format::Binpb {
-        if copts.service.is_some() || !copts.labels.is_empty() {
+        if recognized && (copts.service.is_some() || !copts.labels.is_empty()) {
             return Err(Error::Usage(format!(
                 "{}: --service and --label apply to continuous profiles (pprof); a MemHawk \
                  file is labelled by its process",
