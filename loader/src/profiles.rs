@@ -551,8 +551,9 @@ pub struct SelectionArgs {
     #[arg(long, default_value = "")]
     pub selector: String,
     /// Only the samples of this span (16 hex digits, as the profiler's
-    /// `span_id` label): the selector `{span_id="..."}`, read from the raw
-    /// samples whatever the range. A diff applies it to both sides.
+    /// `span_id` label; other text is hashed as the loader hashes a
+    /// non-hex label value): the selector `{span_id="..."}`, read from
+    /// the raw samples whatever the range. A diff applies it to both sides.
     #[arg(long)]
     pub span_id: Option<String>,
 }
@@ -619,6 +620,12 @@ fn write_tree(
                 .map_or_else(|| "total".into(), |n| n.label.clone()),
         };
         crate::render::render_svg(&lines, &labels, path)?;
+    } else if path == Path::new("-") {
+        // `--out -`: the folded text on standard output, no report line.
+        for l in &lines {
+            writeln!(out, "{l}").map_err(out_err)?;
+        }
+        return Ok(());
     } else {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(path).map_err(crate::error::file_err(path))?,
@@ -789,7 +796,8 @@ pub struct FlameArgs {
     /// Keep at most this many nodes (0: all).
     #[arg(long, default_value_t = 0)]
     pub max_nodes: u32,
-    /// Output file: `.svg` renders with inferno, anything else is folded text.
+    /// Output file: `.svg` renders with inferno, anything else is folded
+    /// text; `-` writes the folded text to standard output.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -869,13 +877,16 @@ pub struct DiffArgs {
     #[arg(long)]
     pub to_b: Option<String>,
     /// Scale the baseline to the comparison's total (compare shapes,
-    /// not volumes).
+    /// not volumes). `go tool pprof -normalize` scales the other way
+    /// (the comparison to the base): the shares are the same, the
+    /// numbers are in the comparison's units here.
     #[arg(long)]
     pub normalize: bool,
     /// Keep at most this many nodes (0: all).
     #[arg(long, default_value_t = 0)]
     pub max_nodes: u32,
-    /// Output file: `.svg` renders with inferno, anything else is folded text.
+    /// Output file: `.svg` renders with inferno, anything else is folded
+    /// text; `-` writes the folded text to standard output.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -920,6 +931,7 @@ pub fn diff_command(
         // when the other side draws. Each side is asked alone: a
         // normalized baseline is 0 when the comparison is.
         let filter = args.filter.filter();
+        let narrowing = args.filter.given();
         let empty = |s: &Selection| -> Result<bool> {
             Ok(no_value(&self::nodes(
                 backend,
@@ -927,26 +939,50 @@ pub fn diff_command(
             )?))
         };
         let (empty_a, empty_b) = (empty(&a)?, empty(&b)?);
+        // Why a side is empty: its selection, or a narrowing that left
+        // nothing of a selection with samples.
+        let why = |s: &Selection, sel: &SelectionArgs, side: &str| -> Result<String> {
+            if !narrowing.is_empty() {
+                let total = self::nodes(backend, &cq::flame_sql(opts, s, 2))?
+                    .first()
+                    .map_or(0, |n| n.value);
+                if total != 0 {
+                    return Ok(format!(
+                        "{} left no sample of the {side} (its total is {total})",
+                        narrowing.join(" with ")
+                    ));
+                }
+            }
+            Ok(what_matched(sel, None))
+        };
+        let svg = is_svg(&args.out);
         if empty_a && empty_b {
-            empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
-            if !is_svg(&args.out) && what_matched(&b_args, None) != what_matched(&args.sel, None) {
-                writeln!(
-                    err,
-                    "flamehouse: nothing matched in the comparison either: {}",
-                    what_matched(&b_args, None)
-                )
-                .map_err(out_err)?;
+            // The type's check and the SVG case as for one selection.
+            require_type(backend, opts, &args.sel.profile_type)?;
+            let (wa, wb) = (
+                why(&a, &args.sel, "baseline")?,
+                why(&b, &b_args, "comparison")?,
+            );
+            if !svg {
+                writeln!(err, "flamehouse: nothing matched: {wa}").map_err(out_err)?;
+                if wb.replace("comparison", "baseline") != wa {
+                    writeln!(
+                        err,
+                        "flamehouse: nothing matched in the comparison either: {wb}"
+                    )
+                    .map_err(out_err)?;
+                }
             }
         } else {
-            for (side, empty, sel) in [
-                ("baseline", empty_a, &args.sel),
-                ("comparison", empty_b, &b_args),
+            for (side, empty, s, sel) in [
+                ("baseline", empty_a, &a, &args.sel),
+                ("comparison", empty_b, &b, &b_args),
             ] {
                 if empty {
                     writeln!(
                         err,
                         "flamehouse: nothing matched in the {side}: {}",
-                        what_matched(sel, None)
+                        why(s, sel, side)?
                     )
                     .map_err(out_err)?;
                 }
@@ -1121,8 +1157,14 @@ pub fn series_command(
 ) -> Result<()> {
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
-    let (column, sql) = match &args.by {
-        Some(key) => (key.as_str(), cq::by_label_sql(opts, &s, key, args.step)?),
+    // A key quoted as in a selector (`--by '"a b"'`) is the key inside.
+    let by = args.by.as_deref().map(|k| {
+        k.strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .unwrap_or(k)
+    });
+    let (column, sql) = match by {
+        Some(key) => (key, cq::by_label_sql(opts, &s, key, args.step)?),
         None => {
             if args.step == 0 {
                 return Err(Error::Usage(
@@ -1141,6 +1183,17 @@ pub fn series_command(
     if tsv.is_empty() {
         let functions = (args.by.is_none()).then(|| args.functions.join(", "));
         empty_answer(backend, opts, &args.sel, functions.as_deref(), false, err)?;
+    } else if let Some(key) = by {
+        // Every value `""`: no selected series has the label (a typo of
+        // the key would otherwise pass as one unlabelled series).
+        if tsv.lines().all(|l| l.split('\t').nth(1) == Some("")) {
+            writeln!(
+                err,
+                "flamehouse: nothing matched: no series of the selection has the label {key:?} \
+                 (one \"\" series holds every value)"
+            )
+            .map_err(out_err)?;
+        }
     }
     writeln!(out, "time\t{column}\tvalue").map_err(out_err)?;
     out.write_all(tsv.as_bytes()).map_err(out_err)

@@ -1400,6 +1400,71 @@ fn empty_answers_say_why() {
             "{err}"
         );
     }
+    // A diff whose narrowing left nothing of either side says so (it
+    // blamed both selectors).
+    let err = run(&[
+        "diff",
+        "cpu:nanoseconds",
+        "--focus",
+        "nomatch",
+        "--out",
+        &folded,
+    ]);
+    assert!(
+        err.contains("--focus \"nomatch\" left no sample of the baseline") && err.contains(total),
+        "{err}"
+    );
+    // `series --by` a key no series has: a note (one "" series passed
+    // unseen); the key quoted as in a selector is the key.
+    let err = run(&["series", "cpu:nanoseconds", "--by", "nosuch", "--step", "0"]);
+    assert!(
+        err.contains("no series of the selection has the label \"nosuch\""),
+        "{err}"
+    );
+    let out = fh(
+        &data,
+        &[
+            "profile",
+            "series",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--by",
+            "\"handler\"",
+            "--step",
+            "0",
+        ],
+    );
+    let values: Vec<&str> = out
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split('\t').nth(1))
+        .collect();
+    assert!(values.contains(&"a") && values.contains(&"b"), "{out}");
+    // `--out -`: the folded text on standard output, nothing else.
+    let out = fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--out",
+            "-",
+        ],
+    );
+    let sum: i64 = out
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(sum, 590000000, "{out}");
     // A profile of empty stacks alone (a folded file's line without frames).
     let empty = data.join("empty.folded");
     std::fs::write(&empty, " 12\n").unwrap();
