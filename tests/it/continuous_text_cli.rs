@@ -569,7 +569,30 @@ fn text_size_cap_is_an_option() {
     let data = temp_path("cptext-cap");
     let big = data.join("big.perf-script.txt");
     std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(&big, one.repeat((2 << 20) / one.len() + 1)).unwrap();
+    // Copies of the recording one after another, each 1000 s later (perf
+    // script's samples are in time order: a time going back is refused).
+    let later = |k: usize| -> String {
+        one.lines()
+            .map(|l| {
+                if l.starts_with(char::is_whitespace) {
+                    return l.to_string();
+                }
+                l.split(' ')
+                    .map(|t| match t.strip_suffix(':').map(str::parse::<f64>) {
+                        Some(Ok(secs)) if t.contains('.') => {
+                            format!("{:.6}:", secs + 1000.0 * k as f64)
+                        }
+                        _ => t.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    };
+    let copies = (2 << 20) / one.len() + 1;
+    std::fs::write(&big, (0..copies).map(later).collect::<String>()).unwrap();
     let big_s = big.display().to_string();
     let t = recent_secs().to_string();
     let o = fh_out(
