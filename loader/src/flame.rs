@@ -288,79 +288,22 @@ pub fn view_sql(
     }
 }
 
-/// The SQL that folds the view's tree in the engine with `stackFold`: one
-/// row per folded line, `root label, line, self` (diff: `..., selfRight`),
-/// sorted by the line's bytes. The tree (pruned to `max_nodes` by the view,
-/// `[other]` nodes included) goes back to one `(stack, self)` sample per
-/// node: a node's stack is its ancestors' labels, found for each level `l`
-/// as the latest row of level `l` at or before it (`cum[l][k]` counts the
-/// level-`l` rows up to row `k`, `pos[l]` lists them), O(rows x depth).
-/// The root row (level 0) is left out, and `stackFold` applies the folded
-/// format's rules (`;` in a frame becomes `:`, line breaks a space) and
-/// drops lines whose value is 0. The diff folds each side and joins them
-/// by line, so a line lives if either side's value does.
-pub fn folded_sql(
-    db: &Ident,
-    process_id: u64,
-    metric: Metric,
-    max_nodes: u32,
-    view: &FlameView,
-) -> String {
-    let (call, diff) = view_call(db, process_id, metric, max_nodes, view);
-    let right = if diff { ", selfRight" } else { ", 0" };
-    let paths = format!(
-        "WITH arraySort(groupArray((i, level, label, self{right}))) AS r, \
-         arrayMap(t -> t.2, r) AS lv, arrayMap(t -> t.3, r) AS lb, \
-         range(1, toUInt32(arrayMax(arrayPushBack(lv, 0))) + 1) AS ls, \
-         arrayMap(l -> arrayCumSum(arrayMap(x -> toUInt32(x = l), lv)), ls) AS cum, \
-         arrayMap(l -> arrayFilter((k, x) -> x = l, arrayEnumerate(lv), lv), ls) AS pos, \
-         arrayMap((x, k) -> arrayMap(l -> lb[pos[l][cum[l][k]]], range(1, x + 1)), lv, arrayEnumerate(lv)) AS stacks, \
-         arrayMap((s, x) -> x > 0, stacks, lv) AS keep"
-    );
-    let side = |n: u8| {
-        format!(
-            "stackFold(arrayFilter((s, x) -> x, arrayZip(stacks, arrayMap(t -> t.{n}, r)), keep))"
-        )
-    };
-    if diff {
-        format!(
-            "SELECT any(root), l.1 AS line, sum(l.2), sum(l.3) FROM ( \
-             {paths} SELECT lb[1] AS root, arrayConcat( \
-             arrayMap(t -> (t.1, t.2, toInt64(0)), {}), arrayMap(t -> (t.1, toInt64(0), t.2), {})) AS lines \
-             FROM (SELECT i, level, label, self, selfRight FROM {call})) \
-             ARRAY JOIN lines AS l GROUP BY line ORDER BY line",
-            side(4),
-            side(5)
-        )
-    } else {
-        format!(
-            "SELECT root, l.1, l.2 FROM ( \
-             {paths} SELECT lb[1] AS root, {} AS lines \
-             FROM (SELECT i, level, label, self FROM {call})) \
-             ARRAY JOIN lines AS l",
-            side(4)
-        )
-    }
-}
-
-/// Folded lines from [`folded_sql`]'s rows: `(root label, lines)` with
-/// lines `a;b;c self` (diff: `a;b;c self selfRight`); the root label is
-/// `None` when there are no lines.
-pub fn parse_folded(tsv: &str) -> Result<(Option<String>, Vec<String>)> {
-    let mut root = None;
-    let mut out = Vec::new();
-    for (n, row) in tsv.lines().enumerate() {
-        let f: Vec<&str> = row.split('\t').collect();
-        let bad = || Error::Query {
-            message: format!("unexpected folded row {}: {row:?}", n + 1),
-        };
-        if !(3..=4).contains(&f.len()) || f[2..].iter().any(|v| v.parse::<i64>().is_err()) {
-            return Err(bad());
-        }
-        root.get_or_insert_with(|| unescape_tsv(f[0]));
-        out.push(format!("{} {}", unescape_tsv(f[1]), f[2..].join(" ")));
-    }
-    Ok((root, out))
+/// Folded lines of a view's pre-order tree (`(i, level, label, value,
+/// self[, valueRight, selfRight])` rows): a line per node with a value of
+/// its own, its path below the root, `;` in a frame made `:` and line
+/// breaks a space (the folded format's rules, as `stackFold` applies
+/// them), sorted by the path's bytes. The root's own value (empty stacks)
+/// is a line of the root's label, as the `profile` commands write it, so
+/// the file sums to the view's total. Read in one pass keeping the current
+/// path (O(rows x depth)); the former SQL fold captured whole arrays in a
+/// lambda per row and used memory quadratic in the nodes (27 GiB asked for
+/// a 9,360-node tree at line granularity).
+fn folded_lines(nodes: &[crate::profiles::Node], diff: bool) -> Vec<String> {
+    let values = if diff { 2 } else { 1 };
+    let mut lines = crate::profiles::folded(nodes, false, diff);
+    let path = |l: &String| l.rsplitn(values + 1, ' ').last().unwrap_or("").to_string();
+    lines.sort_by_cached_key(path);
+    lines
 }
 
 /// A process of the schema and the span of its snapshots.
@@ -592,8 +535,14 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         }
         _ => FlameView::Peak,
     };
-    let (root, lines) =
-        parse_folded(&backend.query_tsv(&folded_sql(db, p.id, req.metric, req.max_nodes, &fv))?)?;
+    let (call, diff) = view_call(db, p.id, req.metric, req.max_nodes, &fv);
+    let right = if diff { ", valueRight, selfRight" } else { "" };
+    let nodes = crate::profiles::nodes(
+        backend,
+        &format!("SELECT i, level, label, value, self{right} FROM {call} ORDER BY i"),
+    )?;
+    let lines = folded_lines(&nodes, diff);
+    let root = nodes.first().map(|n| n.label.clone());
     if lines.is_empty() {
         let what = match &fv {
             FlameView::Peak => "at its peak".to_string(),
@@ -713,17 +662,35 @@ mod tests {
         }
     }
 
+    /// The root's own value is a line of its label; paths sorted by
+    /// bytes; zero lines dropped; frames cleaned; a diff keeps both sides.
     #[test]
-    fn folded_rows_parse_and_bad_rows_are_errors() {
-        let (root, lines) = parse_folded("all of it\ta\t4\nall of it\ta;b:c\\tx\t5\n").unwrap();
-        assert_eq!(root.as_deref(), Some("all of it"));
-        assert_eq!(lines, vec!["a 4", "a;b:c\tx 5"]);
-        let (_, lines) = parse_folded("total\tx\t3\t4\n").unwrap();
-        assert_eq!(lines, vec!["x 3 4"]);
-        assert_eq!(parse_folded("").unwrap(), (None, vec![]));
-        for bad in ["total\tx", "total\tx\ty", "total\tx\t1\t2\t3"] {
-            assert!(parse_folded(bad).is_err(), "{bad}");
-        }
+    fn folded_lines_of_a_tree() {
+        use crate::profiles::Node;
+        let node = |level: usize, label: &str, self_value: i64, self_right: i64| Node {
+            level,
+            label: label.into(),
+            value: 0,
+            self_value,
+            value_right: 0,
+            self_right,
+        };
+        let tree = [
+            node(0, "total", 117, 0),
+            node(1, "b", 0, 0),
+            node(2, "c;d", 3, 0),
+            node(1, "a\nx", -16, 0),
+        ];
+        assert_eq!(
+            folded_lines(&tree, false),
+            ["a x -16", "b;c:d 3", "total 117"]
+        );
+        let diff = [
+            node(0, "total", 0, 0),
+            node(1, "a", 0, 5),
+            node(1, "b", 2, 0),
+        ];
+        assert_eq!(folded_lines(&diff, true), ["a 0 5", "b 2 0"]);
     }
 
     #[test]

@@ -102,6 +102,73 @@ fn svg_frames(path: &Path) -> Vec<(String, String)> {
     frames
 }
 
+/// `flame` at line granularity (a tree of 2,000 nodes, depth 21): the
+/// folded file sums to the peak and draws in well under a second. The
+/// former SQL fold asked the engine for 27 GiB here (memory quadratic in
+/// the nodes) and failed after 25 s.
+#[test]
+fn flame_of_a_line_granularity_tree_is_folded_in_bounded_memory() {
+    let dir = temp_path("cli-lines");
+    let data = dir.join("data");
+    let fx = dir.join("fx");
+    run(
+        &data,
+        &[
+            "fixtures",
+            "--out",
+            fx.to_str().unwrap(),
+            "--snapshots",
+            "30",
+            "--stacks",
+            "400",
+        ],
+    );
+    let file = fx.join("memhawk_workload_4242_protobuf.binpb");
+    run(
+        &data,
+        &["load", "--granularity", "line", file.to_str().unwrap()],
+    );
+    let nodes: usize = run(
+        &data,
+        &[
+            "sql",
+            "SELECT count() FROM flamehouse.flame_peak(process_id = \
+             (SELECT process_id FROM flamehouse.process_list WHERE name = 'workload'), \
+             metric = 'bytes', max_nodes = 0)",
+        ],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(
+        nodes > 1500,
+        "{nodes} nodes: not the tree that broke the SQL fold"
+    );
+    let peak: i64 = run(
+        &data,
+        &[
+            "sql",
+            "SELECT peak_bytes FROM flamehouse.process_list WHERE name = 'workload'",
+        ],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let p = dir.join("lines.folded");
+    run(
+        &data,
+        &[
+            "flame",
+            "peak",
+            "--process",
+            "workload",
+            "--out",
+            p.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(folded_sum(&p, 0), peak);
+}
+
 #[test]
 fn fixtures_load_and_flame_graphs_from_the_command_line() {
     let dir = temp_path("cli");

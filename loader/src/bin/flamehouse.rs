@@ -1000,6 +1000,22 @@ fn run() -> anyhow::Result<()> {
             let engine = target.backend()?;
             let f = flame::flame(&*engine, &database, &request)?;
             if out.extension().is_some_and(|e| e == "svg") {
+                // inferno draws no negative width: say what the picture
+                // leaves out (memory views may hold brief negative values).
+                let negative: Vec<i64> = f
+                    .lines
+                    .iter()
+                    .filter_map(|l| l.rsplit_once(' ')?.1.parse::<i64>().ok())
+                    .filter(|v| *v < 0)
+                    .collect();
+                if !negative.is_empty() {
+                    eprintln!(
+                        "flamehouse: the SVG leaves out {} stacks with negative values (sum {}): \
+                         the folded output (--out FILE.folded) keeps them",
+                        negative.len(),
+                        negative.iter().sum::<i64>()
+                    );
+                }
                 let labels = render::SvgOptions {
                     title: f.title.clone(),
                     count_name: f.unit.to_string(),
