@@ -316,6 +316,9 @@ pub struct Process {
     /// First and last snapshot, milliseconds since the epoch (`None`: no
     /// snapshot stored).
     pub span: Option<(i64, i64)>,
+    /// How many other stored processes the `--process` given also names
+    /// (a name used by several runs, a reused pid): this one started last.
+    pub others: u64,
 }
 
 impl Process {
@@ -345,21 +348,23 @@ impl Process {
     }
 }
 
-/// Resolves a process given as an id or a name (the latest process of that
-/// name), with its span; an unknown one is an error that says how to list
-/// the known ones.
+/// Resolves a process given as a `process_id`, a pid or a name: of
+/// several that match (runs of one program, a reused pid) the one started
+/// last, ties broken by the larger `process_id`, with how many others
+/// matched ([`Process::others`]); with its span. An unknown one is an error
+/// that says how to list the known ones.
 pub fn resolve_process(backend: &dyn Backend, db: &Ident, process: &str) -> Result<Process> {
     let filter = match process.parse::<u64>() {
-        Ok(id) => format!("process_id = {id}"),
+        Ok(id) => format!("(process_id = {id} OR pid = {id})"),
         Err(_) => format!("name = {}", sql_string(process)),
     };
     let out = backend.query_tsv(&format!(
         "SELECT process_id, name, isNotNull(first_ts), toUnixTimestamp64Milli(ifNull(first_ts, 0)), \
-         toUnixTimestamp64Milli(ifNull(end_time, 0)) \
-         FROM {db}.process_list WHERE {filter} ORDER BY start_time DESC LIMIT 1"
+         toUnixTimestamp64Milli(ifNull(end_time, 0)), count() OVER () - 1 \
+         FROM {db}.process_list WHERE {filter} ORDER BY start_time DESC, process_id DESC LIMIT 1"
     ))?;
     let f: Vec<&str> = out.trim_end_matches('\n').split('\t').collect();
-    if f.len() < 5 {
+    if f.len() < 6 {
         return Err(Error::Usage(format!(
             "no process {process:?} in database {db} (list them: flamehouse sql \"SELECT process_id, name, first_ts, end_time FROM {db}.process_list\")"
         )));
@@ -380,6 +385,7 @@ pub fn resolve_process(backend: &dyn Backend, db: &Ident, process: &str) -> Resu
         id,
         name: unescape_tsv(f[1]),
         span,
+        others: f[5].parse().map_err(|_| bad())?,
     })
 }
 
@@ -414,7 +420,8 @@ pub struct FlameRequest {
     /// The view.
     #[arg(value_enum)]
     pub view: ViewKind,
-    /// Process id or name.
+    /// Process: its process_id, pid or name (of several, the one started
+    /// last, with a note).
     #[arg(long)]
     pub process: String,
     /// Instant of `at` and `cumulative`: UTC `YYYY-MM-DD hh:mm:ss[.fff]`,
@@ -448,6 +455,8 @@ pub struct Flame {
     /// The tree's root label as the view returned it (so an SVG's root bar
     /// says what the Grafana panel's does).
     pub root: String,
+    /// The process drawn.
+    pub process: Process,
 }
 
 /// Checks the request's arguments against its view, resolves the process and
@@ -572,6 +581,7 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         title: format!("flamehouse {view} ({})", req.metric.as_str()),
         unit: req.metric.unit_name(),
         root: root.unwrap_or_else(|| "total".into()),
+        process: p,
     })
 }
 

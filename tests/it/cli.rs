@@ -167,6 +167,24 @@ fn flame_of_a_line_granularity_tree_is_folded_in_bounded_memory() {
         ],
     );
     assert_eq!(folded_sum(&p, 0), peak);
+    // --process takes the pid process_list shows as well (it took names
+    // and process ids only).
+    let by_pid = dir.join("pid.folded");
+    run(
+        &data,
+        &[
+            "flame",
+            "peak",
+            "--process",
+            "4242",
+            "--out",
+            by_pid.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&by_pid).unwrap(),
+        std::fs::read_to_string(&p).unwrap()
+    );
 }
 
 #[test]

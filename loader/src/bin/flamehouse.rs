@@ -307,7 +307,8 @@ enum Command {
     /// stats, load progress and process row), so it can be loaded again.
     /// The shared frame and stack dictionaries are kept.
     Delete {
-        /// Process id or name (the latest process of that name).
+        /// Process: its process_id, pid or name (of several, the one
+        /// started last, with a note).
         #[arg(long)]
         process: String,
         #[command(flatten)]
@@ -595,6 +596,19 @@ fn print_continuous(s: &ContinuousSummary) {
     );
     for m in &s.missing_modules {
         say!("  no symbols: {m}");
+    }
+}
+
+/// Says which process `--process` chose when it named several (runs of one
+/// program, a reused pid): the one started last.
+fn note_namesakes(given: &str, p: &flame::Process) {
+    if p.others > 0 {
+        eprintln!(
+            "flamehouse: --process {given:?} names {} processes; this is the one started last, \
+             process_id {} (give a process_id from process_list to choose another)",
+            p.others + 1,
+            p.id
+        );
     }
 }
 
@@ -987,6 +1001,7 @@ fn run() -> anyhow::Result<()> {
             let db = &schema.database;
             // An unknown process is an error that says how to list them.
             let p = flame::resolve_process(&*engine, db, &process)?;
+            note_namesakes(&process, &p);
             ingest::delete_process(&*engine, db, p.id)?;
             say!("deleted process {} ({}) from {db}", p.id, p.name);
             Ok(())
@@ -999,6 +1014,7 @@ fn run() -> anyhow::Result<()> {
         } => {
             let engine = target.backend()?;
             let f = flame::flame(&*engine, &database, &request)?;
+            note_namesakes(&request.process, &f.process);
             if out.extension().is_some_and(|e| e == "svg") {
                 // inferno draws no negative width: say what the picture
                 // leaves out (memory views may hold brief negative values).
