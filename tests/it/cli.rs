@@ -733,9 +733,10 @@ fn empty_views_are_errors_with_the_process_span() {
                     &span,
                 ],
             ),
+            // Neither a process_id, a pid nor a name (4242 is the pid).
             (
-                flame(&["at", "--process", "4242", "--t", "end"]),
-                vec!["no process \"4242\" in database flamehouse", "process_list"],
+                flame(&["at", "--process", "4241", "--t", "end"]),
+                vec!["no process \"4241\" in database flamehouse", "process_list"],
             ),
             (
                 flame(&[
