@@ -461,6 +461,17 @@ fn record_size_limit_is_an_option_and_an_error() {
     assert!(!out.status.success(), "{err2}");
     assert!(err2.contains(&format!("byte {offset}")), "{err2}");
     assert!(!err2.contains("1048576"), "{err2}");
+    // 0 MiB would refuse every record: a usage error, as --max-text-mib 0
+    // is (it was accepted).
+    for flag in ["--max-record-mib", "--max-decompressed-mib"] {
+        let out = Command::new(bin())
+            .args(["load", flag, "0", "--data"])
+            .arg(&data)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -288,11 +288,13 @@ enum Command {
         binary: Option<PathBuf>,
         /// Largest record (compressed) accepted, in MiB: a larger length
         /// prefix is reported as corruption.
-        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20)]
+        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_RECORD_LEN >> 20,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
         max_record_mib: u64,
         /// Largest decompressed MemHawk record, and largest decompressed
         /// pprof profile, accepted, in MiB.
-        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20)]
+        #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
         max_decompressed_mib: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
