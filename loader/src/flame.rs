@@ -280,12 +280,25 @@ pub fn view_sql(
     max_nodes: u32,
     view: &FlameView,
 ) -> String {
-    match view_call(db, process_id, metric, max_nodes, view) {
-        (call, true) => format!(
-            "SELECT level, label, value, self, valueRight, selfRight FROM {call} ORDER BY i"
-        ),
-        (call, false) => format!("SELECT level, label, value, self FROM {call} ORDER BY i"),
-    }
+    view_rows_sql(db, process_id, metric, max_nodes, view, "").0
+}
+
+/// [`view_sql`] with `lead` columns first (`"i, "`), and whether the view
+/// is a diff.
+fn view_rows_sql(
+    db: &Ident,
+    process_id: u64,
+    metric: Metric,
+    max_nodes: u32,
+    view: &FlameView,
+    lead: &str,
+) -> (String, bool) {
+    let (call, diff) = view_call(db, process_id, metric, max_nodes, view);
+    let right = if diff { ", valueRight, selfRight" } else { "" };
+    (
+        format!("SELECT {lead}level, label, value, self{right} FROM {call} ORDER BY i"),
+        diff,
+    )
 }
 
 /// Folded lines of a view's pre-order tree (`(i, level, label, value,
@@ -544,12 +557,8 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         }
         _ => FlameView::Peak,
     };
-    let (call, diff) = view_call(db, p.id, req.metric, req.max_nodes, &fv);
-    let right = if diff { ", valueRight, selfRight" } else { "" };
-    let nodes = crate::profiles::nodes(
-        backend,
-        &format!("SELECT i, level, label, value, self{right} FROM {call} ORDER BY i"),
-    )?;
+    let (sql, diff) = view_rows_sql(db, p.id, req.metric, req.max_nodes, &fv, "i, ");
+    let nodes = crate::profiles::nodes(backend, &sql)?;
     let lines = folded_lines(&nodes, diff);
     let root = nodes.first().map(|n| n.label.clone());
     if lines.is_empty() {

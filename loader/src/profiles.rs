@@ -685,24 +685,43 @@ fn narrowed_away(
     svg: bool,
     err: &mut dyn Write,
 ) -> Result<bool> {
-    let total = nodes(backend, &cq::flame_sql(opts, s, 2))?
-        .first()
-        .map_or(0, |n| n.value);
-    if total == 0 {
+    let Some(why) = why_empty(backend, opts, s, narrowing, "the selection")? else {
         return Ok(false);
-    }
-    let why = if narrowing.is_empty() {
-        format!("every sample of the selection has an empty stack (its total is {total}): no function to list")
-    } else {
-        format!(
-            "{} left no sample of the selection (its total is {total})",
-            narrowing.join(" with ")
-        )
     };
     if !svg {
         writeln!(err, "flamehouse: nothing matched: {why}").map_err(out_err)?;
     }
     Ok(true)
+}
+
+/// Why an answer of `s` (`of`: "the selection", "the baseline") is empty
+/// when `s` itself has samples: the narrowing left none, or (no
+/// narrowing) every stack is empty. `None` when `s` has no samples.
+///
+/// # Errors
+/// The engine's.
+fn why_empty(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    s: &Selection,
+    narrowing: &[String],
+    of: &str,
+) -> Result<Option<String>> {
+    let total = nodes(backend, &cq::flame_sql(opts, s, 2))?
+        .first()
+        .map_or(0, |n| n.value);
+    Ok((total != 0).then(|| {
+        if narrowing.is_empty() {
+            format!(
+                "every sample of {of} has an empty stack (its total is {total}): no function to list"
+            )
+        } else {
+            format!(
+                "{} left no sample of {of} (its total is {total})",
+                narrowing.join(" with ")
+            )
+        }
+    }))
 }
 
 impl FilterArgs {
@@ -942,18 +961,12 @@ pub fn diff_command(
         // Why a side is empty: its selection, or a narrowing that left
         // nothing of a selection with samples.
         let why = |s: &Selection, sel: &SelectionArgs, side: &str| -> Result<String> {
-            if !narrowing.is_empty() {
-                let total = self::nodes(backend, &cq::flame_sql(opts, s, 2))?
-                    .first()
-                    .map_or(0, |n| n.value);
-                if total != 0 {
-                    return Ok(format!(
-                        "{} left no sample of the {side} (its total is {total})",
-                        narrowing.join(" with ")
-                    ));
-                }
-            }
-            Ok(what_matched(sel, None))
+            let narrowed = if narrowing.is_empty() {
+                None
+            } else {
+                why_empty(backend, opts, s, &narrowing, &format!("the {side}"))?
+            };
+            Ok(narrowed.unwrap_or_else(|| what_matched(sel, None)))
         };
         let svg = is_svg(&args.out);
         if empty_a && empty_b {

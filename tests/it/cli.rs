@@ -102,6 +102,20 @@ fn svg_frames(path: &Path) -> Vec<(String, String)> {
     frames
 }
 
+/// The peak live bytes of process `workload`, as `process_list` has it.
+fn peak_bytes(data: &Path) -> i64 {
+    run(
+        data,
+        &[
+            "sql",
+            "SELECT peak_bytes FROM flamehouse.process_list WHERE name = 'workload'",
+        ],
+    )
+    .trim()
+    .parse()
+    .unwrap()
+}
+
 /// `flame` at line granularity (a tree of 2,000 nodes, depth 21): the
 /// folded file sums to the peak and draws in well under a second. The
 /// former SQL fold asked the engine for 27 GiB here (memory quadratic in
@@ -110,6 +124,8 @@ fn svg_frames(path: &Path) -> Vec<(String, String)> {
 fn flame_of_a_line_granularity_tree_is_folded_in_bounded_memory() {
     let dir = temp_path("cli-lines");
     let data = dir.join("data");
+    // 400 stacks, not the shared fixtures' 300: their 1,600-node tree took
+    // the SQL fold 46 s and 17.5 GB but passed; this one failed.
     let fx = dir.join("fx");
     run(
         &data,
@@ -144,16 +160,7 @@ fn flame_of_a_line_granularity_tree_is_folded_in_bounded_memory() {
         nodes > 1500,
         "{nodes} nodes: not the tree that broke the SQL fold"
     );
-    let peak: i64 = run(
-        &data,
-        &[
-            "sql",
-            "SELECT peak_bytes FROM flamehouse.process_list WHERE name = 'workload'",
-        ],
-    )
-    .trim()
-    .parse()
-    .unwrap();
+    let peak: i64 = peak_bytes(&data);
     let p = dir.join("lines.folded");
     run(
         &data,
@@ -218,16 +225,7 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     let again = run(&data, &load);
     assert!(again.contains("31 snapshots (0 new)"), "{again}");
 
-    let peak: i64 = run(
-        &data,
-        &[
-            "sql",
-            "SELECT peak_bytes FROM flamehouse.process_list WHERE name = 'workload'",
-        ],
-    )
-    .trim()
-    .parse()
-    .unwrap();
+    let peak: i64 = peak_bytes(&data);
     let p = dir.join("peak.folded");
     let write_peak = || {
         run(

@@ -404,30 +404,29 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
     tokens(line, toks);
     let tokens = &toks[..];
     let mut first_err = None;
-    for (ti, t) in tokens.iter().enumerate().skip(2) {
-        if !is_time(t) {
-            continue;
-        }
-        match header_at(line, tokens, ti, true) {
-            Ok(h) => return Ok(h),
-            Err(e) => {
-                first_err.get_or_insert(e);
+    // The first candidate that fits, from `skip` on; the first error kept.
+    let fit = |skip: usize, is: fn(&str) -> bool, timed: bool, first_err: &mut Option<String>| {
+        for (at, t) in tokens.iter().enumerate().skip(skip) {
+            if is(t) {
+                match header_at(line, tokens, at, timed) {
+                    Ok(h) => return Some(h),
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
             }
         }
+        None
+    };
+    if let Some(h) = fit(2, is_time, true, &mut first_err) {
+        return Ok(h);
     }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    // No time (`-F` without `time`): the `[pid/]tid` ends the name.
-    for (ii, t) in tokens.iter().enumerate().skip(1) {
-        if !is_ids(t) {
-            continue;
-        }
-        match header_at(line, tokens, ii, false) {
-            Ok(h) => return Ok(h),
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
+    // No time (`-F` without `time`): the `[pid/]tid` ends the name. Only
+    // when no time token was there at all (a time that did not fit is the
+    // error).
+    if first_err.is_none() {
+        if let Some(h) = fit(1, is_ids, false, &mut first_err) {
+            return Ok(h);
         }
     }
     Err(first_err.unwrap_or_else(|| {
