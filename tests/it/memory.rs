@@ -408,7 +408,10 @@ fn load(db: &str, path: &Path) -> flamehouse::Result<LoadSummary> {
 fn loaded() -> &'static [u64] {
     static L: OnceLock<Vec<u64>> = OnceLock::new();
     L.get_or_init(|| {
-        assert_eq!(schema(DB), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        assert_eq!(
+            schema(DB),
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        );
         fixtures()
             .iter()
             .map(|f| {
@@ -608,7 +611,7 @@ fn check_change(db: &str, pid: u64, r: &Replay, metric: &str, t1: i64, t2: i64) 
     let nonzero: Vec<Sample> = d.into_iter().filter(|s| s.1 != 0).collect();
     let want = ordered_top(top_functions(&nonzero), true, usize::MAX);
     let call = format!(
-        "top_functions_change(process_id = {pid}, metric = '{metric}', t1 = '{}', t2 = '{}', limit = 100000)",
+        "top_functions_change(process_id = {pid}, metric = '{metric}', t1 = '{}', t2 = '{}', limit = 0)",
         ts(t1),
         ts(t2)
     );
@@ -619,7 +622,7 @@ fn check_change(db: &str, pid: u64, r: &Replay, metric: &str, t1: i64, t2: i64) 
         ts(t1),
         ts(t2)
     );
-    let call5 = call.replace("limit = 100000", "limit = 5");
+    let call5 = call.replace("limit = 0", "limit = 5");
     let want5: Vec<_> = want.into_iter().take(5).collect();
     assert_eq!(top(db, &call5), want5);
 }
@@ -630,12 +633,13 @@ fn check_top(db: &str, pid: u64, r: &Replay, metric: &str, t: i64) {
         false,
         usize::MAX,
     );
+    // `limit = 0`: every function (as the continuous views read it).
     let call = format!(
-        "top_functions(process_id = {pid}, metric = '{metric}', t = '{}', limit = 100000)",
+        "top_functions(process_id = {pid}, metric = '{metric}', t = '{}', limit = 0)",
         ts(t)
     );
     assert_eq!(top(db, &call), want, "top_functions {metric} t={}", ts(t));
-    let call3 = call.replace("limit = 100000", "limit = 3");
+    let call3 = call.replace("limit = 0", "limit = 3");
     let want3: Vec<_> = want.into_iter().take(3).collect();
     assert_eq!(top(db, &call3), want3);
 }
@@ -915,7 +919,10 @@ fn count(sql: &str) -> u64 {
 /// A fresh database (dropped first if a previous run left it).
 fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    assert_eq!(
+        schema(db),
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -946,6 +953,12 @@ fn process_list_peak_and_flame_peak_match_the_replay() {
         check_process_and_peak(DB, pid, &f.replay, &f.path);
     }
     assert_ne!(pids[0], pids[1]);
+    // A process never loaded has no peak (not a row of zeros dated 1970).
+    let unknown = (1..).find(|n| !pids.contains(n)).unwrap();
+    assert_eq!(
+        q(&format!("SELECT * FROM {DB}.peak(process_id = {unknown})")),
+        ""
+    );
 }
 
 #[test]
@@ -1307,7 +1320,10 @@ fn resuming_a_grown_file_equals_a_single_load() {
 fn init_twice_is_a_noop() {
     let db = "flamehouse_mem_init";
     q(&format!("DROP DATABASE IF EXISTS {db}"));
-    assert_eq!(schema(db), vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    assert_eq!(
+        schema(db),
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    );
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"
     ));
@@ -1330,7 +1346,7 @@ fn init_twice_is_a_noop() {
     );
     assert_eq!(
         migrations,
-        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n12\tprofile_lookup\n13\tprocess_stacks\n"
+        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n12\tprofile_lookup\n13\tprocess_stacks\n14\tmemory_view_edges\n"
     );
     // Every table a load writes with a deduplication token (and every
     // materialized view's target) keeps a window of tokens: without one

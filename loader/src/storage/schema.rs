@@ -77,6 +77,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "process_stacks",
         include_str!("../../../sql/schema/013_process_stacks.sql"),
     ),
+    (
+        14,
+        "memory_view_edges",
+        include_str!("../../../sql/schema/014_memory_view_edges.sql"),
+    ),
 ];
 
 /// The migration of the continuous views (`CREATE OR REPLACE VIEW` only,
