@@ -81,9 +81,10 @@ pub enum TimeArg {
     End,
 }
 
-/// The forms a time argument takes, for messages and `--help`.
+/// The forms a time argument takes, for messages and `--help`. An offset
+/// without a unit (`+90`) is seconds, as `sleep` reads it.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot, `start` or `end`";
+    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot (`+90`: seconds), `start` or `end`";
 
 impl std::str::FromStr for TimeArg {
     type Err = Error;
@@ -535,9 +536,10 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
             let (t1, t2) = (p.resolve(t1)?, p.resolve(t2)?);
             if t2 < t1 {
                 return usage(format!(
-                    "--t2 {} is before --t1 {}: the interval is empty",
+                    "--t2 {} is before --t1 {}: the interval is empty; {}",
                     fmt(t2),
-                    fmt(t1)
+                    fmt(t1),
+                    p.describe()
                 ));
             }
             if t2 < first {

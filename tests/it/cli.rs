@@ -742,6 +742,19 @@ fn empty_views_are_errors_with_the_process_span() {
                     &span,
                 ],
             ),
+            // An offset without a unit is seconds.
+            (
+                flame(&[
+                    "added",
+                    "--process",
+                    "workload",
+                    "--t1",
+                    "+10",
+                    "--t2",
+                    "+10s",
+                ]),
+                vec!["view added (bytes) is empty from 2026-01-01 00:00:10.000 to 2026-01-01 00:00:10.000"],
+            ),
             // Neither a process_id, a pid nor a name (4242 is the pid).
             (
                 flame(&["at", "--process", "4241", "--t", "end"]),
@@ -757,7 +770,10 @@ fn empty_views_are_errors_with_the_process_span() {
                     "--t2",
                     "+10s",
                 ]),
-                vec!["--t2 2026-01-01 00:00:10.000 is before --t1 2026-01-01 00:00:20.000"],
+                vec![
+                    "--t2 2026-01-01 00:00:10.000 is before --t1 2026-01-01 00:00:20.000",
+                    &span,
+                ],
             ),
             (
                 flame(&["at", "--process", "workload", "--t", "2025-12-31 23:59:59"]),
