@@ -447,3 +447,42 @@ fn crash_after_samples_then_growth_stores_nothing_twice() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--watch` of a file not created yet waits for it, as `tail -F` does
+/// (a loader started before the profiler), then stores what a single load
+/// of it stores; up to `--idle-exit`, after which it is an error naming the
+/// file.
+#[test]
+fn watch_waits_for_a_file_not_created_yet() {
+    let src = fixture("watch-later", "later", 4301, 10);
+    let live = src.with_file_name("not-yet.binpb");
+    let (a, b) = ("fh_watch_later_a", "fh_watch_later_b");
+    fresh(a);
+    fresh(b);
+    let opts = |db: &str, watch: bool, idle_ms: u64| LoadOptions {
+        database: db.parse().unwrap(),
+        watch,
+        poll_interval: Duration::from_millis(50),
+        idle_exit: Some(Duration::from_millis(idle_ms)),
+        ..Default::default()
+    };
+    load_file(engine(), &src, &opts(a, false, 0), &mut |_| {}).unwrap();
+
+    let e = load_file(engine(), &live, &opts(b, true, 300), &mut |_| {}).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("{}: not created within 0.3 s (--idle-exit)", live.display())
+    );
+
+    let writer = {
+        let (src, live) = (src.clone(), live.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            std::fs::copy(&src, &live).unwrap();
+        })
+    };
+    let s = load_file(engine(), &live, &opts(b, true, 1500), &mut |_| {}).unwrap();
+    writer.join().unwrap();
+    assert_eq!(s.snapshots, 11, "{s:?}");
+    assert_eq!(table_digest(a), table_digest(b));
+}

@@ -264,7 +264,8 @@ enum Command {
         /// Follow the files as they grow (resumes where the last load
         /// stopped), like `tail -F`: a file replaced at the same path
         /// (rotation) is followed and loaded as the process its header names;
-        /// a file that shrinks is an error.
+        /// a file that shrinks is an error; a file not created yet is waited
+        /// for.
         #[arg(long)]
         watch: bool,
         /// With --watch: exit once no record was read and the file did not

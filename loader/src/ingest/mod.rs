@@ -249,6 +249,9 @@ pub fn load_any(
     copts: &continuous::ContinuousOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Loaded> {
+    if opts.watch {
+        read::wait_for(path, opts)?;
+    }
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
     // Unrecognized content goes to MemHawk's reader, whose error says what

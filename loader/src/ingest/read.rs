@@ -53,6 +53,27 @@ fn ms(ns: u64) -> i64 {
     (ns / 1_000_000) as i64
 }
 
+/// With `--watch`, a file not created yet is waited for, as `tail -F`
+/// does (a profiler started after the loader), up to `--idle-exit` when
+/// given.
+pub(super) fn wait_for(path: &Path, opts: &LoadOptions) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(d) = opts.idle_exit.filter(|d| start.elapsed() >= *d) {
+                    return Err(crate::error::file_err(path)(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("not created within {} s (--idle-exit)", d.as_secs_f64()),
+                    )));
+                }
+                std::thread::sleep(opts.poll_interval);
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn read_file(
     backend: &dyn Backend,
@@ -65,6 +86,9 @@ pub(super) fn read_file(
     replace: bool,
 ) -> Result<Followed> {
     use std::os::unix::fs::MetadataExt;
+    if opts.watch {
+        wait_for(path, opts)?;
+    }
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let source = abs.display().to_string();
     let db = &opts.database;
