@@ -485,4 +485,18 @@ fn watch_waits_for_a_file_not_created_yet() {
     writer.join().unwrap();
     assert_eq!(s.snapshots, 11, "{s:?}");
     assert_eq!(table_digest(a), table_digest(b));
+
+    // A file that stays empty (or never gets a whole header record) is
+    // an error at --idle-exit, not a summary of "process 0".
+    let empty = src.with_file_name("empty.binpb");
+    std::fs::write(&empty, b"").unwrap();
+    let e = load_file(engine(), &empty, &opts(b, true, 300), &mut |_| {}).unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "{}: no complete header record in 0 bytes after 0.3 s without growth (--idle-exit)",
+            std::fs::canonicalize(&empty).unwrap().display()
+        )),
+        "{e}"
+    );
+    assert_eq!(table_digest(a), table_digest(b));
 }

@@ -189,7 +189,15 @@ pub(super) fn read_file(
                     finish(&mut summary, &sym, &st, &*reader);
                     return Ok(Followed::Replaced(summary));
                 }
-                if opts.idle_exit.is_some_and(|d| last_growth.elapsed() >= d) {
+                if let Some(d) = opts.idle_exit.filter(|d| last_growth.elapsed() >= *d) {
+                    if !started {
+                        // Followed to the end without one record: no
+                        // process to report (it said "process 0", exit 0).
+                        return Err(crate::error::file_err(abs)(std::io::Error::other(format!(
+                            "no complete header record in {seen_len} bytes after {} s without growth (--idle-exit): not a MemHawk .binpb file, or its profiler has not written yet",
+                            d.as_secs_f64()
+                        ))));
+                    }
                     break;
                 }
                 std::thread::sleep(opts.poll_interval);
