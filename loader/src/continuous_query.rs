@@ -374,6 +374,25 @@ fn parse_quoted(s: &str, chars: &[char], i: &mut usize) -> Result<String> {
     }
 }
 
+/// A label name given alone (`profile series --by`): as typed, or
+/// double-quoted as in a selector (`"a b"`, with the selector's escapes).
+///
+/// # Errors
+/// [`Error::Usage`] for an unterminated quote, a bad escape or text after
+/// the closing quote.
+pub fn label_key_arg(s: &str) -> Result<String> {
+    if !s.starts_with('"') {
+        return Ok(s.to_string());
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    let key = parse_quoted(s, &chars, &mut i)?;
+    if i != chars.len() {
+        return Err(sel_err(s, i, "text after the quoted label name"));
+    }
+    Ok(key)
+}
+
 fn sel_err(s: &str, at: usize, why: &str) -> Error {
     Error::Usage(format!("selector {s:?}: {why} at character {}", at + 1))
 }
@@ -1965,6 +1984,16 @@ mod tests {
 
     /// Keys as pprof files carry them: with `-`, in any script, or quoted
     /// with any character; never control characters or empty.
+    #[test]
+    fn a_label_name_alone_is_bare_or_quoted_as_in_a_selector() {
+        assert_eq!(label_key_arg("user-id").unwrap(), "user-id");
+        assert_eq!(label_key_arg(r#""a b""#).unwrap(), "a b");
+        assert_eq!(label_key_arg(r#""a\"b""#).unwrap(), "a\"b");
+        for bad in [r#""a"#, r#""a"b"#, r#""a\q""#] {
+            assert!(label_key_arg(bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn selector_keys_are_those_pprof_stores() {
         let s = Selector::parse(

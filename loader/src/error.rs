@@ -51,12 +51,15 @@ pub enum Error {
     Format(#[from] crate::formats::Error),
     /// The file ended before its first complete record (MemHawk's header):
     /// no profile, or one just created and still being written.
-    #[error("{}: {}", path.display(), no_header_reason(*bytes))]
+    #[error("{}: {}", path.display(), no_header_reason(*bytes, *idle))]
     NoHeader {
         /// The file.
         path: PathBuf,
         /// Its length.
         bytes: u64,
+        /// With `--watch`: how long it was followed without growth
+        /// (`--idle-exit`); `None` for a load that read it once.
+        idle: Option<std::time::Duration>,
     },
     /// A load of the process recorded a batch ending at `cut` (see
     /// `load_intents`), but in this file no record ends there.
@@ -112,8 +115,16 @@ pub enum Error {
 
 /// Why a file gave no MemHawk header: an empty file is no profile of any
 /// format (format detection fell back to MemHawk, whose files are empty
-/// just after they are created); otherwise a header cut short.
-fn no_header_reason(bytes: u64) -> String {
+/// just after they are created); otherwise a header cut short. A followed
+/// file (`idle`) was given the time `--watch` suggests.
+fn no_header_reason(bytes: u64, idle: Option<std::time::Duration>) -> String {
+    if let Some(d) = idle {
+        return format!(
+            "no complete header record in {bytes} bytes after {} s without growth \
+             (--idle-exit): not a MemHawk .binpb file, or its profiler has not written yet",
+            d.as_secs_f64()
+        );
+    }
     if bytes == 0 {
         "the file is empty: no profile in any format (a MemHawk .binpb file just created is \
          empty until its first record: use --watch)"
@@ -199,6 +210,7 @@ mod tests {
         let no_header = Error::NoHeader {
             path: "/p/new.binpb".into(),
             bytes: 5,
+            idle: None,
         };
         assert_eq!(no_header.file(), Some(Path::new("/p/new.binpb")));
         assert_eq!(

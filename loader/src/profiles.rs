@@ -685,7 +685,7 @@ fn narrowed_away(
     svg: bool,
     err: &mut dyn Write,
 ) -> Result<bool> {
-    let Some(why) = why_empty(backend, opts, s, narrowing, "the selection")? else {
+    let Some((_, why)) = why_empty(backend, opts, s, narrowing, "the selection")? else {
         return Ok(false);
     };
     if !svg {
@@ -696,7 +696,8 @@ fn narrowed_away(
 
 /// Why an answer of `s` (`of`: "the selection", "the baseline") is empty
 /// when `s` itself has samples: the narrowing left none, or (no
-/// narrowing) every stack is empty. `None` when `s` has no samples.
+/// narrowing) every stack is empty: `s`'s total and the reason. `None`
+/// when `s` has no samples.
 ///
 /// # Errors
 /// The engine's.
@@ -706,12 +707,12 @@ fn why_empty(
     s: &Selection,
     narrowing: &[String],
     of: &str,
-) -> Result<Option<String>> {
+) -> Result<Option<(i64, String)>> {
     let total = nodes(backend, &cq::flame_sql(opts, s, 2))?
         .first()
         .map_or(0, |n| n.value);
     Ok((total != 0).then(|| {
-        if narrowing.is_empty() {
+        let why = if narrowing.is_empty() {
             format!(
                 "every sample of {of} has an empty stack (its total is {total}): no function to list"
             )
@@ -720,7 +721,8 @@ fn why_empty(
                 "{} left no sample of {of} (its total is {total})",
                 narrowing.join(" with ")
             )
-        }
+        };
+        (total, why)
     }))
 }
 
@@ -959,26 +961,37 @@ pub fn diff_command(
         };
         let (empty_a, empty_b) = (empty(&a)?, empty(&b)?);
         // Why a side is empty: its selection, or a narrowing that left
-        // nothing of a selection with samples.
-        let why = |s: &Selection, sel: &SelectionArgs, side: &str| -> Result<String> {
-            let narrowed = if narrowing.is_empty() {
-                None
-            } else {
-                why_empty(backend, opts, s, &narrowing, &format!("the {side}"))?
+        // nothing of a selection with samples (then with that total).
+        let why =
+            |s: &Selection, sel: &SelectionArgs, side: &str| -> Result<(Option<i64>, String)> {
+                let narrowed = if narrowing.is_empty() {
+                    None
+                } else {
+                    why_empty(backend, opts, s, &narrowing, &format!("the {side}"))?
+                };
+                Ok(match narrowed {
+                    Some((total, why)) => (Some(total), why),
+                    None => (None, what_matched(sel, None)),
+                })
             };
-            Ok(narrowed.unwrap_or_else(|| what_matched(sel, None)))
-        };
         let svg = is_svg(&args.out);
         if empty_a && empty_b {
             // The type's check and the SVG case as for one selection.
             require_type(backend, opts, &args.sel.profile_type)?;
-            let (wa, wb) = (
+            let ((ta, wa), (tb, wb)) = (
                 why(&a, &args.sel, "baseline")?,
                 why(&b, &b_args, "comparison")?,
             );
+            // The comparison's line only when its reason is another: a
+            // narrowed selection of another total, or another selection.
+            let same = match (ta, tb) {
+                (Some(x), Some(y)) => x == y,
+                (None, None) => wa == wb,
+                _ => false,
+            };
             if !svg {
                 writeln!(err, "flamehouse: nothing matched: {wa}").map_err(out_err)?;
-                if wb.replace("comparison", "baseline") != wa {
+                if !same {
                     writeln!(
                         err,
                         "flamehouse: nothing matched in the comparison either: {wb}"
@@ -995,7 +1008,7 @@ pub fn diff_command(
                     writeln!(
                         err,
                         "flamehouse: nothing matched in the {side}: {}",
-                        why(s, sel, side)?
+                        why(s, sel, side)?.1
                     )
                     .map_err(out_err)?;
                 }
@@ -1171,11 +1184,8 @@ pub fn series_command(
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     // A key quoted as in a selector (`--by '"a b"'`) is the key inside.
-    let by = args.by.as_deref().map(|k| {
-        k.strip_prefix('"')
-            .and_then(|k| k.strip_suffix('"'))
-            .unwrap_or(k)
-    });
+    let by = args.by.as_deref().map(cq::label_key_arg).transpose()?;
+    let by = by.as_deref();
     let (column, sql) = match by {
         Some(key) => (key, cq::by_label_sql(opts, &s, key, args.step)?),
         None => {

@@ -166,8 +166,24 @@ pub struct Progress {
 /// its stored progress); the summary lists the earlier files in
 /// [`LoadSummary::followed`]. A followed file that shrinks (truncated or
 /// rewritten in place) is an error ([`Error::Truncated`]): its records can
-/// no longer be told apart from the stored ones.
+/// no longer be told apart from the stored ones. A path not created yet is
+/// waited for (up to [`LoadOptions::idle_exit`]), and a followed file that
+/// never gets a whole header record is [`Error::NoHeader`] at the idle time.
 pub fn load_file(
+    backend: &dyn Backend,
+    path: &Path,
+    opts: &LoadOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<LoadSummary> {
+    if opts.watch {
+        read::wait_for(path, opts)?;
+    }
+    follow_file(backend, path, opts, progress)
+}
+
+/// [`load_file`] of a file that exists (or, without `--watch`, fails to
+/// open).
+fn follow_file(
     backend: &dyn Backend,
     path: &Path,
     opts: &LoadOptions,
@@ -279,7 +295,7 @@ pub fn load_any(
                 abs.display()
             )));
         }
-        return Ok(Loaded::Memory(load_file(backend, path, opts, progress)?));
+        return Ok(Loaded::Memory(follow_file(backend, path, opts, progress)?));
     }
     let mut reader = format.spec().open(file, &abs, &opts.read)?;
     Ok(Loaded::Continuous(continuous::load_reader(

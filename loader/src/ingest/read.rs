@@ -86,9 +86,6 @@ pub(super) fn read_file(
     replace: bool,
 ) -> Result<Followed> {
     use std::os::unix::fs::MetadataExt;
-    if opts.watch {
-        wait_for(path, opts)?;
-    }
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
     let source = abs.display().to_string();
     let db = &opts.database;
@@ -182,6 +179,7 @@ pub(super) fn read_file(
                 return Err(Error::NoHeader {
                     path: abs,
                     bytes: total_bytes,
+                    idle: None,
                 });
             }
             if opts.watch {
@@ -193,10 +191,11 @@ pub(super) fn read_file(
                     if !started {
                         // Followed to the end without one record: no
                         // process to report (it said "process 0", exit 0).
-                        return Err(crate::error::file_err(abs)(std::io::Error::other(format!(
-                            "no complete header record in {seen_len} bytes after {} s without growth (--idle-exit): not a MemHawk .binpb file, or its profiler has not written yet",
-                            d.as_secs_f64()
-                        ))));
+                        return Err(Error::NoHeader {
+                            path: abs,
+                            bytes: seen_len,
+                            idle: Some(d),
+                        });
                     }
                     break;
                 }
