@@ -1953,6 +1953,48 @@ pub fn profile_list_sql(
     )
 }
 
+/// The selection's samples for a pprof export, kept apart by what pprof
+/// keeps them apart by: `(labels, num_labels, stack, v)` per series,
+/// numeric labels and stack, each column a JSON text (`toJSONString`: the
+/// series' labels as an object, the numeric labels as an object, the stack
+/// root first as an array) and `v` the value. Read from the samples over
+/// the exact range (the rollups keep no numeric labels), whatever its
+/// length; gauge types averaged per profile of each series as every answer
+/// is (so the values of a stack add up to its value in the flame graph,
+/// give or take the rounding of each part).
+#[must_use]
+pub fn export_rows_sql(opts: &QueryOptions, sel: &Selection) -> String {
+    let db = &opts.database;
+    let raw = QueryOptions {
+        rollup_after_seconds: i64::MAX,
+        ..opts.clone()
+    };
+    let mut s = sel.sql(&raw);
+    s.parts = s.fine_parts.clone();
+    let keys = [
+        Key {
+            alias: "sid",
+            expr: "series_id".into(),
+        },
+        Key::stack(),
+        Key {
+            alias: "nl",
+            expr: "num_labels".into(),
+        },
+    ];
+    format!(
+        "SELECT toJSONString(se.ls), toJSONString(x.nl), toJSONString(st.labels), x.v \
+         FROM ({rows}) AS x \
+         ANY LEFT JOIN (SELECT series_id, any(labels) AS ls FROM {db}.cp_series \
+             WHERE profile_type = {ty} AND {series} GROUP BY series_id) AS se ON se.series_id = x.sid \
+         ANY LEFT JOIN {stacks} AS st ON st.stack_id = x.stack_id",
+        rows = grouped(db, &s, &s.parts, &keys, ""),
+        ty = s.profile_type,
+        series = s.series,
+        stacks = stacks_of(db, &s.stacks),
+    )
+}
+
 /// Label keys and values of a type in a range with the number of series
 /// having each: `(key, value, series)`. The label-values table is kept
 /// per day (the dashboard's pickers read it so); here only the series

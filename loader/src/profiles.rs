@@ -272,6 +272,62 @@ pub fn top_filtered(
         .collect()
 }
 
+/// What an exported sample is kept apart by: its stack (root first), its
+/// series' labels and its numeric labels, each sorted by key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ExportKey {
+    stack: Vec<String>,
+    labels: Vec<(String, String)>,
+    numeric: Vec<(String, i64)>,
+}
+
+/// The rows of [`cq::export_rows_sql`]: JSON texts of the labels, the
+/// numeric labels and the stack, and the value.
+fn export_rows(tsv: &str) -> Result<Vec<(ExportKey, i64)>> {
+    let json = |text: &str, row: &str| {
+        serde_json::from_str::<serde_json::Value>(&unescape_tsv(text)).map_err(|e| Error::Query {
+            message: format!("unexpected export row {row:?}: {e}"),
+        })
+    };
+    let mut out = Vec::new();
+    for row in tsv.lines() {
+        let bad = || Error::Query {
+            message: format!("unexpected export row {row:?}"),
+        };
+        let f: Vec<&str> = row.split('\t').collect();
+        let [labels, numeric, stack, v] = f[..] else {
+            return Err(bad());
+        };
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => Some(s.clone()),
+            _ => None,
+        };
+        let mut key = ExportKey {
+            stack: Vec::new(),
+            labels: Vec::new(),
+            numeric: Vec::new(),
+        };
+        for frame in json(stack, row)?.as_array().ok_or_else(bad)? {
+            key.stack.push(text(frame).ok_or_else(bad)?);
+        }
+        for (k, v) in json(labels, row)?.as_object().ok_or_else(bad)? {
+            key.labels.push((k.clone(), text(v).ok_or_else(bad)?));
+        }
+        for (k, n) in json(numeric, row)?.as_object().ok_or_else(bad)? {
+            // 64-bit integers come quoted (`output_format_json_quote_64bit_integers`).
+            let n = match n {
+                serde_json::Value::String(s) => s.parse().ok(),
+                n => n.as_i64(),
+            };
+            key.numeric.push((k.clone(), n.ok_or_else(bad)?));
+        }
+        key.labels.sort();
+        key.numeric.sort();
+        out.push((key, v.parse().map_err(|_| bad())?));
+    }
+    Ok(out)
+}
+
 /// A pprof export of a selection ([`export_pprof`]).
 #[derive(Debug, Clone)]
 pub struct Export {
@@ -295,8 +351,13 @@ fn default_type_order(types: &mut [String]) {
 /// A selection as one gzipped pprof profile: every type of `types` (empty:
 /// every type stored in the range that has samples in the selection, in
 /// [`default_type_order`]) one `sample_type`, the stacks merged over the
-/// range and the selector, each stack one sample with a value per type
-/// (zero where a type has none of it). Frames carry the function, file and
+/// range and the selector, each stack one sample per series and numeric
+/// labels with a value per type (zero where a type has none of it), its
+/// series' labels (`service`, the `--label`s of the load and pprof's own
+/// sample labels) as string labels and its numeric labels with their units,
+/// so `go tool pprof -tags` and `-tagfocus` read the export as they read the
+/// input. Read from the samples over the exact range (the rollups keep no
+/// numeric labels). Span ids are not written. Frames carry the function, file and
 /// line the frames dictionary holds for them (at `--granularity function`
 /// one line per function, the first loaded; at `line` each frame's own).
 /// `time_nanos` is the first selected profile's time, `duration_nanos`
@@ -339,8 +400,8 @@ pub fn export_pprof(
             )));
         }
     }
-    // Every type's stacks, merged by path.
-    let mut merged: BTreeMap<Vec<String>, Vec<i64>> = BTreeMap::new();
+    // Every type's samples, merged by stack and labels.
+    let mut merged: BTreeMap<ExportKey, Vec<i64>> = BTreeMap::new();
     let mut kept: Vec<String> = Vec::new();
     for t in &types {
         let sel = Selection {
@@ -349,14 +410,14 @@ pub fn export_pprof(
             to_ms,
             selector: selector.clone(),
         };
-        let st = stacks(&flame(backend, opts, &sel, 0)?, false);
-        if st.is_empty() && !explicit {
+        let rows = export_rows(&backend.query_tsv(&cq::export_rows_sql(opts, &sel))?)?;
+        if rows.is_empty() && !explicit {
             continue;
         }
         let i = kept.len();
         kept.push(t.clone());
-        for (path, v, _) in st {
-            let e = merged.entry(path).or_default();
+        for (key, v) in rows {
+            let e = merged.entry(key).or_default();
             e.resize(i + 1, 0);
             e[i] += v;
         }
@@ -378,7 +439,11 @@ pub fn export_pprof(
         })));
     }
     // What the frames dictionary knows of each frame.
-    let labels: BTreeSet<&str> = merged.keys().flatten().map(String::as_str).collect();
+    let labels: BTreeSet<&str> = merged
+        .keys()
+        .flat_map(|k| &k.stack)
+        .map(String::as_str)
+        .collect();
     let mut info: HashMap<String, (String, String, i64)> = HashMap::new();
     let ids: Vec<String> = labels
         .iter()
@@ -436,6 +501,18 @@ pub fn export_pprof(
     let (start, end, period) = (num(0), num(1), num(2));
     let period_type = m.get(3).map(|v| unescape_tsv(v)).unwrap_or_default();
     let period_type = period_type.split_once(':').unwrap_or(("", ""));
+    // Each numeric label's unit, as the selected profiles recorded it.
+    let units: HashMap<String, String> = backend
+        .query_tsv(&format!(
+            "SELECT k, any(num_units[k]) FROM {db}.cp_profiles \
+             ARRAY JOIN mapKeys(num_units) AS k \
+             WHERE profile_type IN ({list}) AND ts >= {t1} AND ts < {t2} \
+             AND profile_id IN ({ids}) GROUP BY k"
+        ))?
+        .lines()
+        .filter_map(|row| row.split_once('\t'))
+        .map(|(k, u)| (unescape_tsv(k), unescape_tsv(u)))
+        .collect();
     let sample_types: Vec<(&str, &str)> = kept
         .iter()
         .map(|t| t.rsplit_once(':').expect("checked above"))
@@ -443,9 +520,9 @@ pub fn export_pprof(
     let mut w = PprofWriter::new(&sample_types, period_type, period);
     w.set_time(start, end.saturating_sub(start).max(0));
     let mut frames: Vec<WriteFrame<'_>> = Vec::new();
-    for (path, values) in &merged {
+    for (key, values) in &merged {
         frames.clear();
-        for label in path.iter().rev() {
+        for label in key.stack.iter().rev() {
             frames.push(match info.get(label) {
                 Some((function, file, line)) => WriteFrame {
                     function: if function.is_empty() { label } else { function },
@@ -460,7 +537,17 @@ pub fn export_pprof(
         }
         let mut v = values.clone();
         v.resize(kept.len(), 0);
-        w.add_frames(&frames, &v, &[]);
+        let labels: Vec<(&str, &str)> = key
+            .labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let numeric: Vec<(&str, i64, &str)> = key
+            .numeric
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n, units.get(k).map_or("", String::as_str)))
+            .collect();
+        w.add_labelled(&frames, &v, &labels, &numeric);
     }
     let samples = w.samples();
     let bytes = w.encode_gzip().map_err(|e| Error::Query {
@@ -1347,8 +1434,9 @@ pub struct ExportArgs {
     /// A profile type to write (repeatable, each once), `sample:unit`, in
     /// this order (`go tool pprof` shows the last by default). Default:
     /// every type with samples in the selection, counts first, then by
-    /// name. The export has one sample per stack: sample labels are not
-    /// kept (choose them with --selector).
+    /// name. Each sample keeps its series' labels (`service`, the load's
+    /// `--label`s, pprof's own) and numeric labels, for `-tags` and
+    /// `-tagfocus`.
     #[arg(long = "type")]
     pub types: Vec<String>,
     /// Start of the range (inclusive), as for `profile flame`.

@@ -762,7 +762,42 @@ fn export_writes_every_sample_type_as_go_tool_pprof_reads_the_input() {
             assert_eq!(got_total, want_total, "{file} {ty}");
             let traces = |f: &Path| parse_traces(&pprof(&[&flags[..], &["-traces"]].concat(), f));
             assert_eq!(traces(&out), traces(&input), "{file} {ty}");
+            // The sample labels are kept: `-tagfocus` selects the same.
+            let focus = if file.starts_with("cpu") {
+                "-tagfocus=handler=a"
+            } else {
+                "-tagfocus=bytes=64B:512B"
+            };
+            let (got, got_total) =
+                parse_top(&pprof(&[&flags[..], &[focus, "-top"]].concat(), &out));
+            let (want, want_total) =
+                parse_top(&pprof(&[&flags[..], &[focus, "-top"]].concat(), &input));
+            assert!(!want.is_empty(), "{file} {ty} {focus}");
+            assert_eq!(got, want, "{file} {ty} {focus}");
+            assert_eq!(got_total, want_total, "{file} {ty} {focus}");
         }
+        // `-tags` of the export: the input's, and the `service` label the
+        // load gave every series (none given: the default).
+        let tags = |f: &Path| {
+            let t = pprof(&["-tags"], f);
+            let blocks: Vec<String> = t
+                .split("\n\n")
+                .map(|b| b.trim_matches('\n').to_string())
+                .filter(|b| !b.is_empty())
+                .collect();
+            blocks
+        };
+        let want = tags(&input);
+        let got = tags(&out);
+        let service: Vec<&String> = got.iter().filter(|b| b.starts_with(" service:")).collect();
+        assert_eq!(service.len(), 1, "{got:?}");
+        let default = format!(
+            "(  100%): {}",
+            flamehouse::ingest::continuous::DEFAULT_SERVICE
+        );
+        assert!(service[0].ends_with(&default), "{got:?}");
+        let rest: Vec<&String> = got.iter().filter(|b| !b.starts_with(" service:")).collect();
+        assert_eq!(rest, want.iter().collect::<Vec<_>>(), "{file}");
         let raw = pprof(&["-raw"], &out);
         let want_raw = golden(&format!("{}.raw.txt", file.split('.').next().unwrap()));
         let period = |r: &str| {

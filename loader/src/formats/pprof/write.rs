@@ -145,8 +145,21 @@ impl PprofWriter {
         values: &[i64],
         labels: &[(&str, &str)],
     ) {
+        self.add_labelled(frames, values, labels, &[]);
+    }
+
+    /// [`PprofWriter::add_frames`] with numeric labels too: `(key, value,
+    /// unit)`, the unit empty when unknown (pprof then reads the key as
+    /// the unit, as Go's `bytes`).
+    pub fn add_labelled(
+        &mut self,
+        frames: &[WriteFrame<'_>],
+        values: &[i64],
+        labels: &[(&str, &str)],
+        numeric: &[(&str, i64, &str)],
+    ) {
         let location_id = frames.iter().map(|f| self.location(f)).collect();
-        let label = labels
+        let mut label: Vec<Label> = labels
             .iter()
             .map(|(k, v)| Label {
                 key: self.string(k),
@@ -155,6 +168,14 @@ impl PprofWriter {
                 num_unit: 0,
             })
             .collect();
+        for (k, n, unit) in numeric {
+            label.push(Label {
+                key: self.string(k),
+                str: 0,
+                num: *n,
+                num_unit: self.string(unit),
+            });
+        }
         self.profile.sample.push(Sample {
             location_id,
             value: values.to_vec(),
