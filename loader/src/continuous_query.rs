@@ -1312,8 +1312,10 @@ pub fn flame_sql_of(db: &Ident, sel: &SelectionSql, max_nodes: &str) -> String {
 /// anywhere in a name, as pprof matches them). A sample is kept when no
 /// frame matches `ignore` and, with `focus`, some frame matches it; with
 /// either given, a sample without frames is dropped, as pprof drops it.
-/// Totals and shares stay those of the whole selection. pprof also tries
-/// its regexes on file and module names; these try function names only.
+/// Totals and shares stay those of the whole selection. As in pprof, a
+/// frame also matches by its source file or module (mapping) name, as the
+/// frames dictionary holds them (`-focus=net/http/` keeps the frames of
+/// that package's files).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StackFilter {
     /// Keep only samples with a frame matching this. Default: none.
@@ -1327,7 +1329,7 @@ impl StackFilter {
     ///
     /// # Errors
     /// [`Error::Usage`] for a regex that does not compile.
-    fn condition(&self) -> Result<Option<String>> {
+    fn condition(&self, db: &Ident) -> Result<Option<String>> {
         let mut parts = Vec::new();
         for (flag, re, keep) in [
             ("focus", &self.focus, true),
@@ -1335,7 +1337,14 @@ impl StackFilter {
         ] {
             let Some(re) = re else { continue };
             check_regex(flag, re)?;
-            let any = format!("arrayExists(f -> match(f, {}), labels)", sql_string(re));
+            let re = sql_string(re);
+            // The labels of the frames whose file or module matches: one
+            // scalar sub-query, an array the engine computes once.
+            let by_file = format!(
+                "(SELECT groupUniqArray(label) FROM {db}.frames \
+                 WHERE (file != '' AND match(file, {re})) OR (module != '' AND match(module, {re})))"
+            );
+            let any = format!("arrayExists(f -> match(f, {re}) OR has({by_file}, f), labels)");
             parts.push(if keep { any } else { format!("NOT {any}") });
         }
         if parts.is_empty() {
@@ -1346,8 +1355,8 @@ impl StackFilter {
     }
 
     /// `sel` with only the stacks this keeps; whether it filters at all.
-    fn apply(&self, sel: &mut SelectionSql) -> Result<bool> {
-        Ok(match self.condition()? {
+    fn apply(&self, db: &Ident, sel: &mut SelectionSql) -> Result<bool> {
+        Ok(match self.condition(db)? {
             Some(c) => {
                 sel.stacks = format!("({}) AND {c}", sel.stacks);
                 true
@@ -1380,7 +1389,7 @@ pub fn flame_sql_filtered(
 ) -> Result<String> {
     let mut s = sel.sql(opts);
     // Filtered, the stacks left out must not join as empty stacks.
-    let join = if filter.apply(&mut s)? {
+    let join = if filter.apply(&opts.database, &mut s)? {
         "INNER"
     } else {
         "LEFT"
@@ -1503,7 +1512,10 @@ pub fn diff_sql_filtered(
     };
     let (mut sa, mut sb) = (side(a), side(b));
     // Filtered, the stacks left out must not join as empty stacks.
-    let (fa, fb) = (filter.apply(&mut sa)?, filter.apply(&mut sb)?);
+    let (fa, fb) = (
+        filter.apply(&opts.database, &mut sa)?,
+        filter.apply(&opts.database, &mut sb)?,
+    );
     let join = if fa || fb { "INNER" } else { "LEFT" };
     Ok(diff_sql_join(
         &opts.database,
@@ -1659,7 +1671,7 @@ pub fn top_functions_sql_filtered(
         None => None,
     };
     let mut s = sel.sql(opts);
-    filter.apply(&mut s)?;
+    filter.apply(&opts.database, &mut s)?;
     Ok(top_functions_sql_of(
         &opts.database,
         &s,

@@ -1525,9 +1525,9 @@ fn empty_answers_say_why() {
 /// `--ignore` equal `go tool pprof -focus/-ignore` on the Go CPU and heap
 /// profiles: top functions (flat, cum) = `-top`, the flame graph's stacks
 /// = `-traces`, the diff's = `-diff_base ... -top`,
-/// for a focus, an ignore and both (regexes that match function names
-/// only: pprof also tries file names). A bad regex is one line naming the
-/// flag, exit 1.
+/// for a focus, an ignore and both, on function names and (as pprof also
+/// tries them) on source file names alone (`proc\.go$`) or both
+/// (`runtime/`). A bad regex is one line naming the flag, exit 1.
 #[test]
 fn focus_and_ignore_equal_go_tool_pprof() {
     let data = temp_path("cpcli-focus");
@@ -1535,7 +1535,7 @@ fn focus_and_ignore_equal_go_tool_pprof() {
     for f in ["cpu.pb.gz", "cpu2.pb.gz", "heap.pb.gz"] {
         fh(&data, &["load", &dir().join(f).display().to_string()]);
     }
-    let cases: [(&str, &str, &[&str]); 5] = [
+    let cases: [(&str, &str, &[&str]); 7] = [
         ("cpu.pb.gz", "cpu:nanoseconds", &["--focus", "fib$"]),
         (
             "cpu.pb.gz",
@@ -1552,6 +1552,12 @@ fn focus_and_ignore_equal_go_tool_pprof() {
             "heap.pb.gz",
             "alloc_space:bytes",
             &["--ignore", "^runtime\\."],
+        ),
+        ("cpu.pb.gz", "cpu:nanoseconds", &["--focus", "proc\\.go$"]),
+        (
+            "heap.pb.gz",
+            "alloc_space:bytes",
+            &["--ignore", "^compress/|proto\\.go"],
         ),
     ];
     for (file, ty, flags) in cases {
