@@ -648,3 +648,71 @@ fn heap_profiles_average_inuse_and_sum_alloc_through_the_panels() {
         reports[0]
     );
 }
+
+/// "All" as Grafana sends it: the picker's `allValue` when it has one,
+/// else every value the picker lists for the dashboard's range. Release A
+/// yesterday (`run=one`, cpu.pb.gz), release B today (`run=two`,
+/// cpu2.pb.gz): the diff "today vs yesterday" with "All" on every picker
+/// and a one-day offset has yesterday's run in its baseline, though
+/// today's pickers list only `two` (with every listed value sent, as
+/// before the pickers had an `allValue`, the baseline was empty).
+#[test]
+fn all_on_both_sides_of_a_day_offset_diff_keeps_yesterdays_values() {
+    let db: Ident = "fh_grafana_cp_all".parse().unwrap();
+    q(&format!("DROP DATABASE IF EXISTS {db} SYNC"));
+    let schema = SchemaOptions {
+        database: db.clone(),
+        cluster: None,
+    };
+    migrate(engine(), &schema).unwrap();
+    let day = 86_400_000;
+    for (file, run, at) in [
+        ("cpu.pb.gz", "one", t0() - day),
+        ("cpu2.pb.gz", "two", t0()),
+    ] {
+        let opts = ContinuousOptions {
+            database: db.clone(),
+            service: Some("shop".into()),
+            labels: vec![("run".into(), run.into())],
+            time_ns: Some(at * 1_000_000),
+            ..Default::default()
+        };
+        load_pprof(engine(), &pprof_dir().join(file), &opts).unwrap();
+    }
+    let (_, total1) = parse_top(&golden("cpu.top.cpu.txt"));
+    let (_, total2) = parse_top(&golden("cpu2.top.cpu.txt"));
+    let d = continuous_dashboard(&db);
+    let (f, t) = range();
+    let base = vars(&["two"], &["two"]);
+    let all = |name: &str| -> Vec<String> {
+        let var = d["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no variable {name}"));
+        assert_eq!(var["includeAll"], true, "{name}");
+        if let Some(a) = var["allValue"].as_str().filter(|a| !a.is_empty()) {
+            return vec![a.to_string()];
+        }
+        let listed = q(&expand(var["query"].as_str().unwrap(), &base, f, t));
+        listed
+            .lines()
+            .map(|l| l.split('\t').nth(1).unwrap().to_string())
+            .collect()
+    };
+    let mut v = base.clone();
+    for name in ["service", "value", "baseline"] {
+        v.insert(name, all(name));
+    }
+    v.insert("offset", vec!["86400".into()]);
+    let rows = parse_rows(&run(panel(&d, "Diff"), &v, f, t));
+    assert_eq!(
+        (rows[0].vals[0], rows[0].vals[2]),
+        (total1, total2),
+        "baseline yesterday, comparison today"
+    );
+    // "All" is also the flame graph of every series of the range.
+    let flame = parse_rows(&run(panel(&d, "Flame graph"), &v, f, t));
+    assert_eq!(flame[0].vals[0], total2);
+}

@@ -25,10 +25,11 @@
 //! # Selection
 //! A series is selected when its service is among `$service` and its value
 //! of `$label` among `$value` (a series without the label has the value
-//! `""`, offered as "(no label)"). Grafana's "All" sends every listed value,
-//! the missing-label entry included, so "All" selects every series of the
-//! picked services. An empty selection selects everything, as Grafana's
-//! own "All". The range is the dashboard's, `[$__fromTime_ms,
+//! `""`, offered as "(no label)"). "All" sends the pickers' `allValue`
+//! ([`ALL_VALUE`]), which selects every series of the picked services
+//! (every service for the service picker), whatever values the range's
+//! pickers list: a baseline a day back keeps yesterday's versions. An
+//! empty selection selects everything too. The range is the dashboard's, `[$__fromTime_ms,
 //! $__toTime_ms)`; ranges longer than
 //! [`crate::continuous_query::DEFAULT_ROLLUP_AFTER_SECONDS`] read the
 //! per-minute rollup, whole hours the hourly one, as the builders do.
@@ -65,11 +66,20 @@ fn key() -> String {
     var("label")
 }
 
-/// A hex picker's selection (`x` + hex per value) as `Array(String)`.
+/// What a multi-value picker sends for "All" (its `allValue`): no hex
+/// value (those start with `x`), so it is never a selection of values.
+/// Without it Grafana would send every value the picker lists, which are
+/// the values of the dashboard's range: a baseline a day back would miss
+/// yesterday's versions, and a few hundred values overflow the engine's
+/// `max_query_size` (each variable appears many times in a query).
+pub const ALL_VALUE: &str = "all";
+
+/// A hex picker's selection (`x` + hex per value) as `Array(String)`;
+/// empty for "All" ([`ALL_VALUE`]) or nothing chosen.
 fn list(name: &str) -> String {
     let joined = format!("trimBoth(replaceRegexpAll({}, '[{{}}]', ''))", var(name));
     format!(
-        "if({joined} = '', CAST([], 'Array(String)'), \
+        "if({joined} IN ('', '{ALL_VALUE}'), CAST([], 'Array(String)'), \
          arrayMap(h -> unhex(substring(h, 2)), splitByChar(',', {joined})))"
     )
 }
@@ -256,13 +266,17 @@ fn custom(name: &str, label: &str, opts: &[(&str, &str)]) -> Value {
 }
 
 fn picker(name: &str, label: &str, query: String, multi: bool) -> Value {
-    json!({
+    let mut p = json!({
         "name": name, "label": label, "type": "query", "datasource": ds(),
         "query": query, "definition": label,
         // On time range change: pickers list what the range holds.
         "refresh": 2, "sort": 0, "multi": multi, "includeAll": multi,
         "current": if multi { json!({"text": ["All"], "value": ["$__all"]}) } else { json!({}) },
-    })
+    });
+    if multi {
+        p["allValue"] = json!(ALL_VALUE);
+    }
+    p
 }
 
 /// The continuous-profiling dashboard, querying the schema in database `db`.
