@@ -1717,3 +1717,42 @@ fn series_by_label_and_function_equal_go_tool_pprof() {
         "{err}"
     );
 }
+
+/// A profile whose day the TTL dropped, loaded again, is stored again:
+/// the engine's deduplication log outlives the rows it remembers, and the
+/// reload's blocks (the same bytes, the same tokens) were dropped as
+/// copies while the load reported them stored. Each table then holds what
+/// the first load stored, and a third load stores nothing twice.
+#[test]
+fn a_profile_loaded_again_after_its_day_expired_is_stored() {
+    let data = temp_path("cpcli-expired-reload");
+    let file = dir().join("cpu.pb.gz").display().to_string();
+    let day_ms = 86_400_000;
+    let at = flamehouse::profiles::now_ms() / day_ms * day_ms - 12 * day_ms + 12 * 3_600_000;
+    let time = (at / 1000).to_string();
+    let counts = || {
+        fh(
+            &data,
+            &[
+                "sql",
+                "SELECT (SELECT count() FROM flamehouse.cp_samples), (SELECT sum(value) FROM flamehouse.cp_samples), \
+                 (SELECT count() FROM flamehouse.cp_profiles), (SELECT sum(value) FROM flamehouse.cp_samples_1m), \
+                 (SELECT count() FROM flamehouse.cp_series), (SELECT count() FROM flamehouse.cp_stacks)",
+            ],
+        )
+    };
+    fh(&data, &["load", "--time", &time, &file]);
+    let first = counts();
+    assert!(!first.starts_with("0\t"), "{first}");
+    // The day expires (kept 5 days, merged), then the retention is back.
+    fh(&data, &["init", "--retention", "5"]);
+    fh(&data, &["compact"]);
+    assert!(counts().starts_with("0\t0\t0\t"), "{}", counts());
+    fh(&data, &["init", "--retention", "30"]);
+    let said = fh(&data, &["load", "--time", &time, &file]);
+    assert!(said.contains("0 already stored"), "{said}");
+    assert_eq!(counts(), first, "stored again, as the first load did");
+    let said = fh(&data, &["load", "--time", &time, &file]);
+    assert!(said.contains("1 already stored"), "{said}");
+    assert_eq!(counts(), first, "and not twice");
+}

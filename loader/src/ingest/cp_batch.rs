@@ -29,7 +29,10 @@
 //! engine writes a large insert as several parts) gets its missing rows
 //! only, found by their key. Each insert also carries a deduplication token
 //! that hashes its bytes (`cp:<hash>:<len>:<table>`), so an insert the
-//! engine took but did not acknowledge is dropped when sent again.
+//! engine took but did not acknowledge is dropped when sent again. The
+//! engine remembers tokens longer than rows may live (the TTL, a delete by
+//! hand): when it drops a block of the batch as a copy, the batch is looked
+//! up again and what is missing sent under new tokens ([`store_batch`]).
 //!
 //! A file that cannot be read stores nothing of itself and is reported
 //! (one line naming it); the others are still loaded.
@@ -134,9 +137,13 @@ fn content_hash(b: &[u8]) -> u64 {
 
 /// The insert of the rows of `items` that `held` says are not stored, if
 /// any.
-fn missing_insert<R: RowBinary>(items: &[&R], held: impl Fn(&R) -> bool) -> Option<Insert> {
+fn missing_insert<R: RowBinary>(
+    items: &[&R],
+    held: impl Fn(&R) -> bool,
+    salt: Option<u64>,
+) -> Option<Insert> {
     let rows: Vec<&R> = items.iter().copied().filter(|r| !held(r)).collect();
-    to_insert(&rows)
+    to_insert(&rows, salt)
 }
 
 /// `rows` in RowBinary.
@@ -148,24 +155,38 @@ fn encode_refs<R: RowBinary>(rows: &[&R]) -> Vec<u8> {
     buf
 }
 
-/// `rows` as one deduplicated block (the token hashes its bytes); `None`
-/// for no rows.
-fn to_insert<R: RowBinary>(rows: &[&R]) -> Option<Insert> {
+/// `rows` as one deduplicated block (the token hashes its bytes, and
+/// `salt` when given: see [`store_batch`]); `None` for no rows.
+fn to_insert<R: RowBinary>(rows: &[&R], salt: Option<u64>) -> Option<Insert> {
     if rows.is_empty() {
         return None;
     }
     let bytes = encode_refs(rows);
+    let mut token = format!(
+        "cp:{:016x}:{}:{}",
+        content_hash(&bytes),
+        bytes.len(),
+        R::TABLE
+    );
+    if let Some(salt) = salt {
+        token.push_str(&format!(":again:{salt:016x}"));
+    }
     Some(Insert {
         table: R::TABLE,
         structure: R::STRUCTURE,
-        token: format!(
-            "cp:{:016x}:{}:{}",
-            content_hash(&bytes),
-            bytes.len(),
-            R::TABLE
-        ),
+        token,
         rows: bytes,
     })
+}
+
+/// The engine's count of inserted blocks it dropped as copies of blocks
+/// it had (`DuplicatedInsertedBlocks`); 0 when it cannot say.
+fn duplicated_blocks(backend: &dyn Backend) -> u64 {
+    backend
+        .query_tsv("SELECT sum(value) FROM system.events WHERE event = 'DuplicatedInsertedBlocks'")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The string of `hex`'s upper-case hex digits (ClickHouse's `hex()`),
@@ -316,6 +337,15 @@ fn new_rows<'a, R: 'a>(
 /// found in the engine, only the samples and profile rows not stored yet.
 /// A profile id repeated in `batch` is stored once.
 ///
+/// The engine's deduplication log remembers an insert's token longer than
+/// its rows may live: after the TTL dropped a day (or rows were deleted by
+/// hand), loading the same files again sent the same blocks, which the
+/// engine dropped as copies, and the load reported rows it never stored.
+/// So when the engine says it dropped a block during the batch
+/// (`DuplicatedInsertedBlocks` grew), the batch is looked up again from
+/// scratch and what is still missing is sent once more under new tokens
+/// (nothing, when the copy was real: another load stored the same rows).
+///
 /// # Errors
 /// The engine's error of the first lookup or insert that fails; run the
 /// load again to finish it.
@@ -324,6 +354,32 @@ pub fn store_batch(
     db: &Ident,
     batch: &[ProfileRows],
     known: &mut Known,
+) -> Result<BatchStored> {
+    let before = duplicated_blocks(backend);
+    let stored = store_batch_with(backend, db, batch, known, None)?;
+    if duplicated_blocks(backend) > before {
+        let salt = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let mut fresh = Known::default();
+        store_batch_with(backend, db, batch, &mut fresh, Some(salt))?;
+        known.frames.extend(fresh.frames);
+        known.stacks.extend(fresh.stacks);
+        known.series.extend(fresh.series);
+        for (svc, m) in fresh.cp_stacks {
+            known.cp_stacks.entry(svc).or_default().extend(m);
+        }
+    }
+    Ok(stored)
+}
+
+/// [`store_batch`]'s one pass, its tokens salted with `salt` when given.
+fn store_batch_with(
+    backend: &dyn Backend,
+    db: &Ident,
+    batch: &[ProfileRows],
+    known: &mut Known,
+    salt: Option<u64>,
 ) -> Result<BatchStored> {
     // Rows without profile rows only carry dictionary rows (an expired
     // profile's, see `load_files`).
@@ -454,14 +510,22 @@ pub fn store_batch(
     // depend on one another (no query reads a stack without its samples),
     // so the engine may store them at once.
     let dictionaries: Vec<Insert> = [
-        missing_insert(&frames, |f| held.frames.contains(&f.frame_id)),
-        missing_insert(&stacks, |s| held.stacks.contains(&s.stack_id)),
-        missing_insert(&series, |s| held.series.contains(&(s.date, s.series_id))),
-        missing_insert(&cp_stacks, |s| {
-            held.cp_stacks
-                .get(s.service.as_str())
-                .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
-        }),
+        missing_insert(&frames, |f| held.frames.contains(&f.frame_id), salt),
+        missing_insert(&stacks, |s| held.stacks.contains(&s.stack_id), salt),
+        missing_insert(
+            &series,
+            |s| held.series.contains(&(s.date, s.series_id)),
+            salt,
+        ),
+        missing_insert(
+            &cp_stacks,
+            |s| {
+                held.cp_stacks
+                    .get(s.service.as_str())
+                    .is_some_and(|m| m.contains(&(s.date, s.stack_id)))
+            },
+            salt,
+        ),
     ]
     .into_iter()
     .flatten()
@@ -562,11 +626,11 @@ pub fn store_batch(
         .collect();
     // Samples, then (for those) the rollups made whole, then the profile
     // rows that say a profile is complete.
-    if let Some(rows) = to_insert(&samples) {
+    if let Some(rows) = to_insert(&samples, salt) {
         backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
     }
     reconcile_rollups(backend, db, &interrupted)?;
-    if let Some(rows) = to_insert(&profiles) {
+    if let Some(rows) = to_insert(&profiles, salt) {
         backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
     }
     Ok(stored)
