@@ -1756,3 +1756,37 @@ fn a_profile_loaded_again_after_its_day_expired_is_stored() {
     assert!(said.contains("1 already stored"), "{said}");
     assert_eq!(counts(), first, "and not twice");
 }
+
+/// A shell loop reading file names from its standard input loads every
+/// file: the engine took a standard input that is not a terminal as the
+/// data of its INSERTs, so the first load into a new data directory failed
+/// ("both inlined and external data") and ate the rest of the list.
+#[test]
+fn a_shell_loop_over_standard_input_loads_every_file() {
+    let data = temp_path("cpcli-stdin-loop");
+    let time = ((flamehouse::profiles::now_ms() - 3_600_000) / 1000).to_string();
+    let script = format!(
+        "printf '%s\\n%s\\n' \"$A\" \"$B\" | while read f; do \"$FH\" load --data \"$D\" --time {time} \"$f\" || exit 1; done"
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env("FH", bin())
+        .env("D", &data)
+        .env("A", dir().join("cpu.pb.gz"))
+        .env("B", dir().join("cpu2.pb.gz"))
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT count(DISTINCT profile_id) FROM flamehouse.cp_profiles"
+        ),
+        "2"
+    );
+}

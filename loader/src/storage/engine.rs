@@ -245,6 +245,7 @@ impl Engine {
             });
         }
 
+        detach_stdin();
         let api = Api::load(&library)?;
         let mut args = vec![
             "clickhouse".to_string(),
@@ -467,6 +468,29 @@ fn connect_failure(dir: &Path) -> String {
             .into();
     }
     "chdb_connect failed (the engine's message is above)".into()
+}
+
+/// Points standard input at `/dev/null` for the rest of the process. The
+/// embedded engine takes a standard input that is not a terminal as the
+/// data of an INSERT (as `clickhouse-local` does): with the input of a
+/// shell loop (`while read f; do flamehouse load "$f"; done < list`) or any
+/// non-empty pipe, every INSERT with inline values failed ("Processing
+/// async inserts with both inlined and external data (from stdin or
+/// infile) is not supported") and the engine ate the loop's input. No
+/// flamehouse query reads standard input (inserts go through pipes of
+/// their own); `load -` copies it to a file before the engine opens.
+fn detach_stdin() {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return;
+    }
+    if let Ok(null) = std::fs::File::open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        // SAFETY: dup2 onto fd 0 of an fd this function owns; the File
+        // closes its own fd afterwards, fd 0 stays open on /dev/null.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 0);
+        }
+    }
 }
 
 /// Why `dir` cannot be opened when another process holds its engine's
