@@ -903,17 +903,21 @@ impl Selection {
     /// (or a range within one hour) from [`Selection::source`]'s table,
     /// widened to whole minutes on the per-minute rollup. Every answer is
     /// the same as from the samples alone (on whole minutes for long
-    /// ranges).
+    /// ranges, whatever the selector: a selection that reads the samples
+    /// alone, by span or numeric label, is widened as the rollup is, so
+    /// `{bytes>=1024}` and `{bytes<1024}` add up to `{}`).
     #[must_use]
     pub fn sql(&self, opts: &QueryOptions) -> SelectionSql {
         let edge = self.source(opts);
         // The range the reads cover: exact, or whole minutes.
-        let (lo, hi) = match edge {
-            Source::Raw => (self.from_ms, self.to_ms),
-            _ => (
+        let long = (self.to_ms - self.from_ms) / 1000 > opts.rollup_after_seconds;
+        let (lo, hi) = if long {
+            (
                 floor_to(self.from_ms, MINUTE_MS),
                 ceil_to(self.to_ms, MINUTE_MS),
-            ),
+            )
+        } else {
+            (self.from_ms, self.to_ms)
         };
         let (h1, h2) = (ceil_to(lo, HOUR_MS), floor_to(hi, HOUR_MS));
         let col = time_col(edge);
@@ -2339,6 +2343,44 @@ mod tests {
             sel(DEFAULT_ROLLUP_AFTER_SECONDS + 1).source(&o),
             Source::Rollup
         );
+    }
+
+    #[test]
+    fn long_ranges_are_whole_minutes_whatever_the_selector() {
+        // A long range read from the samples alone (a numeric matcher)
+        // covers the same whole minutes as the rollup's read of `{}`, so
+        // complementary selectors add up to the whole.
+        let o = QueryOptions::default();
+        let from_ms = 30_000;
+        let to_ms = 7 * HOUR_MS + 20_000;
+        let sel = |s: &str| Selection {
+            profile_type: "alloc_space:bytes".into(),
+            from_ms,
+            to_ms,
+            selector: Selector::parse(s).unwrap(),
+        };
+        let edges = |sql: &SelectionSql| sql.fine_parts[0].range.clone();
+        let all = sel("{}").sql(&o);
+        let big = sel("{bytes>=1024}").sql(&o);
+        assert_eq!(sel("{}").source(&o), Source::Rollup);
+        assert_eq!(sel("{bytes>=1024}").source(&o), Source::Raw);
+        let minute = |ms: i64| format!("toInt64({ms})");
+        for sql in [&all, &big] {
+            assert!(edges(sql).contains(&minute(0)), "{}", edges(sql));
+            assert!(
+                edges(sql).contains(&minute(7 * HOUR_MS + MINUTE_MS)),
+                "{}",
+                edges(sql)
+            );
+        }
+        assert_eq!(all.profiles, big.profiles);
+        // Short ranges stay exact.
+        let short = Selection {
+            to_ms: HOUR_MS + 20_000,
+            ..sel("{bytes>=1024}")
+        }
+        .sql(&o);
+        assert!(edges(&short).contains(&minute(30_000)));
     }
     #[test]
     fn migration_7_keeps_the_gauge_pattern() {
