@@ -762,11 +762,12 @@ fn time_col(source: Source) -> &'static str {
 }
 
 /// The sample types that are gauges (snapshots of a quantity: pprof heap's
-/// `inuse_space` and `inuse_objects`, Go's `goroutine` profile), as a
-/// pattern on the profile type `sample:unit`. Migration 7's
-/// `cp_series_profiles_mv` keeps the profiles of these types only, with this
-/// same pattern.
-pub const GAUGE_TYPE_PATTERN: &str = "^(inuse_[^:]*|goroutines?):";
+/// `inuse_space` and `inuse_objects`, Go's `goroutine` profile, Datadog's
+/// live heap `heap-space` and `heap-live-samples`), as a pattern on the
+/// profile type `sample:unit`. `cp_series_profiles_mv` (migration 15, 7
+/// before it) keeps the profiles of these types only, with this same
+/// pattern.
+pub const GAUGE_TYPE_PATTERN: &str = "^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):";
 
 /// Whether `profile_type` is a gauge: its queries answer the average per
 /// profile (per series: the sum over the range / the number of that
@@ -2383,16 +2384,19 @@ mod tests {
         assert!(edges(&short).contains(&minute(30_000)));
     }
     #[test]
-    fn migration_7_keeps_the_gauge_pattern() {
-        let m7 = crate::storage::schema::MIGRATIONS
+    fn the_last_migration_of_the_profile_count_view_keeps_the_gauge_pattern() {
+        let last = crate::storage::schema::MIGRATIONS
             .iter()
-            .find(|(v, _, _)| *v == 7)
+            .rev()
+            .find(|(_, _, sql)| {
+                sql.contains("CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.cp_series_profiles_mv")
+            })
             .unwrap()
             .2;
         let lit = sql_string(GAUGE_TYPE_PATTERN);
         assert_eq!(
-            m7.matches(&format!("match(profile_type, {lit})")).count(),
-            2
+            last.matches(&format!("match(profile_type, {lit})")).count(),
+            1
         );
         for (t, g) in [
             ("inuse_space:bytes", true),
@@ -2404,6 +2408,11 @@ mod tests {
             ("contentions:count", false),
             ("delay:nanoseconds", false),
             ("x_inuse_space:bytes", false),
+            ("heap-space:bytes", true),
+            ("heap-live-samples:count", true),
+            ("heap-live-size:bytes", true),
+            ("alloc-space:bytes", false),
+            ("cpu-time:nanoseconds", false),
         ] {
             assert_eq!(is_gauge_type(t), g, "{t}");
         }

@@ -379,9 +379,10 @@ const HEADER: &str = "\
 --
 -- Parameters: profile_type String (`cpu:nanoseconds`), t1, t2
 -- DateTime64(3, 'UTC') (the range [t1, t2)). Gauge types (inuse_*,
--- goroutine) are averaged per profile of each series, then summed over the
--- series; other types summed. Whole hours read cp_samples_1h, the edges
--- cp_samples (cp_samples_1m for ranges over 6 hours).
+-- goroutine, heap-space, heap-live-*) are averaged per profile of each
+-- series, then summed over the series; other types summed. Whole hours
+-- read cp_samples_1h, the edges cp_samples (cp_samples_1m for ranges over
+-- 6 hours).
 --
 -- cp_flame and cp_top_functions keep migration 6's parameters and columns
 -- (parameterized views have no optional parameters: new ones would break

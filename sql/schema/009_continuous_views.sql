@@ -10,9 +10,10 @@
 --
 -- Parameters: profile_type String (`cpu:nanoseconds`), t1, t2
 -- DateTime64(3, 'UTC') (the range [t1, t2)). Gauge types (inuse_*,
--- goroutine) are averaged per profile of each series, then summed over the
--- series; other types summed. Whole hours read cp_samples_1h, the edges
--- cp_samples (cp_samples_1m for ranges over 6 hours).
+-- goroutine, heap-space, heap-live-*) are averaged per profile of each
+-- series, then summed over the series; other types summed. Whole hours
+-- read cp_samples_1h, the edges cp_samples (cp_samples_1m for ranges over
+-- 6 hours).
 --
 -- cp_flame and cp_top_functions keep migration 6's parameters and columns
 -- (parameterized views have no optional parameters: new ones would break
@@ -32,7 +33,7 @@ CREATE OR REPLACE VIEW {db}.cp_flame {on_cluster} AS
 SELECT i, n.level AS level, n.label AS label, n.value AS value, n.self AS self
 FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toString({max_nodes:UInt32}))) AS tree
   FROM (SELECT stack_id, sum(pv) AS v
-    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
       FROM (SELECT stack_id, series_id, sum(value) AS v
         FROM (SELECT stack_id AS stack_id, series_id, value
           FROM {db}.cp_samples
@@ -67,7 +68,7 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     WHERE (NOT mapContains({match:Map(String, String)}, 'service') OR service = {match:Map(String, String)}['service']) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse 2cc411fdc388e64b';
+COMMENT 'flamehouse 556873a69f5caf40';
 
 -- cp_top_functions: Top functions of the same selection: (function, self, total); self: stacks whose leaf it is, total: every stack through it once (recursion once); limit 0 = all.
 CREATE OR REPLACE VIEW {db}.cp_top_functions {on_cluster} AS
@@ -76,7 +77,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
     FROM (SELECT stack_id, v, sum(v) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
-        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
             FROM (SELECT stack_id AS stack_id, series_id, value
               FROM {db}.cp_samples
@@ -114,14 +115,14 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse a9e9fb9d1bcfb064';
+COMMENT 'flamehouse 8b7fbd238eb006c7';
 
 -- cp_flame_matching: cp_flame with the selector's matchers: `matchers` [(key, op, value), ...], every one must hold ([] = all).
 CREATE OR REPLACE VIEW {db}.cp_flame_matching {on_cluster} AS
 SELECT i, n.level AS level, n.label AS label, n.value AS value, n.self AS self
 FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toString({max_nodes:UInt32}))) AS tree
   FROM (SELECT stack_id, sum(pv) AS v
-    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
       FROM (SELECT stack_id, series_id, sum(value) AS v
         FROM (SELECT stack_id AS stack_id, series_id, value
           FROM {db}.cp_samples
@@ -156,7 +157,7 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     WHERE arrayAll(m -> m.1 != 'service' OR multiIf(m.2 = '=', service = m.3, m.2 = '!=', service != m.3, m.2 = '=~', match(service, concat('^(?:', m.3, ')$')), m.2 = '!~', NOT match(service, concat('^(?:', m.3, ')$')), 1), {matchers:Array(Tuple(String, String, String))}) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse b4369b8d535b028c';
+COMMENT 'flamehouse ff327c1a88a03dc9';
 
 -- cp_top_functions_matching: cp_top_functions with the matchers: (function, self, total, self_share, total_share), shares of the selection's total.
 CREATE OR REPLACE VIEW {db}.cp_top_functions_matching {on_cluster} AS
@@ -165,7 +166,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
     FROM (SELECT stack_id, v, sum(v) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
-        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
             FROM (SELECT stack_id AS stack_id, series_id, value
               FROM {db}.cp_samples
@@ -203,4 +204,4 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse 0b02b90d3e969077';
+COMMENT 'flamehouse de51f3582a277c46';

@@ -36,7 +36,7 @@ fn fresh_cluster(db: &str) -> SchemaOptions {
     let opts = cluster_opts(db);
     assert_eq!(
         migrate(&Spy::on_each_node(), &opts).unwrap(),
-        (1..=14).collect::<Vec<u32>>()
+        (1..=15).collect::<Vec<u32>>()
     );
     set_retention(&Spy::on_each_node(), &opts, 36500).unwrap();
     opts

@@ -215,7 +215,7 @@ fn fresh_default(db: &str) -> SchemaOptions {
     };
     assert_eq!(
         migrate(engine(), &opts).unwrap(),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
     );
     opts
 }

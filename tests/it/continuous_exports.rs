@@ -485,3 +485,37 @@ fn cli_load_top_and_export_equal_go_tool_pprof() {
     );
     assert_eq!(count(), before);
 }
+
+/// ddtrace's live heap (`heap-space`, `heap-live-samples`: Datadog's "Heap
+/// Live Size") is a gauge, as Go's `inuse_*` is: the same Python profile
+/// uploaded twice in a range shows one heap (`go tool pprof -top` of the
+/// file), where its additive types (`cpu-time`, `wall-time`) add up to
+/// twice the file's. (They were summed: two uploads showed two heaps.)
+#[test]
+fn ddtrace_live_heap_is_averaged_over_uploads() {
+    let e = EXPORTS.iter().find(|e| e.dir == "python").unwrap();
+    let data = temp_path("cpx-ddtrace-heap");
+    let file = e.path().display().to_string();
+    let t = (now_ms() - 3_600_000) / 1000;
+    for at in [t, t + 600] {
+        fh(
+            &data,
+            &["load", "--service", "py", "--time", &at.to_string(), &file],
+        );
+    }
+    for (ty, uploads) in [
+        ("heap-space:bytes", 1),
+        ("heap-live-samples:count", 1),
+        ("cpu-time:nanoseconds", 2),
+        ("wall-time:nanoseconds", 2),
+    ] {
+        let (want, total) = e.top(ty);
+        assert!(total > 0, "{ty}");
+        let want: BTreeMap<String, (i64, i64)> = want
+            .into_iter()
+            .map(|(f, (flat, cum))| (f, (flat * uploads, cum * uploads)))
+            .collect();
+        let got = fh(&data, &["profile", "top", "--type", ty, "--from", "now-2h"]);
+        assert_eq!(parse_cli_top(&got).0, want, "{ty}");
+    }
+}

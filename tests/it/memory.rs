@@ -410,7 +410,7 @@ fn loaded() -> &'static [u64] {
     L.get_or_init(|| {
         assert_eq!(
             schema(DB),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
         );
         fixtures()
             .iter()
@@ -921,7 +921,7 @@ fn fresh_db(db: &str) {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
     assert_eq!(
         schema(db),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
     );
 }
 
@@ -1322,7 +1322,7 @@ fn init_twice_is_a_noop() {
     q(&format!("DROP DATABASE IF EXISTS {db}"));
     assert_eq!(
         schema(db),
-        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
     );
     let tables = q(&format!(
         "SELECT name, engine FROM system.tables WHERE database = '{db}' ORDER BY name"

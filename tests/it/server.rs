@@ -736,7 +736,7 @@ fn server_cli_flags_and_env_select_the_server() {
         ],
     );
     assert!(
-        out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]"),
+        out.contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]"),
         "{out}"
     );
     let reqs = server.finish();

@@ -82,6 +82,11 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
         "memory_view_edges",
         include_str!("../../../sql/schema/014_memory_view_edges.sql"),
     ),
+    (
+        15,
+        "more_gauge_types",
+        include_str!("../../../sql/schema/015_more_gauge_types.sql"),
+    ),
 ];
 
 /// The migration of the continuous views (`CREATE OR REPLACE VIEW` only,
