@@ -1790,3 +1790,42 @@ fn a_shell_loop_over_standard_input_loads_every_file() {
         "2"
     );
 }
+
+/// What `load` reports stored outlives the next merge, and what it reports
+/// older than the retention is not stored, in any time zone: the TTL
+/// expires a day at the engine's midnight (its zone follows `TZ`), and the
+/// load counted the days in UTC, so far east of UTC (from 10:00 UTC on in
+/// Kiritimati, UTC+14) a profile it reported stored was dropped by the
+/// next merge.
+#[test]
+fn the_load_and_the_ttl_agree_on_the_retention_in_any_zone() {
+    let file = dir().join("cpu.pb.gz").display().to_string();
+    let day_ms = 86_400_000;
+    let today = flamehouse::profiles::now_ms() / day_ms;
+    for zone in ["Pacific/Kiritimati", "Etc/GMT+12", "UTC"] {
+        for days_ago in [29, 30, 31] {
+            let data = temp_path("cpcli-ttl-zone");
+            let time = ((today - days_ago) * day_ms / 1000 + 12 * 3600).to_string();
+            let run = |args: &[&str]| {
+                let o = Command::new(bin())
+                    .args(args)
+                    .arg("--data")
+                    .arg(&data)
+                    .env("TZ", zone)
+                    .output()
+                    .expect("flamehouse runs");
+                assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            };
+            let said = run(&["load", "--time", &time, &file]);
+            let expired = said.contains("1 older than the retention");
+            run(&["compact"]);
+            let rows = run(&["sql", "SELECT count() FROM flamehouse.cp_samples"]);
+            assert_eq!(
+                rows.trim(),
+                if expired { "0" } else { "38" },
+                "{zone}, {days_ago} days ago: {said}"
+            );
+        }
+    }
+}

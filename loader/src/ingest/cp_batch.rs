@@ -789,8 +789,9 @@ fn read_one(
 }
 
 /// Whether a profile at `ts_ms` is past a retention of `days` on `today`
-/// (days since the epoch): its day partition is dropped by the TTL
-/// (`toDate(ts) + INTERVAL days DAY`, UTC) as soon as it is written.
+/// (days since the epoch, the engine's date): its day partition (its UTC
+/// date) is dropped by the TTL (`toDate(ts) + INTERVAL days DAY`) as soon
+/// as it is written.
 #[must_use]
 pub fn expired(ts_ms: i64, days: u32, today: i64) -> bool {
     ts_ms.div_euclid(86_400_000) + i64::from(days) <= today
@@ -830,10 +831,20 @@ pub fn load_files(
     // Text profiles of earlier builds are found by their legacy id (and
     // only in a database that holds some: `adopt_legacy_ids`).
     let opts = &super::continuous::with_legacy_identity(backend, opts)?;
-    let today = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64 / 86_400)
-        .unwrap_or(0);
+    // Today as the engine's TTL counts it: in the engine's time zone (the
+    // TTL's date is `toDate(ts)`, UTC, but it expires at the engine's
+    // midnight; counted in UTC here, a profile stored on a machine in
+    // another zone could be dropped at the next merge).
+    let today = backend
+        .query_tsv("SELECT toUInt32(toDate(now(), serverTimezone()))")
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64 / 86_400)
+                .unwrap_or(0)
+        });
     std::thread::scope(|scope| -> Result<FilesSummary> {
         // Each reader a few files ahead: none waits on a short insert, and
         // memory stays bounded by the batch. Reader k reads files k, k + n,
