@@ -1829,3 +1829,42 @@ fn the_load_and_the_ttl_agree_on_the_retention_in_any_zone() {
         }
     }
 }
+
+/// `init --retention` out of range changes nothing, not even a new data
+/// directory (it was refused after the schema was made); a shorter
+/// retention that expires stored profiles says how many and which days.
+#[test]
+fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
+    let data = temp_path("cpcli-retention-check");
+    let new = data.join("new");
+    for bad in ["0", "36501"] {
+        let o = Command::new(bin())
+            .args(["init", "--retention", bad, "--data"])
+            .arg(&new)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert!(!new.exists(), "--retention {bad} made {}", new.display());
+    }
+    let file = dir().join("cpu.pb.gz").display().to_string();
+    let day_ms = 86_400_000;
+    let at = (flamehouse::profiles::now_ms() / day_ms - 12) * day_ms + 12 * 3_600_000;
+    fh(&data, &["load", "--time", &(at / 1000).to_string(), &file]);
+    let day = fh(
+        &data,
+        &[
+            "sql",
+            "SELECT toString(toDate(min(ts))) FROM flamehouse.cp_profiles",
+        ],
+    );
+    for (days, warned) in [("20", false), ("5", true)] {
+        let o = fh_out(&data, &["init", "--retention", days]);
+        assert!(o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        let want = format!(
+            "1 stored profiles ({0} to {0}) are older than 5 days",
+            day.trim()
+        );
+        assert_eq!(err.contains(&want), warned, "--retention {days}: {err}");
+    }
+}

@@ -729,6 +729,10 @@ fn run() -> anyhow::Result<()> {
             target,
             ..
         } => {
+            // A bad retention changes nothing, not even a new database.
+            if let Some(days) = retention {
+                continuous::check_retention(days)?;
+            }
             let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;
             // `init` re-creates every view of migration 9 (a load only the
@@ -742,6 +746,14 @@ fn run() -> anyhow::Result<()> {
                 say!("schema {}: applied migrations {applied:?}", schema.database);
             }
             if let Some(days) = retention {
+                // A shorter retention drops stored days: say which.
+                if let Some((profiles, first, last)) =
+                    continuous::older_than(&*engine, &schema.database, days)?
+                {
+                    eprintln!(
+                        "flamehouse: warning: {profiles} stored profiles ({first} to {last}) are older than {days} days: the TTL drops their days at the next merge"
+                    );
+                }
                 continuous::set_retention(&*engine, &schema.options(), days)?;
             }
             match continuous::retention_days(&*engine, &schema.database)? {

@@ -1341,18 +1341,39 @@ pub fn set_retention(backend: &dyn Backend, opts: &SchemaOptions, days: u32) -> 
 /// once (`--retention 45000` on a 2026 profile: 1970-09-11).
 pub const MAX_RETENTION_DAYS: u32 = 36_500;
 
-/// The statements [`set_retention`] runs: one `ALTER TABLE ... MODIFY TTL`
-/// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
-/// cluster's sharded layout) is altered on its shards' `<name>_local`, the
-/// Distributed table having no TTL of its own.
+/// The stored continuous profiles a retention of `days` expires today
+/// (the engine's date, as its TTL counts): `(profiles, first day, last
+/// day)`, `None` when there are none.
+///
+/// # Errors
+/// The engine's error.
+pub fn older_than(
+    backend: &dyn Backend,
+    db: &Ident,
+    days: u32,
+) -> Result<Option<(u64, String, String)>> {
+    let row = backend.query_tsv(&format!(
+        "SELECT uniqExact(profile_id), toString(min(toDate(ts))), toString(max(toDate(ts))) \
+         FROM {db}.cp_profiles \
+         WHERE toDate(ts) + toIntervalDay({days}) <= toDate(now(), serverTimezone())"
+    ))?;
+    let f: Vec<&str> = row.trim_end().split('\t').collect();
+    match f.as_slice() {
+        [n, first, last] if *n != "0" => Ok(Some((
+            n.parse().unwrap_or(0),
+            first.to_string(),
+            last.to_string(),
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Whether `days` is a retention [`retention_statements`] takes: checked
+/// before `init` changes anything, so a bad value leaves no database.
 ///
 /// # Errors
 /// [`Error::Usage`] for 0 days or more than [`MAX_RETENTION_DAYS`].
-pub fn retention_statements(
-    opts: &SchemaOptions,
-    days: u32,
-    distributed: &[String],
-) -> Result<Vec<String>> {
+pub fn check_retention(days: u32) -> Result<()> {
     if days == 0 {
         return Err(Error::Usage(
             "retention: at least 1 day (0 would drop every profile)".into(),
@@ -1365,6 +1386,22 @@ pub fn retention_statements(
              wraps to 1970 and every profile would be dropped"
         )));
     }
+    Ok(())
+}
+
+/// The statements [`set_retention`] runs: one `ALTER TABLE ... MODIFY TTL`
+/// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
+/// cluster's sharded layout) is altered on its shards' `<name>_local`, the
+/// Distributed table having no TTL of its own.
+///
+/// # Errors
+/// [`Error::Usage`] for 0 days or more than [`MAX_RETENTION_DAYS`].
+pub fn retention_statements(
+    opts: &SchemaOptions,
+    days: u32,
+    distributed: &[String],
+) -> Result<Vec<String>> {
+    check_retention(days)?;
     let on_cluster = opts
         .cluster
         .as_ref()
