@@ -1184,6 +1184,8 @@ fn light_compose_entrypoint_serves_the_dashboards_user() {
         "0\n"
     );
     read_sql(&s, "TRUNCATE TABLE flamehouse.samples").assert_error(500, 164);
+    // A typo is a syntax error for the reader too, not a refused write.
+    read_sql(&s, "SELEC 1").assert_error(400, 62);
     let r = curl(
         &format!("{}/?query=SELECT+1", s.url),
         &[

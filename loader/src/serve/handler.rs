@@ -72,6 +72,17 @@ const RESERVED: &[&str] = &[
 /// file).
 const READER_DENIED_CALLS: &[&str] = &["file", "catboostevaluate"];
 
+/// The words a ClickHouse statement starts with (lower case). A statement
+/// starting with another word is a syntax error, as the server says, not a
+/// write a read-only user may not run (a reader's `SELEC 1` was refused as
+/// READONLY).
+const STATEMENT_WORDS: &[&str] = &[
+    "select", "with", "show", "describe", "desc", "explain", "exists", "insert", "create", "alter",
+    "drop", "detach", "attach", "rename", "truncate", "optimize", "system", "set", "use", "kill",
+    "grant", "revoke", "check", "watch", "delete", "update", "exchange", "undrop", "backup",
+    "restore", "move", "begin", "commit", "rollback", "replace", "from",
+];
+
 /// Handles one request; every failure is a ClickHouse-style error response.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let query_id = req
@@ -246,6 +257,19 @@ async fn process(
             "Syntax error: a string, quoted identifier or comment is not closed",
         ),
     })?;
+    if stmt.kind == sql::Kind::Other
+        && stmt.first.starts_with(|c: char| c.is_ascii_alphabetic())
+        && !STATEMENT_WORDS.contains(&stmt.first.as_str())
+    {
+        return Err(ChError::new(
+            62,
+            "SYNTAX_ERROR",
+            format!(
+                "Syntax error: failed at position 1 ('{}'): not the start of a query",
+                stmt.first.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
     // Functions that reach the server's files (the engine's `readonly`
     // does not stop them); a DESCRIBE of a table function infers its
     // structure from the file or URL.
