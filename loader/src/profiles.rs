@@ -11,7 +11,7 @@
 
 use crate::continuous_query::{self as cq, QueryOptions, SandwichSide, Selection};
 use crate::error::{Error, Result};
-use crate::flame::{parse_utc_ms, unescape_tsv};
+use crate::flame::{escape_tsv, parse_utc_ms, unescape_tsv};
 use crate::formats::pprof::write::{PprofWriter, WriteFrame};
 use crate::storage::rows::stable_hash;
 use crate::storage::{sql_string, Backend};
@@ -1130,7 +1130,9 @@ pub struct TopArgs {
 }
 
 /// Runs `profile top`: a table `self, self%, total, total%, function` on
-/// `out`, largest total first.
+/// `out`, largest total first; a function name is escaped as TSV
+/// ([`escape_tsv`]: `\t`, `\n`, `\\`) so that every row is one line of
+/// five columns whatever the name holds.
 ///
 /// # Errors
 /// Bad arguments, the engine's error, writing `out`.
@@ -1169,7 +1171,7 @@ pub fn top_command(
             r.self_share * 100.0,
             r.total,
             r.total_share * 100.0,
-            r.function
+            escape_tsv(&r.function)
         )
         .map_err(out_err)?;
     }

@@ -1717,3 +1717,51 @@ fn series_by_label_and_function_equal_go_tool_pprof() {
         "{err}"
     );
 }
+
+/// pprof allows any string as a function name: `profile top`'s table
+/// escapes a tab, a newline and a backslash in it as TSV does (`\t`,
+/// `\n`, `\\`), so every row stays one line of five columns (a raw name
+/// used to split a row in two, or add a column).
+#[test]
+fn top_escapes_tabs_newlines_and_backslashes_in_names() {
+    use flamehouse::formats::pprof::write::PprofWriter;
+    let data = temp_path("cpcli-names");
+    let mut w = PprofWriter::new(&[("samples", "count")], ("", ""), 0);
+    w.set_time((flamehouse::profiles::now_ms() - 60_000) * 1_000_000, 0);
+    w.add_sample(&["multi\nline", "main"], &[3], &[]);
+    w.add_sample(&["has\ttab", "main"], &[2], &[]);
+    w.add_sample(&["back\\slash", "main"], &[1], &[]);
+    let f = data.join("names.pb");
+    std::fs::write(&f, w.encode()).unwrap();
+    fh(&data, &["load", &f.display().to_string()]);
+    let out = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "samples:count",
+            "--from",
+            "now-1h",
+        ],
+    );
+    let mut names = Vec::new();
+    for line in out.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "{line:?} in {out:?}");
+        names.push(f[4].to_string());
+    }
+    assert_eq!(
+        names,
+        ["main", "multi\\nline", "has\\ttab", "back\\\\slash"],
+        "{out:?}"
+    );
+    // The escapes are TSV's: undone, they are the names.
+    assert_eq!(
+        names
+            .iter()
+            .map(|n| flamehouse::flame::unescape_tsv(n))
+            .collect::<Vec<_>>(),
+        ["main", "multi\nline", "has\ttab", "back\\slash"]
+    );
+}
