@@ -471,8 +471,8 @@ pub struct FlameRequest {
     /// What values count (`cumulative`: bytes allocated or allocations).
     #[arg(long, value_enum, default_value_t = Metric::Bytes)]
     pub metric: Metric,
-    /// Prune to at most this many nodes (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    /// Prune to at most this many nodes (0 = no limit; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = crate::profiles::parse_max_nodes)]
     pub max_nodes: u32,
 }
 

@@ -901,8 +901,8 @@ pub struct FlameArgs {
     pub sel: SelectionArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -990,8 +990,8 @@ pub struct DiffArgs {
     /// numbers are in the comparison's units here.
     #[arg(long)]
     pub normalize: bool,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -1195,8 +1195,8 @@ pub struct SandwichArgs {
     /// Output of the callees tree.
     #[arg(long)]
     pub callees: Option<PathBuf>,
-    /// Keep at most this many nodes per tree (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes per tree (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
 }
 
@@ -1358,6 +1358,27 @@ pub fn list_command(
     out.write_all(tsv.as_bytes()).map_err(out_err)
 }
 
+/// `--max-nodes`: 0 (every node) or at least 2. The stack functions
+/// refuse 1 (a pruned tree keeps the root and at least one `[other]`
+/// row); refused here, by the argument parser, it is a usage error naming
+/// the flag instead of an engine error after the query ran.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_max_nodes(s: &str) -> std::result::Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(1) => Err(
+            "1 node is no tree: use 0 (every node) or at least 2 (the root and one \
+             `[other]` row)"
+                .into(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{s:?} is no node count: use 0 (every node) or at least 2"
+        )),
+    }
+}
+
 /// A profile id as `load` and `profile list` print it (16 hex digits).
 ///
 /// # Errors
@@ -1376,8 +1397,8 @@ pub struct OpenArgs {
     /// Profile type.
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg`, or folded text.
     #[arg(long)]

@@ -1765,3 +1765,59 @@ fn top_escapes_tabs_newlines_and_backslashes_in_names() {
         ["main", "multi\nline", "has\ttab", "back\\slash"]
     );
 }
+
+/// `--max-nodes` is 0 (every node) or at least 2 (the root and one
+/// `[other]` row): 1 is refused by the argument parser of every command
+/// that takes it, one line naming the flag, exit 2, before the engine is
+/// opened (it used to run the query and fail inside the engine with the
+/// stack functions' `Code: 754` error).
+#[test]
+fn max_nodes_1_is_a_usage_error_of_every_command() {
+    let data = temp_path("cpcli-max-nodes");
+    let out = data.join("x.folded");
+    let out = out.to_str().unwrap();
+    let ty = ["--type", "cpu:nanoseconds"];
+    let cases: Vec<Vec<&str>> = vec![
+        [&["profile", "flame"][..], &ty, &["--out", out]].concat(),
+        [&["profile", "diff"][..], &ty, &["--out", out]].concat(),
+        [
+            &["profile", "sandwich"][..],
+            &ty,
+            &["--function", "main", "--callers", out],
+        ]
+        .concat(),
+        vec![
+            "profile",
+            "open",
+            "--id",
+            "1",
+            "--type",
+            "cpu:nanoseconds",
+            "--out",
+            out,
+        ],
+        vec!["flame", "peak", "--process", "workload", "--out", out],
+    ];
+    for args in cases {
+        for value in ["1", "many", "4294967296"] {
+            let o = Command::new(bin())
+                .args(&args)
+                .args(["--max-nodes", value, "--data"])
+                .arg(&data)
+                .output()
+                .expect("flamehouse runs");
+            assert_eq!(o.status.code(), Some(2), "{args:?} {value}: {o:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            let line = err.lines().next().unwrap_or_default();
+            assert!(
+                line.starts_with("error: ") && line.contains("--max-nodes") && line.contains(value),
+                "{args:?} {value}: {err}"
+            );
+            if value == "1" {
+                assert!(line.contains("0 (every node) or at least 2"), "{err}");
+            }
+        }
+    }
+    // Refused before the engine is opened: the data directory stays empty.
+    assert!(std::fs::read_dir(&data).unwrap().next().is_none());
+}
