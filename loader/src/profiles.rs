@@ -647,10 +647,17 @@ pub struct SelectionArgs {
 
 /// A `[from, to)` range from its typed forms, `to` after `from`.
 fn range(from: &str, to: &str, now: i64) -> Result<(i64, i64)> {
+    range_of(from, to, now, ["--from", "--to"], "")
+}
+
+/// [`range`] whose error names `flags` (a diff's comparison: `--from-b`,
+/// `--to-b`), `note` appended (which of them took the baseline's value).
+fn range_of(from: &str, to: &str, now: i64, flags: [&str; 2], note: &str) -> Result<(i64, i64)> {
     let (f, t) = (parse_time(from, now)?, parse_time(to, now)?);
     if t <= f {
+        let [from_flag, to_flag] = flags;
         return Err(Error::Usage(format!(
-            "--to ({to}) must be after --from ({from})"
+            "{to_flag} ({to}) must be after {from_flag} ({from}){note}"
         )));
     }
     Ok((f, t))
@@ -662,7 +669,11 @@ impl SelectionArgs {
     /// # Errors
     /// [`Error::Usage`] for a bad time, an empty range or a bad selector.
     pub fn selection(&self, now: i64) -> Result<Selection> {
-        let (from_ms, to_ms) = range(&self.from, &self.to, now)?;
+        self.selection_of(range(&self.from, &self.to, now)?)
+    }
+
+    /// The selection of an already checked `[from_ms, to_ms)`.
+    fn selection_of(&self, (from_ms, to_ms): (i64, i64)) -> Result<Selection> {
         Ok(Selection {
             profile_type: self.profile_type.clone(),
             from_ms,
@@ -1020,7 +1031,29 @@ pub fn diff_command(
         selector: args.selector_b.clone().unwrap_or(args.sel.selector.clone()),
         span_id: args.sel.span_id.clone(),
     };
-    let b = b_args.selection(now)?;
+    // The comparison's range is checked under its own flags: given only
+    // `--from-b` (a shifted window), `--to-b` is the baseline's `--to`, and
+    // an empty range is the comparison's, not the baseline's (which passed).
+    let defaulted: Vec<String> = [
+        (&args.from_b, "--from-b", "--from"),
+        (&args.to_b, "--to-b", "--to"),
+    ]
+    .iter()
+    .filter(|(given, _, _)| given.is_none())
+    .map(|(_, b, a)| format!("{b} not given: the baseline's {a}"))
+    .collect();
+    let note = if defaulted.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", defaulted.join(", "))
+    };
+    let b = b_args.selection_of(range_of(
+        &b_args.from,
+        &b_args.to,
+        now,
+        ["--from-b", "--to-b"],
+        &note,
+    )?)?;
     for s in [&a, &b] {
         check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     }

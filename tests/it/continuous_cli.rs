@@ -1821,3 +1821,55 @@ fn max_nodes_1_is_a_usage_error_of_every_command() {
     // Refused before the engine is opened: the data directory stays empty.
     assert!(std::fs::read_dir(&data).unwrap().next().is_none());
 }
+
+/// A diff's comparison range is checked as the comparison's: given only
+/// `--from-b`, an empty range names `--from-b` and `--to-b` (and that
+/// `--to-b` took the baseline's `--to`), not the baseline's flags (it
+/// used to say `--to (..) must be after --from (..)` of a valid baseline).
+#[test]
+fn an_empty_comparison_range_names_the_b_flags() {
+    let data = temp_path("cpcli-diff-range");
+    let diff = |extra: &[&str]| {
+        let mut args = vec![
+            "profile",
+            "diff",
+            "--type",
+            "folded:count",
+            "--from",
+            "2026-12-01 10:00:00",
+            "--to",
+            "2026-12-01 10:05:00",
+            "--out",
+            "-",
+        ];
+        args.extend(extra);
+        let o = fh_out(&data, &args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err
+    };
+    let err = diff(&["--from-b", "2026-12-01 10:05:00"]);
+    assert!(
+        err.contains("--to-b (2026-12-01 10:05:00) must be after --from-b (2026-12-01 10:05:00)")
+            && err.contains("--to-b not given: the baseline's --to"),
+        "{err}"
+    );
+    let err = diff(&[
+        "--from-b",
+        "2026-12-01 10:05:00",
+        "--to-b",
+        "2026-12-01 10:01:00",
+    ]);
+    assert!(
+        err.contains("--to-b (2026-12-01 10:01:00) must be after --from-b (2026-12-01 10:05:00)")
+            && !err.contains("not given"),
+        "{err}"
+    );
+    let err = diff(&["--to-b", "2026-12-01 09:00:00"]);
+    assert!(
+        err.contains("--to-b (2026-12-01 09:00:00) must be after --from-b (2026-12-01 10:00:00)")
+            && err.contains("--from-b not given: the baseline's --from"),
+        "{err}"
+    );
+}
