@@ -282,6 +282,13 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             ": invalid pprof profile: no sample types (sample_type is empty)".into(),
         ),
         (
+            // A count past Int64 is too large, not "no non-negative integer".
+            "u64max.folded",
+            b"a;b 18446744073709551615\n".to_vec(),
+            None,
+            ":1: not folded stacks: the count `18446744073709551615` is too large".into(),
+        ),
+        (
             // The first line's count is the bad one: still told as folded
             // stacks, by line (it was "no text format claims" it).
             "neg-first.folded",
