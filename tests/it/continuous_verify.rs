@@ -282,6 +282,14 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             ": invalid pprof profile: no sample types (sample_type is empty)".into(),
         ),
         (
+            // Valid pprof (`go tool pprof` reads it) whose sum cannot be
+            // stored: named so, not "not pprof".
+            "i64max.pb",
+            pprof_of(&[("samples", "count")], &[i64::MAX, 1]),
+            None,
+            "i64max.pb: the values of type samples:count sum past 9223372036854775807".into(),
+        ),
+        (
             // A count past Int64 is too large, not "no non-negative integer".
             "u64max.folded",
             b"a;b 18446744073709551615\n".to_vec(),
