@@ -49,6 +49,17 @@ pub enum Error {
     /// message names the file and the byte offset.
     #[error(transparent)]
     Format(#[from] crate::formats::Error),
+    /// A profile read whole whose values cannot be stored (of one type,
+    /// they sum past the largest Int64 a stored value holds). The file
+    /// may well be valid in its format (`go tool pprof` reads such a
+    /// pprof), so the message names the file and the sum, not the format.
+    #[error("{}: {message}", path.display())]
+    Unstorable {
+        /// The file.
+        path: PathBuf,
+        /// What cannot be stored.
+        message: String,
+    },
     /// The file ended before its first complete record (MemHawk's header):
     /// no profile, or one just created and still being written.
     #[error("{}: {}", path.display(), no_header_reason(*bytes, *idle))]
@@ -139,12 +150,13 @@ fn no_header_reason(bytes: u64, idle: Option<std::time::Duration>) -> String {
 
 impl Error {
     /// The file the error is about, when its message names it (file,
-    /// format, header, batch and truncation errors), so a caller does not
+    /// format, unstorable values, header, batch and truncation errors), so a caller does not
     /// name it again.
     #[must_use]
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
             Error::File { path, .. }
+            | Error::Unstorable { path, .. }
             | Error::NoHeader { path, .. }
             | Error::BatchBoundary { path, .. }
             | Error::Truncated { path, .. } => Some(path),

@@ -426,6 +426,25 @@ pub fn unescape_tsv(s: &str) -> String {
     out
 }
 
+/// Escapes one field of a tab-separated table as ClickHouse's
+/// TabSeparated does (`\\`, `\t`, `\n`, `\r`; [`unescape_tsv`] undoes
+/// it): a name may hold any character (pprof allows any string), and a
+/// raw tab or newline in it would add a column or split a row.
+#[must_use]
+pub fn escape_tsv(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// What `flamehouse flame` renders: the view, its times as typed, metric
 /// and pruning. Defaults: metric `bytes`, `max_nodes` 0 (no limit). It is
 /// also the command's arguments (these docs are its `--help`).
@@ -452,8 +471,8 @@ pub struct FlameRequest {
     /// What values count (`cumulative`: bytes allocated or allocations).
     #[arg(long, value_enum, default_value_t = Metric::Bytes)]
     pub metric: Metric,
-    /// Prune to at most this many nodes (0 = no limit).
-    #[arg(long, default_value_t = 0)]
+    /// Prune to at most this many nodes (0 = no limit; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = crate::profiles::parse_max_nodes)]
     pub max_nodes: u32,
 }
 

@@ -11,7 +11,7 @@
 
 use crate::continuous_query::{self as cq, QueryOptions, SandwichSide, Selection};
 use crate::error::{Error, Result};
-use crate::flame::{parse_utc_ms, unescape_tsv};
+use crate::flame::{escape_tsv, parse_utc_ms, unescape_tsv};
 use crate::formats::pprof::write::{PprofWriter, WriteFrame};
 use crate::storage::rows::stable_hash;
 use crate::storage::{sql_string, Backend};
@@ -647,10 +647,17 @@ pub struct SelectionArgs {
 
 /// A `[from, to)` range from its typed forms, `to` after `from`.
 fn range(from: &str, to: &str, now: i64) -> Result<(i64, i64)> {
+    range_of(from, to, now, ["--from", "--to"], "")
+}
+
+/// [`range`] whose error names `flags` (a diff's comparison: `--from-b`,
+/// `--to-b`), `note` appended (which of them took the baseline's value).
+fn range_of(from: &str, to: &str, now: i64, flags: [&str; 2], note: &str) -> Result<(i64, i64)> {
     let (f, t) = (parse_time(from, now)?, parse_time(to, now)?);
     if t <= f {
+        let [from_flag, to_flag] = flags;
         return Err(Error::Usage(format!(
-            "--to ({to}) must be after --from ({from})"
+            "{to_flag} ({to}) must be after {from_flag} ({from}){note}"
         )));
     }
     Ok((f, t))
@@ -662,7 +669,11 @@ impl SelectionArgs {
     /// # Errors
     /// [`Error::Usage`] for a bad time, an empty range or a bad selector.
     pub fn selection(&self, now: i64) -> Result<Selection> {
-        let (from_ms, to_ms) = range(&self.from, &self.to, now)?;
+        self.selection_of(range(&self.from, &self.to, now)?)
+    }
+
+    /// The selection of an already checked `[from_ms, to_ms)`.
+    fn selection_of(&self, (from_ms, to_ms): (i64, i64)) -> Result<Selection> {
         Ok(Selection {
             profile_type: self.profile_type.clone(),
             from_ms,
@@ -901,8 +912,8 @@ pub struct FlameArgs {
     pub sel: SelectionArgs,
     #[command(flatten)]
     pub filter: FilterArgs,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -990,8 +1001,8 @@ pub struct DiffArgs {
     /// numbers are in the comparison's units here.
     #[arg(long)]
     pub normalize: bool,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -1020,7 +1031,29 @@ pub fn diff_command(
         selector: args.selector_b.clone().unwrap_or(args.sel.selector.clone()),
         span_id: args.sel.span_id.clone(),
     };
-    let b = b_args.selection(now)?;
+    // The comparison's range is checked under its own flags: given only
+    // `--from-b` (a shifted window), `--to-b` is the baseline's `--to`, and
+    // an empty range is the comparison's, not the baseline's (which passed).
+    let defaulted: Vec<String> = [
+        (&args.from_b, "--from-b", "--from"),
+        (&args.to_b, "--to-b", "--to"),
+    ]
+    .iter()
+    .filter(|(given, _, _)| given.is_none())
+    .map(|(_, b, a)| format!("{b} not given: the baseline's {a}"))
+    .collect();
+    let note = if defaulted.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", defaulted.join(", "))
+    };
+    let b = b_args.selection_of(range_of(
+        &b_args.from,
+        &b_args.to,
+        now,
+        ["--from-b", "--to-b"],
+        &note,
+    )?)?;
     for s in [&a, &b] {
         check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     }
@@ -1130,7 +1163,9 @@ pub struct TopArgs {
 }
 
 /// Runs `profile top`: a table `self, self%, total, total%, function` on
-/// `out`, largest total first.
+/// `out`, largest total first; a function name is escaped as TSV
+/// ([`escape_tsv`]: `\t`, `\n`, `\\`) so that every row is one line of
+/// five columns whatever the name holds.
 ///
 /// # Errors
 /// Bad arguments, the engine's error, writing `out`.
@@ -1169,7 +1204,7 @@ pub fn top_command(
             r.self_share * 100.0,
             r.total,
             r.total_share * 100.0,
-            r.function
+            escape_tsv(&r.function)
         )
         .map_err(out_err)?;
     }
@@ -1193,8 +1228,8 @@ pub struct SandwichArgs {
     /// Output of the callees tree.
     #[arg(long)]
     pub callees: Option<PathBuf>,
-    /// Keep at most this many nodes per tree (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes per tree (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
 }
 
@@ -1356,6 +1391,27 @@ pub fn list_command(
     out.write_all(tsv.as_bytes()).map_err(out_err)
 }
 
+/// `--max-nodes`: 0 (every node) or at least 2. The stack functions
+/// refuse 1 (a pruned tree keeps the root and at least one `[other]`
+/// row); refused here, by the argument parser, it is a usage error naming
+/// the flag instead of an engine error after the query ran.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_max_nodes(s: &str) -> std::result::Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(1) => Err(
+            "1 node is no tree: use 0 (every node) or at least 2 (the root and one \
+             `[other]` row)"
+                .into(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "{s:?} is no node count: use 0 (every node) or at least 2"
+        )),
+    }
+}
+
 /// A profile id as `load` and `profile list` print it (16 hex digits).
 ///
 /// # Errors
@@ -1374,8 +1430,8 @@ pub struct OpenArgs {
     /// Profile type.
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Keep at most this many nodes (0: all).
-    #[arg(long, default_value_t = 0)]
+    /// Keep at most this many nodes (0: all; else at least 2).
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
     /// Output file: `.svg`, or folded text.
     #[arg(long)]

@@ -1868,3 +1868,159 @@ fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
         assert_eq!(err.contains(&want), warned, "--retention {days}: {err}");
     }
 }
+
+/// pprof allows any string as a function name: `profile top`'s table
+/// escapes a tab, a newline and a backslash in it as TSV does (`\t`,
+/// `\n`, `\\`), so every row stays one line of five columns (a raw name
+/// used to split a row in two, or add a column).
+#[test]
+fn top_escapes_tabs_newlines_and_backslashes_in_names() {
+    use flamehouse::formats::pprof::write::PprofWriter;
+    let data = temp_path("cpcli-names");
+    let mut w = PprofWriter::new(&[("samples", "count")], ("", ""), 0);
+    w.set_time((flamehouse::profiles::now_ms() - 60_000) * 1_000_000, 0);
+    w.add_sample(&["multi\nline", "main"], &[3], &[]);
+    w.add_sample(&["has\ttab", "main"], &[2], &[]);
+    w.add_sample(&["back\\slash", "main"], &[1], &[]);
+    let f = data.join("names.pb");
+    std::fs::write(&f, w.encode()).unwrap();
+    fh(&data, &["load", &f.display().to_string()]);
+    let out = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "samples:count",
+            "--from",
+            "now-1h",
+        ],
+    );
+    let mut names = Vec::new();
+    for line in out.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "{line:?} in {out:?}");
+        names.push(f[4].to_string());
+    }
+    assert_eq!(
+        names,
+        ["main", "multi\\nline", "has\\ttab", "back\\\\slash"],
+        "{out:?}"
+    );
+    // The escapes are TSV's: undone, they are the names.
+    assert_eq!(
+        names
+            .iter()
+            .map(|n| flamehouse::flame::unescape_tsv(n))
+            .collect::<Vec<_>>(),
+        ["main", "multi\nline", "has\ttab", "back\\slash"]
+    );
+}
+
+/// `--max-nodes` is 0 (every node) or at least 2 (the root and one
+/// `[other]` row): 1 is refused by the argument parser of every command
+/// that takes it, one line naming the flag, exit 2, before the engine is
+/// opened (it used to run the query and fail inside the engine with the
+/// stack functions' `Code: 754` error).
+#[test]
+fn max_nodes_1_is_a_usage_error_of_every_command() {
+    let data = temp_path("cpcli-max-nodes");
+    let out = data.join("x.folded");
+    let out = out.to_str().unwrap();
+    let ty = ["--type", "cpu:nanoseconds"];
+    let cases: Vec<Vec<&str>> = vec![
+        [&["profile", "flame"][..], &ty, &["--out", out]].concat(),
+        [&["profile", "diff"][..], &ty, &["--out", out]].concat(),
+        [
+            &["profile", "sandwich"][..],
+            &ty,
+            &["--function", "main", "--callers", out],
+        ]
+        .concat(),
+        vec![
+            "profile",
+            "open",
+            "--id",
+            "1",
+            "--type",
+            "cpu:nanoseconds",
+            "--out",
+            out,
+        ],
+        vec!["flame", "peak", "--process", "workload", "--out", out],
+    ];
+    for args in cases {
+        for value in ["1", "many", "4294967296"] {
+            let o = Command::new(bin())
+                .args(&args)
+                .args(["--max-nodes", value, "--data"])
+                .arg(&data)
+                .output()
+                .expect("flamehouse runs");
+            assert_eq!(o.status.code(), Some(2), "{args:?} {value}: {o:?}");
+            let err = String::from_utf8_lossy(&o.stderr);
+            let line = err.lines().next().unwrap_or_default();
+            assert!(
+                line.starts_with("error: ") && line.contains("--max-nodes") && line.contains(value),
+                "{args:?} {value}: {err}"
+            );
+            if value == "1" {
+                assert!(line.contains("0 (every node) or at least 2"), "{err}");
+            }
+        }
+    }
+    // Refused before the engine is opened: the data directory stays empty.
+    assert!(std::fs::read_dir(&data).unwrap().next().is_none());
+}
+
+/// A diff's comparison range is checked as the comparison's: given only
+/// `--from-b`, an empty range names `--from-b` and `--to-b` (and that
+/// `--to-b` took the baseline's `--to`), not the baseline's flags (it
+/// used to say `--to (..) must be after --from (..)` of a valid baseline).
+#[test]
+fn an_empty_comparison_range_names_the_b_flags() {
+    let data = temp_path("cpcli-diff-range");
+    let diff = |extra: &[&str]| {
+        let mut args = vec![
+            "profile",
+            "diff",
+            "--type",
+            "folded:count",
+            "--from",
+            "2026-12-01 10:00:00",
+            "--to",
+            "2026-12-01 10:05:00",
+            "--out",
+            "-",
+        ];
+        args.extend(extra);
+        let o = fh_out(&data, &args);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err
+    };
+    let err = diff(&["--from-b", "2026-12-01 10:05:00"]);
+    assert!(
+        err.contains("--to-b (2026-12-01 10:05:00) must be after --from-b (2026-12-01 10:05:00)")
+            && err.contains("--to-b not given: the baseline's --to"),
+        "{err}"
+    );
+    let err = diff(&[
+        "--from-b",
+        "2026-12-01 10:05:00",
+        "--to-b",
+        "2026-12-01 10:01:00",
+    ]);
+    assert!(
+        err.contains("--to-b (2026-12-01 10:01:00) must be after --from-b (2026-12-01 10:05:00)")
+            && !err.contains("not given"),
+        "{err}"
+    );
+    let err = diff(&["--to-b", "2026-12-01 09:00:00"]);
+    assert!(
+        err.contains("--to-b (2026-12-01 09:00:00) must be after --from-b (2026-12-01 10:00:00)")
+            && err.contains("--from-b not given: the baseline's --from"),
+        "{err}"
+    );
+}

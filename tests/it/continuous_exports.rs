@@ -353,6 +353,25 @@ fn pprof(flags: &[&str], file: &Path) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `go tool pprof FLAGS FILE` as a user runs it: symbolization on (no
+/// `-symbolize=none`; pprof then demangles every function whose name is
+/// its system name), binaries looked up in an empty directory only, and
+/// no network (a file source has no symbolz server).
+fn pprof_symbolizing(flags: &[&str], file: &Path) -> String {
+    static EMPTY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let empty = EMPTY.get_or_init(|| temp_path("cpx-no-binaries"));
+    let o = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(flags)
+        .args(["-nodefraction=0", "-edgefraction=0", "-nodecount=1000000"])
+        .arg(file)
+        .env("PPROF_BINARY_PATH", empty)
+        .output()
+        .expect("go tool pprof runs (scripts/setup-tools.sh installs Go)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 fn unit_flag(ty: &str) -> &'static str {
     match ty.rsplit(':').next() {
         Some("nanoseconds") => "-unit=ns",
@@ -460,6 +479,19 @@ fn cli_load_top_and_export_equal_go_tool_pprof() {
             let index = format!("-sample_index={}", kind(ty));
             let got = parse_top(&pprof(&[unit_flag(ty), &index, "-top"], &x));
             assert_eq!(got, e.top(ty), "{}/{} {ty}: export", e.dir, e.file);
+            // And as pprof reads it by default, symbolizing: the names
+            // stay the input's (the export's functions have no system
+            // name, which pprof's demangler would otherwise rewrite:
+            // `<u64>::wrapping_mul` to `::wrapping_mul`, `<module>` to
+            // `<unknown>`, three `call_once` impls to one).
+            let got = parse_top(&pprof_symbolizing(&[unit_flag(ty), &index, "-top"], &x));
+            assert_eq!(
+                got,
+                e.top(ty),
+                "{}/{} {ty}: export, symbolized",
+                e.dir,
+                e.file
+            );
         }
     }
 

@@ -183,6 +183,20 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
         .join(";")
         + " 1\n";
 
+    // A pprof file written here: a sample `f{i};main` per value, each
+    // type that value.
+    let pprof_of = |types: &[(&str, &str)], samples: &[i64]| {
+        use flamehouse::formats::pprof::write::PprofWriter;
+        let mut w = PprofWriter::new(types, ("", ""), 0);
+        w.set_time((flamehouse::profiles::now_ms() - 60_000) * 1_000_000, 0);
+        for (i, v) in samples.iter().enumerate() {
+            let f = format!("f{i}");
+            let values: Vec<i64> = types.iter().map(|_| *v).collect();
+            w.add_sample(&[&f, "main"], &values, &[]);
+        }
+        w.encode()
+    };
+
     // (file name, bytes, --format, what the line must name)
     let cases: Vec<(&str, Vec<u8>, Option<&str>, String)> = vec![
         (
@@ -258,6 +272,29 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             b"main;a 9223372036854775807\nmain;b 1\n".to_vec(),
             None,
             ": the values of type folded:count sum past 9223372036854775807".into(),
+        ),
+        (
+            // `go tool pprof`: "malformed profile: missing sample type
+            // information" (it used to load as an empty profile, exit 0).
+            "notypes.pb",
+            pprof_of(&[], &[1, 2]),
+            None,
+            ": invalid pprof profile: no sample types (sample_type is empty)".into(),
+        ),
+        (
+            // Valid pprof (`go tool pprof` reads it) whose sum cannot be
+            // stored: named so, not "not pprof".
+            "i64max.pb",
+            pprof_of(&[("samples", "count")], &[i64::MAX, 1]),
+            None,
+            "i64max.pb: the values of type samples:count sum past 9223372036854775807".into(),
+        ),
+        (
+            // A count past Int64 is too large, not "no non-negative integer".
+            "u64max.folded",
+            b"a;b 18446744073709551615\n".to_vec(),
+            None,
+            ":1: not folded stacks: the count `18446744073709551615` is too large".into(),
         ),
         (
             // The first line's count is the bad one: still told as folded

@@ -394,7 +394,9 @@ enum ProfileCommand {
         at: ProfileTarget,
     },
     /// Top functions of a selection: self and total (recursion counted
-    /// once), as shares of the whole selection, largest total first.
+    /// once), as shares of the whole selection, largest total first. A
+    /// tab-separated table; a tab, newline or backslash in a function
+    /// name is escaped as TSV does (`\t`, `\n`, `\\`).
     Top {
         #[command(flatten)]
         args: profiles::TopArgs,

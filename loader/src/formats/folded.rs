@@ -209,11 +209,25 @@ pub fn parse(
                 "two counts (`a;b 10 12`): a differential folded file (difffolded.pl); load each side on its own".into(),
             ));
         }
-        let count: i64 = count
-            .parse()
-            .ok()
-            .filter(|c| *c >= 0)
-            .ok_or_else(|| err(n, format!("the count `{count}` is no non-negative integer")))?;
+        let count: i64 = match count.parse::<i64>() {
+            Ok(c) if c >= 0 => c,
+            // Digits past Int64 are a number, just one no value can hold.
+            Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => {
+                return Err(err(
+                    n,
+                    format!(
+                        "the count `{count}` is too large: a value holds at most {} (Int64)",
+                        i64::MAX
+                    ),
+                ));
+            }
+            _ => {
+                return Err(err(
+                    n,
+                    format!("the count `{count}` is no non-negative integer"),
+                ))
+            }
+        };
         ids.clear();
         if !stack.is_empty() {
             if stack.split(';').any(str::is_empty) {
@@ -376,6 +390,14 @@ mod tests {
             ("a;b 1\nab\n", 2, "no count"),
             ("a;b 1\n\na;b x\n", 3, "no non-negative integer"),
             ("a;b -3\n", 1, "no non-negative integer"),
+            // A count past Int64 is a number too large, not no number.
+            (
+                "a;b 18446744073709551615\n",
+                1,
+                "the count `18446744073709551615` is too large: a value holds at most \
+                 9223372036854775807 (Int64)",
+            ),
+            ("a;b -99999999999999999999\n", 1, "no non-negative integer"),
             ("a;;b 3\n", 1, "empty frame"),
             ("a;b 1\na;b 10 12\n", 2, "two counts"),
             ("a;b 1\na;b\t10\t12\n", 2, "two counts"),

@@ -736,16 +736,13 @@ fn rows_cached(
             cache,
         )
         .map_err(|e| match e {
-            // A sum past Int64: the file's fault, named as the readers
-            // name theirs.
-            Error::Usage(message) => Error::Format(
-                crate::formats::text::Error::File {
-                    format: reader.format().name(),
-                    path: PathBuf::from(source),
-                    message,
-                }
-                .into(),
-            ),
+            // A sum past Int64: the file's fault, naming it, but not "not
+            // pprof": the file can be a valid profile of its format (`go
+            // tool pprof` reads such a pprof); it cannot be stored.
+            Error::Usage(message) => Error::Unstorable {
+                path: PathBuf::from(source),
+                message,
+            },
             e => e,
         })?;
         let id_of = |identity: &[Vec<u8>]| {

@@ -555,6 +555,17 @@ fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
         .enumerate()
         .map(|(i, v)| value_type(v, &|| format!("sample_type[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
+    // Without a sample type nothing says what a value counts, and nothing
+    // could be stored: `go tool pprof` calls such a file malformed
+    // ("missing sample type information"), and so is it here rather than
+    // an empty profile.
+    if sample_types.is_empty() {
+        return Err(
+            "no sample types (sample_type is empty): nothing says what the values count \
+             (go tool pprof: missing sample type information)"
+                .into(),
+        );
+    }
     let default_sample_type = match p.default_sample_type {
         0 => None,
         i => Some(s(i, &|| "default_sample_type".into())?),

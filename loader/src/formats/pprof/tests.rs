@@ -915,7 +915,20 @@ fn labels_units_inlined_lines_and_unsymbolized_locations_resolve() {
 #[test]
 fn broken_references_name_what_is_wrong() {
     type Break = fn(&mut proto::Profile);
-    let cases: [(&str, Break); 5] = [
+    let cases: [(&str, Break); 7] = [
+        // No sample types: nothing says what the values count (`go tool
+        // pprof`: "malformed profile: missing sample type information");
+        // it used to load as an empty profile, exit 0.
+        ("no sample types (sample_type is empty)", |p| {
+            p.sample_type.clear();
+            for s in &mut p.sample {
+                s.value.clear();
+            }
+        }),
+        ("no sample types (sample_type is empty)", |p| {
+            p.sample_type.clear();
+            p.sample.clear();
+        }),
         ("sample_type[1]: string index 99", |p| {
             p.sample_type[1].unit = 99
         }),

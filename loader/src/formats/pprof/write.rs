@@ -7,7 +7,8 @@
 //! `runtime/pprof` does: one function per `(name, file)`, one location per
 //! `(function, line)` with one line (a stored frame is one function at
 //! one line; pprof's inlined-lines-per-location is not kept) and a made-up
-//! distinct address, no mappings (the frames are symbolized). Samples carry
+//! distinct address, no mappings (the frames are symbolized) and no
+//! system names (so `go tool pprof` leaves the names as written). Samples carry
 //! one value per sample type, leaf first, with string labels. The
 //! decoder reads what it writes (the tests below); the decoder itself is
 //! checked against `go tool pprof`, and so is `profile export`.
@@ -97,7 +98,14 @@ impl PprofWriter {
                 self.profile.function.push(Function {
                     id,
                     name,
-                    system_name: name,
+                    // No system name (string 0), as ddtrace writes: pprof's
+                    // symbolizer demangles only a function whose name is
+                    // its system name, and its simplified demangling would
+                    // rewrite the stored (already demangled) names
+                    // (`<u64>::wrapping_mul` to `::wrapping_mul`, Python's
+                    // `<module>` to `<unknown>`, distinct `call_once`
+                    // impls merged into one).
+                    system_name: 0,
                     filename,
                     start_line: 0,
                 });
