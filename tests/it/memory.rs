@@ -1346,7 +1346,7 @@ fn init_twice_is_a_noop() {
     );
     assert_eq!(
         migrations,
-        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n12\tprofile_lookup\n13\tprocess_stacks\n14\tmemory_view_edges\n"
+        "1\ttables\n2\tviews\n3\trollup\n4\tchecked_views\n5\texact_loads\n6\tcontinuous\n7\tcontinuous_rollups\n8\tspan_ids\n9\tcontinuous_views\n10\ttext_identity\n11\tcontinuous_stacks\n12\tprofile_lookup\n13\tprocess_stacks\n14\tmemory_view_edges\n15\tmore_gauge_types\n"
     );
     // Every table a load writes with a deduplication token (and every
     // materialized view's target) keeps a window of tokens: without one

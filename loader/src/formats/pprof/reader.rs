@@ -101,6 +101,9 @@ pub fn sniff(first: &[u8]) -> Sniff {
     if first.starts_with(&[0x1f, 0x8b]) {
         // The deflate data of a cut gzip stream: a streaming decoder gives
         // what the bytes hold (the `Read` decoders fail on the cut instead).
+        // A few bytes out of a dynamic Huffman block can be less than two
+        // whole fields: that is too little to tell, not "no" (a valid
+        // profile was refused as not pprof, then read as MemHawk's).
         let out = gunzip_prefix(first);
         return match sniff_raw(&out, false) {
             Sniff::No if out.len() < 2 => Sniff::Unsure,
@@ -110,7 +113,12 @@ pub fn sniff(first: &[u8]) -> Sniff {
     if first.is_empty() || first == [0x1f] {
         return Sniff::Unsure;
     }
-    sniff_raw(first, first.len() < crate::formats::SNIFF_LEN)
+    match sniff_raw(first, first.len() < crate::formats::SNIFF_LEN) {
+        // 64 bytes of a raw profile hold two fields, except after a
+        // single long field: other formats are asked first.
+        Sniff::Unsure => Sniff::No,
+        s => s,
+    }
 }
 
 /// Whether `file` is one zstd-compressed pprof profile (libdatadog, so
@@ -259,6 +267,9 @@ fn sniff_raw(first: &[u8], whole: bool) -> Sniff {
     }
     if complete >= 2 || (whole && pos >= first.len() && complete >= 1) {
         Sniff::Yes
+    } else if !whole {
+        // Every field seen fits a profile; the window ended first.
+        Sniff::Unsure
     } else {
         Sniff::No
     }
@@ -483,5 +494,34 @@ mod tests {
         std::io::Write::write_all(&mut gz, &noise).unwrap();
         let memhawk = gz.finish().unwrap();
         assert_eq!(sniff(&memhawk[..64]), Sniff::No);
+    }
+
+    /// A gzipped profile whose first 64 bytes inflate to one whole field
+    /// and the start of a long one (a deep first sample) is too little to
+    /// tell, not "no": such a valid profile was refused as not pprof and
+    /// then read as MemHawk's (only `--format pprof` loaded it).
+    #[test]
+    fn a_gzip_prefix_cut_inside_a_long_field_is_unsure() {
+        let mut w =
+            crate::formats::pprof::write::PprofWriter::new(&[("samples", "count")], ("", ""), 0);
+        let frames: Vec<String> = (0..300).map(|i| format!("com/example/F{i}.m")).collect();
+        let names: Vec<&str> = frames.iter().map(String::as_str).collect();
+        w.add_sample(&names, &[3], &[]);
+        let raw = w.encode();
+        // Stored deflate blocks: 64 bytes of the file are about 49 of the
+        // profile: sample_type whole, then the 300-location sample cut.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+        std::io::Write::write_all(&mut gz, &raw).unwrap();
+        let gz = gz.finish().unwrap();
+        assert_eq!(sniff_raw(&gunzip_prefix(&gz[..64]), false), Sniff::Unsure);
+        assert_eq!(sniff(&gz[..64]), Sniff::Unsure);
+        assert_eq!(crate::formats::detect(&gz[..64]), Some(Format::Pprof));
+        let p = crate::formats::pprof::decode(
+            Path::new("deep.pb.gz"),
+            &gz,
+            &crate::formats::pprof::DecodeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(p.samples.len(), 1);
     }
 }
