@@ -43,8 +43,12 @@ fn process() -> String {
     format!("toUInt64OrZero({})", var("process"))
 }
 
-fn max_nodes() -> String {
-    format!("toUInt32OrZero({})", var("max_nodes"))
+/// The `max_nodes` variable as the trees take it: 0 every node, else at
+/// least 2 (a tree of one node is refused by the UDF; a typed 1 drew an
+/// engine error instead of a graph).
+pub(crate) fn max_nodes() -> String {
+    let n = format!("toUInt32OrZero({})", var("max_nodes"));
+    format!("if({n} = 1, 2, {n})")
 }
 
 /// The selected functions (hex-encoded values) as `Array(String)`, with no

@@ -309,6 +309,12 @@ fn flame_top_series_diff_and_sandwich_equal_go_tool_pprof() {
     let both = parse_rows(&run(flame, &vars(&["one", "two"], &["one"]), f, t));
     check_tree(&both);
     assert_eq!(both[0].vals[0], total1 + total2);
+    // A typed max_nodes of 1 draws the smallest tree the UDF makes (2
+    // nodes), not an engine error.
+    let mut v = vars(&["one"], &["one"]);
+    v.insert("max_nodes", vec!["1".into()]);
+    let small = parse_rows(&run(flame, &v, f, t));
+    assert!(small.len() <= 2 && small[0].vals[0] == total1, "{small:?}");
     // A range longer than 6 hours reads the per-minute rollup: same root.
     let long = parse_rows(&run(
         flame,

@@ -45,7 +45,7 @@
 //! Units: a panel's unit cannot follow a variable, so values show as plain
 //! numbers (`short`) in the type's own unit (`cpu:nanoseconds`: ns).
 
-use super::{ds, var, Layout};
+use super::{ds, max_nodes, var, Layout};
 use crate::continuous_query::{
     self as cq, QueryOptions, SandwichSide, SelectionSql, DEFAULT_ROLLUP_AFTER_SECONDS,
 };
@@ -88,10 +88,6 @@ fn list(name: &str) -> String {
 /// `root` option must be, and every stored name is).
 fn function() -> String {
     format!("toValidUTF8(unhex(substring({}, 2)))", var("function"))
-}
-
-fn max_nodes() -> String {
-    format!("toUInt32OrZero({})", var("max_nodes"))
 }
 
 /// The range's ends, `DateTime64(3, 'UTC')`.
