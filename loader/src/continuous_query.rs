@@ -9,7 +9,9 @@
 //!
 //! Prometheus' label matchers: `{service="api", version=~"1\\.4.*",
 //! host!="a", region!~"eu.*"}` (`{}` or an empty string: every series).
-//! Keys are `[A-Za-z_][A-Za-z0-9_.]*`; values are double-quoted with the
+//! Keys are bare (letters and digits of any script, `_`, `.`, `-`, `/`:
+//! `user-id`, `app.kubernetes.io/name`) or double-quoted for any other
+//! stored name (`"a b"`), as Prometheus 3 does; values are double-quoted with the
 //! escapes `\\`, `\"`, `\n`, `\t`; regexes are anchored at both ends (as in
 //! Prometheus) and must compile. A missing label matches `""`. Every value
 //! reaches SQL through [`sql_string`], never spliced raw. Matchers on
@@ -74,7 +76,7 @@
 
 use crate::error::{Error, Result};
 pub use crate::ingest::continuous::SPAN_ID_KEY;
-use crate::ingest::continuous::{is_stored_label_key, span_id_value};
+use crate::ingest::continuous::{is_label_key_char, is_stored_label_key, span_id_value};
 use crate::storage::ident::Ident;
 use crate::storage::sql_string;
 
@@ -329,13 +331,6 @@ pub fn check_numeric_units(sel: &Selector, stored: &[(String, String)]) -> Resul
     Ok(())
 }
 
-/// A character of a bare label name in a selector: a letter or digit of
-/// any script, `_`, `.`, `-` or `/` (`app.kubernetes.io/name`); not an
-/// operator, quote, comma or brace.
-fn is_bare_key_char(c: char) -> bool {
-    c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
-}
-
 /// The double-quoted string at `chars[*i]` (`"`), unescaped (`\\`,
 /// `\"`, `\n`, `\t`); `*i` moves past its closing quote.
 fn parse_quoted(s: &str, chars: &[char], i: &mut usize) -> Result<String> {
@@ -445,7 +440,7 @@ impl Selector {
             let key: String = if chars.get(i) == Some(&'"') {
                 parse_quoted(s, &chars, &mut i)?
             } else {
-                while i < chars.len() && is_bare_key_char(chars[i]) {
+                while i < chars.len() && is_label_key_char(chars[i]) {
                     i += 1;
                 }
                 chars[start..i].iter().collect()

@@ -489,7 +489,7 @@ fn parse_span_label(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "{s:?} is not a label key (letters, digits, `_`, `.`, not starting with a digit)"
+            "{s:?} is not a label key (letters, digits, `_`, `.`, `-`, `/`, starting with a letter or `_`)"
         ))
     }
 }

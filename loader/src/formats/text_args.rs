@@ -146,16 +146,12 @@ fn parse_label_key(s: &str) -> Result<String, String> {
     if s == crate::ingest::continuous::SERVICE_LABEL {
         return Err("the service is set with --service, not as a label".into());
     }
-    let ok = s.len() <= 64
-        && s.bytes()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.');
-    if ok {
+    if crate::ingest::continuous::is_label_key(s) {
         Ok(s.to_owned())
     } else {
-        Err(format!("`{s}` is no label key (`[A-Za-z_][A-Za-z0-9_.]*`)"))
+        Err(format!(
+            "`{s}` is no label key (letters, digits, `_`, `.`, `-`, `/`, starting with a letter or `_`)"
+        ))
     }
 }
 

@@ -19,8 +19,8 @@
 //! `decodeURLComponent('${var:percentencode}')`. Service, label value and
 //! function pickers carry `x` + the hex of the name as their value (so `''`,
 //! a series without the label, is `x`, and a multi-value selection joined as
-//! `{xA,xB}` splits on `,` unambiguously); keys are label names
-//! (`[A-Za-z_][A-Za-z0-9_.]*`), used only as a map key.
+//! `{xA,xB}` splits on `,` unambiguously); keys are stored label names,
+//! used only as a map key (a string literal, never an identifier).
 //!
 //! # Selection
 //! A series is selected when its service is among `$service` and its value

@@ -165,14 +165,25 @@ impl Default for ContinuousOptions {
     }
 }
 
-/// Whether `key` may name a label a selector can use: `[A-Za-z_][A-Za-z0-9_.]*`,
-/// at most [`MAX_LABEL_KEY_LEN`] bytes (Prometheus names plus OpenTelemetry's
-/// dots).
+/// A character of a label name a selector takes bare (and `--label`
+/// accepts): a letter or digit of any script, `_`, `.`, `-` or `/`
+/// (`user-id`, `app.kubernetes.io/name`, `ключ`); not an operator, quote,
+/// comma or brace.
+#[must_use]
+pub fn is_label_key_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '.' | '-' | '/')
+}
+
+/// Whether `key` may name a label the user gives (`--label`,
+/// `--span-label`, `--bpftrace-labels`): a letter of any script or `_`,
+/// then [`is_label_key_char`]s, at most [`MAX_LABEL_KEY_LEN`] bytes. Every
+/// such key can be written bare in a selector (`{user-id="7"}`), so what a
+/// load stores can always be selected as typed.
 #[must_use]
 pub fn is_label_key(key: &str) -> bool {
     let mut c = key.chars();
-    matches!(c.next(), Some(f) if f.is_ascii_alphabetic() || f == '_')
-        && c.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
+        && c.all(is_label_key_char)
         && key.len() <= MAX_LABEL_KEY_LEN
 }
 
@@ -197,8 +208,8 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
         .ok_or_else(|| Error::Usage(format!("label {s:?}: expected key=value")))?;
     if !is_label_key(k) {
         return Err(Error::Usage(format!(
-            "label {s:?}: the key must be letters, digits, `_` or `.`, not starting with a digit \
-             (at most {MAX_LABEL_KEY_LEN} bytes)"
+            "label {s:?}: the key must be letters, digits, `_`, `.`, `-` or `/`, starting with a \
+             letter or `_` (at most {MAX_LABEL_KEY_LEN} bytes)"
         )));
     }
     if k == SERVICE_LABEL {
@@ -1553,10 +1564,36 @@ mod tests {
             ("region".into(), "eu-west=1".into())
         );
         assert_eq!(parse_label("k8s.pod=x").unwrap().0, "k8s.pod");
-        for bad in ["x", "1a=b", "a b=c", "a'=b", "=v", "service=x", "a-b=c"] {
+        for bad in [
+            "x",
+            "1a=b",
+            "a b=c",
+            "a'=b",
+            "=v",
+            "service=x",
+            "-a=b",
+            "a{=b",
+        ] {
             let e = parse_label(bad).unwrap_err().to_string();
             assert!(e.starts_with("label "), "{e}");
             assert!(!e.contains('\n'));
+        }
+    }
+
+    /// `--label a-b=c` was refused while a selector takes `{a-b="c"}`
+    /// bare: every key a load accepts is one a selector names as typed.
+    #[test]
+    fn a_label_key_the_load_takes_is_one_a_selector_takes_bare() {
+        use crate::continuous_query::Selector;
+        for key in ["user-id", "app.kubernetes.io/name", "ключ", "_x", "k8s.pod"] {
+            let (k, v) = parse_label(&format!("{key}=v 1")).unwrap();
+            assert_eq!((k.as_str(), v.as_str()), (key, "v 1"));
+            let sel = Selector::parse(&format!("{{{key}=\"v 1\"}}")).unwrap();
+            assert_eq!(sel.matchers.len(), 1);
+            assert_eq!(
+                (sel.matchers[0].key.as_str(), sel.matchers[0].value.as_str()),
+                (key, "v 1")
+            );
         }
     }
 
