@@ -1377,6 +1377,35 @@ fn an_unknown_type_names_the_stored_ones() {
 /// list; a diff whose comparison matches nothing says so even though the
 /// baseline draws (it said nothing), also normalized (it blamed the
 /// baseline's selector).
+/// A query of a data directory nothing was loaded into gave the engine's
+/// bare "Database flamehouse does not exist": it now says what makes the
+/// schema, in one line, exit 1, for the continuous and memory commands.
+#[test]
+fn a_query_before_any_load_says_what_makes_the_schema() {
+    let data = temp_path("cpcli-noschema");
+    std::fs::create_dir_all(&data).unwrap();
+    for args in [
+        &["profile", "list", "--type", "cpu:nanoseconds"][..],
+        &["profile", "top", "--type", "cpu:nanoseconds"][..],
+        &["flame", "peak", "--process", "x", "--out", "x.folded"][..],
+    ] {
+        // Not fh_out: it would init the directory first.
+        let out = Command::new(bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("does not exist") && err.contains("`flamehouse init`"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn empty_answers_say_why() {
     let data = temp_path("cpcli-why");

@@ -659,7 +659,17 @@ impl std::error::Error for Reported {}
 fn main() {
     if let Err(e) = run() {
         if e.downcast_ref::<Reported>().is_none() {
-            eprintln!("flamehouse: {}", format!("{e:#}").replace('\n', " "));
+            let mut line = format!("{e:#}").replace('\n', " ");
+            // A query of a data directory (or server database) nothing was
+            // loaded into: say what makes the schema, not only the engine's
+            // "Database flamehouse does not exist".
+            if line.contains("(UNKNOWN_DATABASE)") {
+                line.push_str(
+                    " (nothing is loaded there yet: `flamehouse init` or a `flamehouse load` \
+                     makes the schema; check --data or --url and --database)",
+                );
+            }
+            eprintln!("flamehouse: {line}");
         }
         std::process::exit(1);
     }
