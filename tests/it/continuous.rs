@@ -1291,6 +1291,56 @@ fn gauge_types_average_per_profile() {
     }
 }
 
+/// A migration applied to a database whose retention was changed gives its
+/// time-keyed tables that retention: migration 7's rollups kept the
+/// default 30 days under a 36500-day database (its samples kept, its
+/// hourly rollup dropped), and only cp_stacks (migration 11) was mended.
+#[test]
+fn a_later_migration_gives_its_tables_the_databases_retention() {
+    let db = "fh_cp_mttl";
+    fresh(db); // retention 36500
+    load_as(db, "cpu.pb.gz", "api", &[]);
+    let ttls = || {
+        q(&format!(
+            "SELECT name, extract(create_table_query, 'TTL [^+]+\\+ toIntervalDay\\((\\d+)\\)') \
+             FROM system.tables WHERE database = '{db}' AND create_table_query LIKE '% TTL %' \
+             ORDER BY name"
+        ))
+    };
+    let want: String = flamehouse::ingest::continuous::RETENTION_TABLES
+        .iter()
+        .map(|(t, _)| *t)
+        .collect::<std::collections::BTreeSet<_>>()
+        .iter()
+        .map(|t| format!("{t}\t36500\n"))
+        .collect();
+    assert_eq!(ttls(), want);
+    // As a database of migration 6 (or 10) with `init --retention 36500`.
+    for t in ["cp_samples_1h", "cp_series_profiles", "cp_stacks"] {
+        q(&format!("DROP TABLE {db}.{t}"));
+    }
+    q(&format!(
+        "ALTER TABLE {db}.schema_migrations DELETE WHERE version IN (7, 11) SETTINGS mutations_sync = 1"
+    ));
+    let opts = SchemaOptions {
+        database: db.parse().unwrap(),
+        cluster: None,
+    };
+    assert_eq!(migrate(engine(), &opts).unwrap(), vec![7, 11]);
+    assert_eq!(ttls(), want);
+    // A database an older binary upgraded that way: the next migrate
+    // (every init and load) mends it, applying no migration.
+    for t in ["cp_samples_1h", "cp_series_profiles"] {
+        q(&format!(
+            "ALTER TABLE {db}.{t} MODIFY TTL toDate({}) + INTERVAL 30 DAY",
+            if t == "cp_samples_1h" { "hour" } else { "ts" }
+        ));
+    }
+    assert_ne!(ttls(), want);
+    assert_eq!(migrate(engine(), &opts).unwrap(), Vec::<u32>::new());
+    assert_eq!(ttls(), want);
+}
+
 /// Migration 7 on a database that already holds samples fills the hourly
 /// rollup and the gauge profiles from them, once: running it again (its
 /// record removed) adds nothing.

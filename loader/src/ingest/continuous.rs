@@ -1431,6 +1431,45 @@ pub fn retention_statements(
         .collect())
 }
 
+/// Gives every table of [`RETENTION_TABLES`] whose TTL differs from
+/// `cp_samples`' that retention (a database upgraded by a binary that
+/// rendered later migrations with the default); returns the tables
+/// altered. Nothing without `cp_samples`.
+///
+/// # Errors
+/// The engine's error.
+pub fn mend_retention(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<String>> {
+    let Some(days) = retention_days(backend, &opts.database)? else {
+        return Ok(Vec::new());
+    };
+    let distributed = distributed_tables(backend, &opts.database)?;
+    let ttls = backend.query_tsv(&format!(
+        "SELECT name, extract(create_table_query, 'TTL [^+]+\\+ (?:toIntervalDay\\(|INTERVAL )(\\d+)') \
+         FROM system.tables WHERE database = {} AND engine != 'Distributed'",
+        sql_string(opts.database.as_str())
+    ))?;
+    let stale: Vec<String> = ttls
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(_, d)| !d.is_empty() && d.parse::<u32>().ok() != Some(days))
+        .map(|(t, _)| {
+            t.strip_suffix(crate::storage::schema::LOCAL_SUFFIX)
+                .unwrap_or(t)
+                .to_string()
+        })
+        .filter(|t| RETENTION_TABLES.iter().any(|(r, _)| r == t))
+        .collect();
+    for stmt in retention_statements(opts, days, &distributed)? {
+        if stale.iter().any(|t| {
+            stmt.contains(&format!(".{t} "))
+                || stmt.contains(&format!(".{t}{} ", crate::storage::schema::LOCAL_SUFFIX))
+        }) {
+            backend.execute(&stmt)?;
+        }
+    }
+    Ok(stale)
+}
+
 /// The `Distributed` tables of `db`: on a cluster's sharded layout, the
 /// tables of [`crate::storage::schema::SHARDED_TABLES`].
 ///

@@ -96,10 +96,6 @@ pub const MIGRATIONS: &[(u32, &str, &str)] = &[
 /// other migration.
 pub const VIEWS_MIGRATION: u32 = 9;
 
-/// The migration creating `cp_stacks`, whose TTL follows the retention a
-/// database already has when it is applied.
-const CP_STACKS_MIGRATION: u32 = 11;
-
 /// Days a day of continuous profiles is kept (the TTL of migration 6's
 /// time-keyed tables, whole partitions dropped) unless changed with
 /// [`crate::ingest::continuous::set_retention`]. 30 days: a month of
@@ -175,6 +171,14 @@ impl SchemaOptions {
     /// engines are plain and `{local}` and the marked statements are
     /// nothing.
     pub fn render(&self, sql: &str) -> String {
+        self.render_with_retention(sql, DEFAULT_RETENTION_DAYS)
+    }
+
+    /// [`SchemaOptions::render`] with `{retention_days}` = `days`: a
+    /// migration applied to a database whose retention was changed
+    /// (`init --retention`) gives its new tables that database's TTL, not
+    /// the default.
+    fn render_with_retention(&self, sql: &str, days: u32) -> String {
         let (on_cluster, replicated, local) = match &self.cluster {
             Some(c) => (format!("ON CLUSTER {c}"), "Replicated", LOCAL_SUFFIX),
             None => (String::new(), "", ""),
@@ -213,7 +217,7 @@ impl SchemaOptions {
                 "{cluster}",
                 self.cluster.as_ref().map_or("", |c| c.as_str()),
             )
-            .replace("{retention_days}", &DEFAULT_RETENTION_DAYS.to_string())
+            .replace("{retention_days}", &days.to_string())
             // A Replicated engine deduplicates inserts by its own window
             // (`replicated_deduplication_window`, its default far smaller);
             // both are set, so the tokens hold on either engine.
@@ -273,6 +277,11 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect();
+    // The retention a database already has (none before migration 6): a
+    // later migration's time-keyed tables (7's rollups, 11's cp_stacks)
+    // expire with its samples.
+    let days = crate::ingest::continuous::retention_days(backend, &opts.database)?
+        .unwrap_or(DEFAULT_RETENTION_DAYS);
     let mut done = Vec::new();
     for (version, name, sql) in MIGRATIONS {
         if applied.contains(version) {
@@ -280,7 +289,7 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         }
         // The views are created below, once every table they read exists.
         if *version != VIEWS_MIGRATION {
-            for stmt in catalog::statements(&opts.render(sql)) {
+            for stmt in catalog::statements(&opts.render_with_retention(sql, days)) {
                 backend.execute(&stmt)?;
             }
         }
@@ -290,21 +299,11 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         ))?;
         done.push(*version);
     }
-    // A database that had a retention other than the default when
-    // cp_stacks was created: the same TTL as its samples.
-    if done.contains(&CP_STACKS_MIGRATION) {
-        if let Some(days) = crate::ingest::continuous::retention_days(backend, &opts.database)? {
-            if days != DEFAULT_RETENTION_DAYS {
-                backend.execute(&format!(
-                    "ALTER TABLE {}.cp_stacks{} MODIFY TTL date + INTERVAL {days} DAY",
-                    opts.database,
-                    opts.cluster
-                        .as_ref()
-                        .map(|c| format!(" ON CLUSTER {c}"))
-                        .unwrap_or_default()
-                ))?;
-            }
-        }
+    // A database upgraded through migration 7 by an older binary gave its
+    // rollups the default TTL: mend every table whose TTL differs from its
+    // samples' (nothing to do, one catalog read, otherwise).
+    if !done.contains(&6) {
+        crate::ingest::continuous::mend_retention(backend, opts)?;
     }
     // Migration 9's views are written by the query builders (see
     // `continuous_views`): a database made by another binary answers as
