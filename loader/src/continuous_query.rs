@@ -895,60 +895,93 @@ impl Selection {
         }
     }
 
-    /// The selection as SQL: whole hours from the hourly rollup, the edges
-    /// (or a range within one hour) from [`Selection::source`]'s table,
-    /// widened to whole minutes on the per-minute rollup. Every answer is
-    /// the same as from the samples alone (on whole minutes for long
-    /// ranges, whatever the selector: a selection that reads the samples
-    /// alone, by span or numeric label, is widened as the rollup is, so
-    /// `{bytes>=1024}` and `{bytes<1024}` add up to `{}`).
+    /// The selection as SQL, exactly `[from, to)` whatever the length: a
+    /// range of at most [`QueryOptions::rollup_after_seconds`] reads the
+    /// samples, whole hours inside it from the hourly rollup; a longer one
+    /// reads its whole minutes from the per-minute rollup (whole hours from
+    /// the hourly one) and only the partial minutes at its two ends from
+    /// the samples, so the rollups change the cost, never the answer. A
+    /// selection by span or numeric label reads the samples alone (the
+    /// rollups keep neither).
     #[must_use]
     pub fn sql(&self, opts: &QueryOptions) -> SelectionSql {
-        let edge = self.source(opts);
-        // The range the reads cover: exact, or whole minutes.
-        let long = (self.to_ms - self.from_ms) / 1000 > opts.rollup_after_seconds;
-        let (lo, hi) = if long {
-            (
-                floor_to(self.from_ms, MINUTE_MS),
-                ceil_to(self.to_ms, MINUTE_MS),
-            )
-        } else {
-            (self.from_ms, self.to_ms)
-        };
-        let (h1, h2) = (ceil_to(lo, HOUR_MS), floor_to(hi, HOUR_MS));
-        let col = time_col(edge);
-        let mut parts = Vec::new();
+        let (from, to) = (self.from_ms, self.to_ms);
+        let long = self.source(opts) == Source::Rollup;
         // Span and numeric matchers filter sample rows: such a selection
         // reads the samples alone (`source` is then `Raw`), never a rollup.
         let raw_only = self.selector.needs_raw();
-        let on_rows = |range: String| {
-            if raw_only {
-                format!("({range} AND {})", self.selector.sample_condition())
-            } else {
-                range
-            }
+        let spans = |ranges: Vec<(i64, i64)>| -> Vec<(i64, i64)> {
+            ranges.into_iter().filter(|(a, b)| a < b).collect()
         };
-        let fine = vec![Part {
-            source: edge,
-            range: on_rows(ranges_sql(col, &[(lo, hi)])),
-        }];
-        if h1 < h2 && !raw_only {
-            let edges: Vec<(i64, i64)> = [(lo, h1), (h2, hi)]
-                .into_iter()
-                .filter(|(a, b)| a < b)
-                .collect();
-            if !edges.is_empty() {
-                parts.push(Part {
-                    source: edge,
-                    range: ranges_sql(col, &edges),
-                });
-            }
-            parts.push(Part {
-                source: Source::Hourly,
-                range: ranges_sql("hour", &[(h1, h2)]),
+        let mut parts = Vec::new();
+        let mut fine = Vec::new();
+        if raw_only {
+            let range = format!(
+                "({} AND {})",
+                ranges_sql("ts", &[(from, to)]),
+                self.selector.sample_condition()
+            );
+            fine.push(Part {
+                source: Source::Raw,
+                range,
             });
+            parts.clone_from(&fine);
+        } else if long {
+            // [from, m1) raw, [m1, h1) minutes, [h1, h2) hours, [h2, m2)
+            // minutes, [m2, to) raw.
+            let (m1, m2) = (ceil_to(from, MINUTE_MS), floor_to(to, MINUTE_MS));
+            let (h1, h2) = (ceil_to(m1, HOUR_MS), floor_to(m2, HOUR_MS));
+            let edges = spans(vec![(from, m1.min(to)), (m2.max(from), to)]);
+            if !edges.is_empty() {
+                let raw = Part {
+                    source: Source::Raw,
+                    range: ranges_sql("ts", &edges),
+                };
+                parts.push(raw.clone());
+                fine.push(raw);
+            }
+            if m1 < m2 {
+                fine.push(Part {
+                    source: Source::Rollup,
+                    range: ranges_sql("minute", &[(m1, m2)]),
+                });
+                if h1 < h2 {
+                    let minutes = spans(vec![(m1, h1), (h2, m2)]);
+                    if !minutes.is_empty() {
+                        parts.push(Part {
+                            source: Source::Rollup,
+                            range: ranges_sql("minute", &minutes),
+                        });
+                    }
+                    parts.push(Part {
+                        source: Source::Hourly,
+                        range: ranges_sql("hour", &[(h1, h2)]),
+                    });
+                } else {
+                    parts.push(fine[fine.len() - 1].clone());
+                }
+            }
         } else {
-            parts = fine.clone();
+            let (h1, h2) = (ceil_to(from, HOUR_MS), floor_to(to, HOUR_MS));
+            fine.push(Part {
+                source: Source::Raw,
+                range: ranges_sql("ts", &[(from, to)]),
+            });
+            if h1 < h2 {
+                let edges = spans(vec![(from, h1), (h2, to)]);
+                if !edges.is_empty() {
+                    parts.push(Part {
+                        source: Source::Raw,
+                        range: ranges_sql("ts", &edges),
+                    });
+                }
+                parts.push(Part {
+                    source: Source::Hourly,
+                    range: ranges_sql("hour", &[(h1, h2)]),
+                });
+            } else {
+                parts.clone_from(&fine);
+            }
         }
         // The loader writes a series' `service` label into its rows'
         // `service` column: matchers on `service` alone need no series.
@@ -974,10 +1007,14 @@ impl Selection {
             ),
             parts,
             fine_parts: fine,
-            profiles: ranges_sql("ts", &[(lo, hi)]),
-            profile_time: match edge {
-                Source::Raw => "ts".into(),
-                _ => "toDateTime(toStartOfMinute(ts), 'UTC')".into(),
+            profiles: ranges_sql("ts", &[(from, to)]),
+            // A profile's minute, as the per-minute rollup stores it (a
+            // step of whole minutes puts the raw edges' profiles in the
+            // same buckets).
+            profile_time: if long && !raw_only {
+                "toDateTime64(toStartOfMinute(ts), 3, 'UTC')".into()
+            } else {
+                "ts".into()
             },
             start: time_lit(self.from_ms),
             combine: if is_gauge_type(&self.profile_type) {
@@ -985,7 +1022,8 @@ impl Selection {
             } else {
                 Combine::Sum
             },
-            uniform_time: false,
+            // Raw edges and rollup minutes in one time series.
+            uniform_time: long && !raw_only,
         }
     }
 }
@@ -1035,26 +1073,31 @@ impl SelectionSql {
             "(dateDiff('second', {t1}, {t2}) > {})",
             opts.rollup_after_seconds
         );
-        let a = format!("toDateTime64(toStartOfMinute({t1}), 3, 'UTC')");
-        let b = ceil_sql(t2, "Minute");
+        // Long: [t1, m1) raw, [m1, mh1) minutes, [mh1, mh2) hours,
+        // [mh2, m2) minutes, [m2, t2) raw (exact, as `Selection::sql`).
+        let m1 = ceil_sql(t1, "Minute");
+        let m2 = format!("toDateTime64(toStartOfMinute({t2}), 3, 'UTC')");
         let (rh1, rh2) = (
             ceil_sql(t1, "Hour"),
             format!("toDateTime64(toStartOfHour({t2}), 3, 'UTC')"),
         );
         let (mh1, mh2) = (
-            ceil_sql(&a, "Hour"),
-            format!("toDateTime64(toStartOfHour({b}), 3, 'UTC')"),
+            ceil_sql(&m1, "Hour"),
+            format!("toDateTime64(toStartOfHour({m2}), 3, 'UTC')"),
         );
-        let raw = format!("NOT {long} AND ts >= {t1} AND ts < {t2}");
-        let rollup = format!("{long} AND minute >= {a} AND minute < {t2}");
+        let exact = format!("ts >= {t1} AND ts < {t2}");
+        let minutes = format!("{long} AND minute >= {m1} AND minute < {m2}");
         let parts = vec![
             Part {
                 source: Source::Raw,
-                range: format!("({raw} AND NOT (ts >= {rh1} AND ts < {rh2}))"),
+                range: format!(
+                    "({exact} AND ((NOT {long} AND NOT (ts >= {rh1} AND ts < {rh2})) \
+                     OR ({long} AND (ts < {m1} OR ts >= {m2}))))"
+                ),
             },
             Part {
                 source: Source::Rollup,
-                range: format!("({rollup} AND NOT (minute >= {mh1} AND minute < {mh2}))"),
+                range: format!("({minutes} AND NOT (minute >= {mh1} AND minute < {mh2}))"),
             },
             Part {
                 source: Source::Hourly,
@@ -1073,16 +1116,14 @@ impl SelectionSql {
             fine_parts: vec![
                 Part {
                     source: Source::Raw,
-                    range: format!("({raw})"),
+                    range: format!("({exact} AND (NOT {long} OR ts < {m1} OR ts >= {m2}))"),
                 },
                 Part {
                     source: Source::Rollup,
-                    range: format!("({rollup})"),
+                    range: format!("({minutes})"),
                 },
             ],
-            profiles: format!(
-                "((NOT {long} AND ts >= {t1} AND ts < {t2}) OR ({long} AND ts >= {a} AND ts < {b}))"
-            ),
+            profiles: format!("({exact})"),
             profile_time: format!("if({long}, toDateTime64(toStartOfMinute(ts), 3, 'UTC'), ts)"),
             start: t1.to_string(),
             combine: Combine::AverageIf(format!(
@@ -1114,8 +1155,10 @@ impl SelectionSql {
     /// takes its time, duration and period from these profiles alone.
     #[must_use]
     pub fn profile_ids(&self, db: &Ident) -> String {
-        let range = match self.fine_parts.first() {
-            Some(p) if p.source == Source::Raw => &p.range,
+        // A selection of sample rows (one raw part) by its rows; else by
+        // the profiles' times.
+        let range = match self.fine_parts.as_slice() {
+            [p] if p.source == Source::Raw => &p.range,
             _ => &self.profiles,
         };
         format!(
@@ -2010,8 +2053,8 @@ pub fn export_rows_sql(opts: &QueryOptions, sel: &Selection) -> String {
 /// Label keys and values of a type in a range with the number of series
 /// having each: `(key, value, series)`. The label-values table is kept
 /// per day (the dashboard's pickers read it so); here only the series
-/// with a profile in the range count, so a 30-minute range does not list
-/// the rest of its day's services and values.
+/// with samples in the range count ([`label_values_of`]), so a 30-minute
+/// range does not list the rest of its day's services and values.
 #[must_use]
 pub fn label_values_sql(
     opts: &QueryOptions,
@@ -2019,16 +2062,29 @@ pub fn label_values_sql(
     from_ms: i64,
     to_ms: i64,
 ) -> String {
-    let db = &opts.database;
+    let sel = Selection {
+        profile_type: profile_type.to_string(),
+        from_ms,
+        to_ms,
+        selector: Selector::all(),
+    }
+    .sql(opts);
+    label_values_of(&opts.database, &sel, &time_lit(from_ms), &time_lit(to_ms))
+}
+
+/// `(key, value, series)` of the series with samples in `sel` (its range
+/// `[t1, t2)` as `DateTime64(3, 'UTC')` expressions): the series ids read
+/// from the selection's parts (a long range's rollups, not a day of
+/// samples), their keys and values from the per-day label-values table.
+#[must_use]
+pub fn label_values_of(db: &Ident, sel: &SelectionSql, t1: &str, t2: &str) -> String {
     format!(
         "SELECT key, value, uniqExact(series_id) AS series FROM {db}.cp_label_values \
          WHERE profile_type = {ty} AND date >= toDate({t1}) AND date <= toDate({t2}) \
-         AND series_id IN (SELECT series_id FROM {db}.cp_samples \
-             WHERE profile_type = {ty} AND ts >= {t1} AND ts < {t2}) \
+         AND series_id IN ({rows}) \
          GROUP BY key, value ORDER BY key, series DESC, value",
-        ty = sql_string(profile_type),
-        t1 = time_lit(from_ms),
-        t2 = time_lit(to_ms),
+        ty = sel.profile_type,
+        rows = part_rows(db, sel, &sel.parts, &["series_id".to_string()], ""),
     )
 }
 
@@ -2342,10 +2398,11 @@ mod tests {
     }
 
     #[test]
-    fn long_ranges_are_whole_minutes_whatever_the_selector() {
-        // A long range read from the samples alone (a numeric matcher)
-        // covers the same whole minutes as the rollup's read of `{}`, so
-        // complementary selectors add up to the whole.
+    fn long_ranges_are_exact_whatever_the_selector() {
+        // A long range reads the samples for its partial minutes and the
+        // rollup for whole ones; read from the samples alone (a numeric
+        // matcher) it covers the same exact range, so complementary
+        // selectors add up to the whole.
         let o = QueryOptions::default();
         let from_ms = 30_000;
         let to_ms = 7 * HOUR_MS + 20_000;
@@ -2355,20 +2412,28 @@ mod tests {
             to_ms,
             selector: Selector::parse(s).unwrap(),
         };
-        let edges = |sql: &SelectionSql| sql.fine_parts[0].range.clone();
         let all = sel("{}").sql(&o);
         let big = sel("{bytes>=1024}").sql(&o);
         assert_eq!(sel("{}").source(&o), Source::Rollup);
         assert_eq!(sel("{bytes>=1024}").source(&o), Source::Raw);
-        let minute = |ms: i64| format!("toInt64({ms})");
-        for sql in [&all, &big] {
-            assert!(edges(sql).contains(&minute(0)), "{}", edges(sql));
-            assert!(
-                edges(sql).contains(&minute(7 * HOUR_MS + MINUTE_MS)),
-                "{}",
-                edges(sql)
-            );
-        }
+        let r = |col: &str, ranges: &[(i64, i64)]| ranges_sql(col, ranges);
+        assert_eq!(
+            all.fine_parts,
+            [
+                Part {
+                    source: Source::Raw,
+                    range: r("ts", &[(from_ms, MINUTE_MS), (7 * HOUR_MS, to_ms)])
+                },
+                Part {
+                    source: Source::Rollup,
+                    range: r("minute", &[(MINUTE_MS, 7 * HOUR_MS)])
+                },
+            ]
+        );
+        assert_eq!(big.fine_parts.len(), 1);
+        assert!(big.fine_parts[0]
+            .range
+            .starts_with(&format!("({} AND ", r("ts", &[(from_ms, to_ms)]))));
         assert_eq!(all.profiles, big.profiles);
         // Short ranges stay exact.
         let short = Selection {
@@ -2376,8 +2441,12 @@ mod tests {
             ..sel("{bytes>=1024}")
         }
         .sql(&o);
-        assert!(edges(&short).contains(&minute(30_000)));
+        assert!(short.fine_parts[0].range.starts_with(&format!(
+            "({} AND ",
+            r("ts", &[(from_ms, HOUR_MS + 20_000)])
+        )));
     }
+
     #[test]
     fn the_last_migration_of_the_profile_count_view_keeps_the_gauge_pattern() {
         let last = crate::storage::schema::MIGRATIONS
@@ -2499,18 +2568,25 @@ mod tests {
                 (Source::Hourly, r("hour", &[(h, h + 2 * HOUR_MS)])),
             ]
         );
-        // Long: edges on the minute rollup, widened to whole minutes.
+        // Long: the partial minutes raw, whole minutes on the minute
+        // rollup, whole hours on the hourly one: exactly the range.
         let day = 24 * HOUR_MS;
         assert_eq!(
             plan(h - 90_000, h + day + 1),
             vec![
                 (
-                    Source::Rollup,
-                    r(
-                        "minute",
-                        &[(h - 120_000, h), (h + day, h + day + MINUTE_MS)]
-                    )
+                    Source::Raw,
+                    r("ts", &[(h - 90_000, h - 60_000), (h + day, h + day + 1)])
                 ),
+                (Source::Rollup, r("minute", &[(h - 60_000, h)])),
+                (Source::Hourly, r("hour", &[(h, h + day)])),
+            ]
+        );
+        // Long on whole minutes: no raw read.
+        assert_eq!(
+            plan(h - 60_000, h + day),
+            vec![
+                (Source::Rollup, r("minute", &[(h - 60_000, h)])),
                 (Source::Hourly, r("hour", &[(h, h + day)])),
             ]
         );

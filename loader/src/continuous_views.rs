@@ -228,8 +228,14 @@ fn matchers_selection(db: &Ident) -> SelectionSql {
     )
 }
 
+/// `max_nodes` as the tree options take it; 1 (no tree: the root and
+/// one `[other]` row are 2) stops the query with one line, as the CLI
+/// refuses it, instead of the UDF's error inside the engine's.
 fn max_nodes() -> String {
-    format!("toString({MAX_NODES_P})")
+    format!(
+        "toString({MAX_NODES_P} + throwIf({MAX_NODES_P} = 1, \
+         'max_nodes: 0 (every node) or at least 2 (the root and one [other] row)'))"
+    )
 }
 
 /// Top functions with `limit` (0: all), largest total first.
@@ -245,6 +251,9 @@ fn top(db: &Ident, sel: &SelectionSql, cols: &str) -> String {
 fn views(db: &Ident) -> Vec<(&'static str, &'static str, String)> {
     let by_map = map_selection(db);
     let by_matchers = matchers_selection(db);
+    // Every series: the service condition alone (none) chooses them.
+    let mut every = dynamic(db, "1", "1");
+    every.by_service = true;
     vec![
         (
             "cp_flame",
@@ -269,6 +278,11 @@ fn views(db: &Ident) -> Vec<(&'static str, &'static str, String)> {
                 &by_matchers,
                 "function, self, total, self_share, total_share",
             ),
+        ),
+        (
+            "cp_labels",
+            "Label keys and values of a type over [t1, t2) with their cardinality: (key, value, series), the number of series with samples in the range having each (as `flamehouse profile labels`).",
+            cq::label_values_of(db, &every, T1_P, T2_P),
         ),
     ]
 }
@@ -375,14 +389,20 @@ const HEADER: &str = "\
 -- Once this migration is applied, `migrate` (every `init`, `load` and
 -- `delete`) re-creates a view whose COMMENT is not this file's (another
 -- binary's builders, or a view a user replaced), and `init` re-creates all
--- four, so a database follows the builders of the binary that runs it.
+-- five, so a database follows the builders of the binary that runs it.
 --
 -- Parameters: profile_type String (`cpu:nanoseconds`), t1, t2
--- DateTime64(3, 'UTC') (the range [t1, t2)). Gauge types (inuse_*,
--- goroutine, heap-space, heap-live-*) are averaged per profile of each
--- series, then summed over the series; other types summed. Whole hours
--- read cp_samples_1h, the edges cp_samples (cp_samples_1m for ranges over
--- 6 hours).
+-- DateTime64(3, 'UTC') (the range [t1, t2), exactly: give UTC text or a
+-- UTC value such as now64(3, 'UTC'); the engine passes a parameter as
+-- text, so now64(3) in a session of another time zone is shifted by its
+-- offset). Gauge types (inuse_*, goroutine, heap-space, heap-live-*) are
+-- averaged per profile of each series, then summed over the series; other
+-- types summed. Whole hours read cp_samples_1h; a range over 6 hours reads
+-- its other whole minutes from cp_samples_1m and only its partial minutes
+-- from cp_samples, a shorter one its edges from cp_samples: the rollups
+-- change the cost, never the answer. max_nodes 1 (no tree) is an error.
+-- cp_labels (migration 6's parameters) counts the series with samples in
+-- the range, as `flamehouse profile labels` does.
 --
 -- cp_flame and cp_top_functions keep migration 6's parameters and columns
 -- (parameterized views have no optional parameters: new ones would break
@@ -438,7 +458,7 @@ mod tests {
         // `migrate` splits on blank lines: one statement per view.
         let sql = views_sql();
         let stmts = flamehouse_udf::catalog::statements(&sql);
-        assert_eq!(stmts.len(), 4, "{stmts:#?}");
+        assert_eq!(stmts.len(), 5, "{stmts:#?}");
         assert!(stmts
             .iter()
             .all(|s| s.starts_with("CREATE OR REPLACE VIEW {db}.cp_")));
@@ -459,7 +479,7 @@ mod tests {
             assert_ne!(mark, view_mark(&body.replace("ORDER BY", "ORDER  BY")));
             marks.insert(mark.to_string());
         }
-        assert_eq!(marks.len(), 4);
+        assert_eq!(marks.len(), 5);
         assert_eq!(view_name_and_mark("CREATE TABLE x.t (a UInt8)"), None);
         assert_eq!(
             view_name_and_mark("CREATE OR REPLACE VIEW d.v AS SELECT 1\nCOMMENT 'it''s'"),

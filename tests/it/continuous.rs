@@ -604,8 +604,9 @@ fn diffs_equal_go_tool_pprof_diff_base() {
     let range = |ms: i64| around(CPU, ms, r#"{service="timed"}"#);
     let sql = diff_sql(&o, &range(t0), &range(t0 + 3_600_000), 0, false).unwrap();
     assert_eq!(diff_top(&tree(&sql)), want, "two ranges");
-    // Long ranges (7-hour windows a day apart) read the rollup, one scan.
-    let d0 = now_ms() - 3 * 86_400_000;
+    // Long ranges (7-hour windows a day apart, on whole minutes) read the
+    // rollups, one scan, no sample.
+    let d0 = (now_ms() - 3 * 86_400_000) / 60_000 * 60_000;
     let at = |ms: i64| ContinuousOptions {
         service: Some("long".into()),
         time_ns: Some(ms * 1_000_000),

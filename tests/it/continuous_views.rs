@@ -584,7 +584,8 @@ fn a_database_of_migrations_1_to_8_upgrades() {
             "cp_flame",
             "cp_top_functions",
             "cp_flame_matching",
-            "cp_top_functions_matching"
+            "cp_top_functions_matching",
+            "cp_labels"
         ]
     );
     assert_eq!(root(&flame_map(db, ty, r, "map()")), total);
@@ -611,10 +612,126 @@ fn migration_9_renders_for_a_cluster() {
     let (_, name, sql) = MIGRATIONS.iter().find(|m| m.0 == 9).unwrap();
     assert_eq!(*name, "continuous_views");
     let stmts = flamehouse_udf::catalog::statements(&opts.render(sql));
-    assert_eq!(stmts.len(), 4);
+    assert_eq!(stmts.len(), 5);
     for s in &stmts {
         assert!(s.contains(" ON CLUSTER prod AS"), "{s}");
         assert!(!s.contains("{db}") && s.contains("fh_cpv_cluster.cp_samples"));
         q(&format!("SELECT formatQuerySingleLine({})", lit(s)));
     }
+}
+
+/// Ranges over 6 hours were widened to whole minutes (a profile 30 s
+/// before `t1` or after `t2` counted), and `cp_labels` counted every series
+/// of the range's days (and of `t2`'s day at an exclusive midnight). Now
+/// every view, and the CLI's builders, answer exactly `[t1, t2)`: checked
+/// against sums of the raw samples over the same range, with profiles 30 s
+/// outside each end, at the midnight `t2` and inside.
+#[test]
+fn long_ranges_and_label_values_are_exactly_the_range() {
+    let db = "fh_cpv_exact";
+    fresh(db);
+    const DAY: i64 = 24 * HOUR;
+    let d = (now_ms() - 3 * DAY) / DAY * DAY;
+    let tmp = flamehouse_fixtures::testing::temp_path(&format!("cpviews-{db}"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Each at its own slot: before the day, inside (30 s and 4 h in), and
+    // at the next midnight.
+    for (slot, ms) in [
+        ("before", d - 30_000),
+        ("early", d + 30_000),
+        ("mid", d + 4 * HOUR),
+        ("midnight", d + DAY),
+    ] {
+        let o = ContinuousOptions {
+            database: db.parse().unwrap(),
+            service: Some("heap".into()),
+            time_ns: Some(ms * 1_000_000),
+            labels: vec![("slot".into(), slot.into())],
+            ..Default::default()
+        };
+        load_pprof(engine(), &heap_copy(&tmp, ms), &o).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ty = "alloc_space:bytes";
+    let raw = |r: (i64, i64)| -> i64 {
+        q(&format!(
+            "SELECT sum(value) FROM {db}.cp_samples WHERE profile_type = {} AND ts >= {} AND ts < {}",
+            lit(ty),
+            t(r.0),
+            t(r.1)
+        ))
+        .trim()
+        .parse()
+        .unwrap()
+    };
+    // The oracle of cp_labels: the series with samples in the range, their
+    // labels counted by hand.
+    let labels_of = |r: (i64, i64)| -> String {
+        q(&format!(
+            "SELECT k, v, uniqExact(series_id) AS n FROM {db}.cp_series \
+             ARRAY JOIN mapKeys(labels) AS k, mapValues(labels) AS v \
+             WHERE profile_type = {ty} AND series_id IN (SELECT series_id FROM {db}.cp_samples \
+                 WHERE profile_type = {ty} AND ts >= {} AND ts < {}) \
+             GROUP BY k, v ORDER BY k, n DESC, v",
+            t(r.0),
+            t(r.1),
+            ty = lit(ty),
+        ))
+    };
+    let o = crate::continuous::qopts(db);
+    for r in [
+        (d, d + DAY),                         // the day: early and mid
+        (d + 31_000, d + DAY - 31_000),       // mid only
+        (d - 10 * MIN, d + 7 * HOUR),         // before, early, mid
+        (d - 29_000, d + DAY + 1),            // early, mid, midnight
+        (d + 20_000, d + 6 * HOUR + 6 * MIN), // early, mid
+    ] {
+        assert!(r.1 - r.0 > 6 * HOUR);
+        let want = raw(r);
+        assert!(want > 0);
+        let m = matchers(&[("service", "=", "heap")]);
+        assert_eq!(root(&flame_map(db, ty, r, "map()")), want, "cp_flame {r:?}");
+        assert_eq!(
+            root(&flame_m(db, ty, r, &[("service", "=", "heap")])),
+            want,
+            "cp_flame_matching {r:?} {m}"
+        );
+        let cli = flamehouse::continuous_query::flame_sql(
+            &o,
+            &flamehouse::continuous_query::Selection {
+                profile_type: ty.into(),
+                from_ms: r.0,
+                to_ms: r.1,
+                selector: flamehouse::continuous_query::Selector::all(),
+            },
+            0,
+        );
+        assert_eq!(root(&cli), want, "flame_sql {r:?}");
+        let labels = q(&format!(
+            "SELECT * FROM {db}.cp_labels(profile_type = {}, t1 = {}, t2 = {})",
+            lit(ty),
+            t(r.0),
+            t(r.1)
+        ));
+        assert_eq!(labels, labels_of(r), "cp_labels {r:?}");
+        let cli = q(&flamehouse::continuous_query::label_values_sql(
+            &o, ty, r.0, r.1,
+        ));
+        assert_eq!(cli, labels_of(r), "label_values_sql {r:?}");
+    }
+    // One slot alone over the day: the midnight profile is tomorrow's.
+    assert!(!labels_of((d, d + DAY)).contains("midnight"));
+    // max_nodes 1 is one line of the view's, not the UDF's error.
+    let e = engine()
+        .query_tsv(&view(
+            db,
+            "cp_flame",
+            ty,
+            (d, d + DAY),
+            "match = map()",
+            "max_nodes = 1",
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("max_nodes: 0 (every node) or at least 2"), "{e}");
 }

@@ -231,7 +231,12 @@ fn step() -> String {
 }
 
 fn date_range() -> String {
-    format!("date >= toDate({}) AND date <= toDate({})", from(), to())
+    // The days of [from, to): a `to` at midnight is not of its day.
+    format!(
+        "date >= toDate({}) AND date <= toDate({} - toIntervalMillisecond(1))",
+        from(),
+        to()
+    )
 }
 
 /// Values of `$label` with their series count, the missing label last.
