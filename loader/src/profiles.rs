@@ -62,9 +62,23 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             .ok()
             .filter(|n| *n >= 0 && !num.starts_with('+'))
             .ok_or_else(bad)?;
-        return n.checked_mul(unit_ms).map(|d| now_ms - d).ok_or_else(bad);
+        let ms = n.checked_mul(unit_ms).map(|d| now_ms - d).ok_or_else(bad)?;
+        return not_before_1970(s, ms);
     }
-    parse_utc_ms(t).map_err(|_| bad())
+    not_before_1970(s, parse_utc_ms(t).map_err(|_| bad())?)
+}
+
+/// A time before 1970 is refused: the engine's `Date` (the day keys of
+/// the stacks and series) starts there, so such a range lost every stack
+/// (a flame graph of one `total` bar) instead of failing.
+fn not_before_1970(s: &str, ms: i64) -> Result<i64> {
+    if ms < 0 {
+        return Err(Error::Usage(format!(
+            "bad time {s:?}: before 1970-01-01 00:00:00 UTC, where nothing is stored (the \
+             engine's dates start there)"
+        )));
+    }
+    Ok(ms)
 }
 
 /// One node of a flame-graph result, pre-order.
@@ -1596,10 +1610,21 @@ mod tests {
             parse_time("2026-12-01 13:00:00", now).unwrap(),
             parse_utc_ms("2026-12-01 13:00:00").unwrap()
         );
-        for bad in ["now-", "now-1", "now-xh", "now--1h", "yesterday", "now-+1h"] {
+        for bad in [
+            "now-",
+            "now-1",
+            "now-xh",
+            "now--1h",
+            "yesterday",
+            "now-+1h",
+            "now-12d",
+            "1969-12-31 23:59:59",
+            "1900-01-01 00:00:00",
+        ] {
             let e = parse_time(bad, now).unwrap_err().to_string();
             assert!(e.contains("bad time"), "{e}");
         }
+        assert_eq!(parse_time("1970-01-01 00:00:00", now).unwrap(), 0);
     }
 
     #[test]

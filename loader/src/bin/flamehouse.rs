@@ -297,6 +297,13 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::binpb::reader::DEFAULT_MAX_DECOMPRESSED_LEN >> 20,
               value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
         max_decompressed_mib: u64,
+        /// Most entries of one pprof profile or MemHawk snapshot record
+        /// (samples, stack traces, locations, strings, labels, ...),
+        /// counted before decoding: decoded, an entry takes ~100 bytes
+        /// however few it has on the wire.
+        #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_ENTRIES,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_entries: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -797,6 +804,7 @@ fn run() -> anyhow::Result<()> {
             binary,
             max_record_mib,
             max_decompressed_mib,
+            max_entries,
             batch_rows,
             target,
         } => {
@@ -840,9 +848,11 @@ fn run() -> anyhow::Result<()> {
                     binpb: flamehouse::formats::binpb::ReaderOptions {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
+                        max_entries,
                     },
                     pprof: flamehouse::formats::pprof::DecodeOptions {
                         max_decompressed_bytes: max_decompressed_mib.saturating_mul(1 << 20),
+                        max_entries,
                         ..Default::default()
                     },
                     ..Default::default()

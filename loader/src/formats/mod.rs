@@ -21,6 +21,7 @@ pub mod perf;
 pub mod pprof;
 pub mod text;
 pub mod text_args;
+pub mod wire;
 
 use crate::model::{Event, Frame, Label, ValueSemantics, ValueType};
 use std::fs::File;

@@ -1138,7 +1138,19 @@ pub fn parse(
         let (count, period) = slots[s.event as usize];
         v[count] = v[count].saturating_add(1);
         if let Some(p) = period {
-            v[p] = v[p].saturating_add(i64::try_from(s.period).unwrap_or(i64::MAX));
+            // Past Int64 is an error, as the other formats' sums are:
+            // saturated, the stored value would be silently wrong.
+            v[p] = i64::try_from(s.period)
+                .ok()
+                .and_then(|x| v[p].checked_add(x))
+                .ok_or_else(|| Error::File {
+                    format: NAME,
+                    path: path.to_owned(),
+                    message: format!(
+                        "the periods of one stack sum past {} (the largest Int64 a value can hold)",
+                        i64::MAX
+                    ),
+                })?;
         }
     }
     sums.flush(&mut b, &samples, &sets, &chains);

@@ -477,3 +477,36 @@ fn hand_encoded_old_variant_is_refused() {
     assert!(matches!(err, Error::OldVariant { offset: 0, .. }), "{err}");
     assert!(err.to_string().contains("old.binpb"), "{err}");
 }
+
+/// A snapshot record of many empty stack traces (2 bytes each on the wire,
+/// a struct each decoded: a 6 KB file inflating to 64 MiB of them took
+/// 2.2 GB) is refused before decoding, naming the record, once it holds
+/// more entries than the limit; the header before it was read.
+#[test]
+fn a_snapshot_of_more_entries_than_the_limit_is_refused_before_decoding() {
+    let traces: Vec<u8> = std::iter::repeat_n([0x22u8, 0], 100).flatten().collect();
+    let bytes = cat(&[&record(&header_payload()), &record(&traces)]);
+    let options = crate::formats::binpb::reader::ReaderOptions {
+        max_entries: 99,
+        ..Default::default()
+    };
+    let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "bomb.binpb", options);
+    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    let e = reader.next_record().unwrap_err().to_string();
+    let at = record(&header_payload()).len();
+    assert!(
+        e.starts_with(&format!(
+            "bomb.binpb: record at byte {at}: the snapshot holds 100 entries"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("--max-entries") && !e.contains('\n'), "{e}");
+    // At the limit it decodes.
+    let options = crate::formats::binpb::reader::ReaderOptions {
+        max_entries: 100,
+        ..Default::default()
+    };
+    let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "ok.binpb", options);
+    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    assert!(reader.next_record().is_ok());
+}

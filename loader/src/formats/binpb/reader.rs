@@ -71,6 +71,11 @@ pub struct ReaderOptions {
     pub max_record_len: u64,
     /// Largest accepted decompressed payload, in bytes.
     pub max_decompressed_len: u64,
+    /// Most entries one snapshot record may hold (stack traces, pointer
+    /// ids, ... and one level down), counted before decoding
+    /// ([`crate::formats::wire`]). Default
+    /// [`crate::formats::wire::DEFAULT_MAX_ENTRIES`].
+    pub max_entries: u64,
 }
 
 impl Default for ReaderOptions {
@@ -78,6 +83,7 @@ impl Default for ReaderOptions {
         Self {
             max_record_len: DEFAULT_MAX_RECORD_LEN,
             max_decompressed_len: DEFAULT_MAX_DECOMPRESSED_LEN,
+            max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
         }
     }
 }
@@ -343,6 +349,17 @@ impl<R: Read> BinpbReader<R> {
             return Ok(Some(Record::Header(header)));
         }
 
+        let entries = crate::formats::wire::count_entries(&bytes);
+        if entries > self.options.max_entries {
+            return Err(self.framing(
+                offset,
+                format!(
+                    "the snapshot holds {entries} entries (stack traces, pointers, ...), more \
+                     than the limit of {} (raise it: `flamehouse load --max-entries`)",
+                    self.options.max_entries
+                ),
+            ));
+        }
         let snapshot = Snapshot::decode(bytes.as_slice()).map_err(|cause| Error::Protobuf {
             path: self.path.clone(),
             offset,

@@ -426,6 +426,23 @@ fn bad_lines_name_the_file_and_line() {
     assert!(e.to_string().contains("no sample"), "{e}");
 }
 
+/// Periods summing past Int64 were saturated to its largest value
+/// without a word; the other formats refuse such sums, and so does perf.
+#[test]
+fn periods_summing_past_int64_are_refused() {
+    let big = i64::MAX;
+    let one = format!("p 1 1.0: {big} cpu-clock:\n\t1 f (m)\n\n");
+    assert!(parse(&one, Path::new("/d/p.txt"), 0, &PerfOptions::default()).is_ok());
+    let two = format!("{one}p 1 2.0: {big} cpu-clock:\n\t1 f (m)\n\n");
+    let e = parse(&two, Path::new("/d/p.txt"), 0, &PerfOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("/d/p.txt") && e.contains("sum past"), "{e}");
+    let huge = format!("p 1 1.0: {} cpu-clock:\n\t1 f (m)\n\n", u64::MAX);
+    let e = parse(&huge, Path::new("/d/p.txt"), 0, &PerfOptions::default());
+    assert!(e.is_err(), "{e:?}");
+}
+
 #[test]
 fn sniff_takes_perf_script_and_leaves_other_text() {
     let script = read("burn.fp.perf-script.txt");

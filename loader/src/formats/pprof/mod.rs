@@ -81,6 +81,11 @@ pub struct DecodeOptions {
     /// Refuse a profile whose protobuf (after gunzip, or the raw file) is
     /// larger than this many bytes. Default [`DEFAULT_MAX_DECOMPRESSED_BYTES`].
     pub max_decompressed_bytes: u64,
+    /// Refuse a profile of more entries (samples, locations, functions,
+    /// strings, and one level down: labels, lines), counted on the wire
+    /// before decoding ([`crate::formats::wire`]). Default
+    /// [`crate::formats::wire::DEFAULT_MAX_ENTRIES`].
+    pub max_entries: u64,
     /// Apply the profile's `drop_frames` / `keep_frames` regexps as
     /// `go tool pprof` does. Default `true`.
     pub apply_drop_frames: bool,
@@ -98,6 +103,7 @@ impl Default for DecodeOptions {
     fn default() -> Self {
         Self {
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
+            max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
             apply_drop_frames: true,
             time_ns: None,
             duration_ns: None,
@@ -145,6 +151,20 @@ pub enum Error {
         /// `" after decompression"` for a gzipped or zstd file, else empty.
         after: &'static str,
     },
+    /// The profile holds more entries than [`DecodeOptions::max_entries`]:
+    /// decoded, it would take far more memory than its bytes.
+    #[error(
+        "{path}: the profile holds {entries} entries (samples, locations, strings, labels, ...), \
+         more than the limit of {limit} (raise it: `flamehouse load --max-entries`)"
+    )]
+    TooManyEntries {
+        /// The file.
+        path: PathBuf,
+        /// The entries counted.
+        entries: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The bytes are not a `perftools.profiles.Profile` message.
     #[error("{path}: not a pprof profile: {detail}")]
     Protobuf {
@@ -174,6 +194,7 @@ impl Error {
             | Error::Gzip { path, .. }
             | Error::Zstd { path, .. }
             | Error::TooLarge { path, .. }
+            | Error::TooManyEntries { path, .. }
             | Error::Protobuf { path, .. }
             | Error::Invalid { path, .. } => path,
         }
@@ -449,6 +470,14 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
     };
     if raw.is_empty() {
         return Err(invalid("the file is empty".into()));
+    }
+    let entries = crate::formats::wire::count_entries(raw);
+    if entries > options.max_entries {
+        return Err(Error::TooManyEntries {
+            path: path.to_path_buf(),
+            entries,
+            limit: options.max_entries,
+        });
     }
     let message = proto::Profile::decode(raw).map_err(|cause| {
         let detail = match locate_error(raw) {

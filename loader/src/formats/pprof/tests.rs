@@ -772,6 +772,32 @@ fn a_gzip_bomb_stops_at_the_cap() {
     );
 }
 
+/// A valid profile of millions of empty samples (2 bytes each on the
+/// wire, a struct of vectors each decoded: 65 KB gzipped took 3.9 GB) is
+/// refused before decoding once it holds more entries than the limit,
+/// the default included.
+#[test]
+fn a_profile_of_more_entries_than_the_limit_is_refused_before_decoding() {
+    let empty_samples =
+        |n: usize| -> Vec<u8> { std::iter::repeat_n([0x12u8, 0], n).flatten().collect() };
+    let small = DecodeOptions {
+        max_entries: 10,
+        ..DecodeOptions::default()
+    };
+    let e = decode_err("many.pb", &empty_samples(11), &small);
+    assert!(
+        e.contains("holds 11 entries") && e.contains("limit of 10") && e.contains("--max-entries"),
+        "{e}"
+    );
+    let n = usize::try_from(crate::formats::wire::DEFAULT_MAX_ENTRIES).unwrap() + 1;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(&empty_samples(n)).unwrap();
+    let gz = enc.finish().unwrap();
+    assert!(gz.len() < 100_000, "{}", gz.len());
+    let e = decode_err("bomb.pb.gz", &gz, &DecodeOptions::default());
+    assert!(e.contains(&format!("holds {n} entries")), "{e}");
+}
+
 /// A small profile written with the proto structs: strings, 2 sample types.
 fn small_profile() -> proto::Profile {
     let strings = [
