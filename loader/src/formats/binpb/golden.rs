@@ -510,3 +510,37 @@ fn a_snapshot_of_more_entries_than_the_limit_is_refused_before_decoding() {
     assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
     assert!(reader.next_record().is_ok());
 }
+
+/// A record whose zstd frame does not say its size (MemHawk's do; a
+/// streamed `zstd` does not) decodes the same, through a first pass that
+/// counts its size; over the limit it is refused by that pass, before
+/// any output is kept.
+#[test]
+fn a_frame_without_its_content_size_decodes_and_is_held_to_the_limit() {
+    let streamed = |payload: &[u8]| {
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
+        enc.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut enc, payload).unwrap();
+        let frame = enc.finish().unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&frame).unwrap(),
+            None
+        );
+        let mut out = (frame.len() as u64).to_be_bytes().to_vec();
+        out.extend(frame);
+        out
+    };
+    let bytes = streamed(&header_payload());
+    let mut reader = BinpbReader::new(Cursor::new(&bytes[..]), "s.binpb");
+    let Ok(Some(Record::Header(h))) = reader.next_record() else {
+        panic!("a header");
+    };
+    assert_eq!(h.process_short_name, "app");
+    let options = crate::formats::binpb::reader::ReaderOptions {
+        max_decompressed_len: header_payload().len() as u64 - 1,
+        ..Default::default()
+    };
+    let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "s.binpb", options);
+    let e = reader.next_record().unwrap_err().to_string();
+    assert!(e.contains("decompresses to more than the limit"), "{e}");
+}

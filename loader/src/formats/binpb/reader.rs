@@ -323,7 +323,7 @@ impl<R: Read> BinpbReader<R> {
         }
 
         let bytes = match self.inflater.inflate(&payload, self.options.max_decompressed_len, true) {
-            Ok(Inflated::Complete { data, consumed }) if consumed == payload.len() => data,
+            Ok(Inflated::Complete { data, consumed, .. }) if consumed == payload.len() => data,
             Ok(Inflated::Complete { consumed, .. }) => {
                 return Err(self.framing(
                     offset,
@@ -612,7 +612,12 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 enum Inflated {
     /// A whole frame was decoded from the first `consumed` input bytes
     /// (`data` is empty unless asked to keep it).
-    Complete { data: Vec<u8>, consumed: usize },
+    Complete {
+        data: Vec<u8>,
+        consumed: usize,
+        /// The frame's decompressed size.
+        size: u64,
+    },
     /// The input ended inside the frame: zstd wants more.
     Incomplete,
 }
@@ -634,6 +639,24 @@ impl Inflater {
     /// Decompresses the single zstd frame at the start of `input`, refusing
     /// more than `max` bytes of output; keeps the output only if `keep`.
     fn inflate(&mut self, input: &[u8], max: u64, keep: bool) -> Result<Inflated, InflateError> {
+        if self.scratch.is_empty() {
+            self.scratch = vec![0; SCRATCH_LEN];
+        }
+        // The output buffer is allocated once, at the frame's size (grown
+        // by doubling, a record near the limit took twice the limit and a
+        // copy): its content size (MemHawk writes it), else a first pass
+        // that counts without keeping, so a frame over the limit is refused
+        // holding nothing.
+        let mut size = None;
+        if keep {
+            size = match zstd::zstd_safe::get_frame_content_size(input) {
+                Ok(Some(n)) if n <= max => Some(n),
+                _ => match self.inflate(input, max, false)? {
+                    Inflated::Complete { size, .. } => Some(size),
+                    Inflated::Incomplete => return Ok(Inflated::Incomplete),
+                },
+            };
+        }
         let decoder = match &mut self.decoder {
             Some(decoder) => {
                 // Drop whatever an earlier, failed or unfinished frame left.
@@ -644,10 +667,7 @@ impl Inflater {
                 .decoder
                 .insert(Decoder::new().map_err(InflateError::Zstd)?),
         };
-        if self.scratch.is_empty() {
-            self.scratch = vec![0; SCRATCH_LEN];
-        }
-        let mut data = Vec::new();
+        let mut data = Vec::with_capacity(size.and_then(|n| usize::try_from(n).ok()).unwrap_or(0));
         let mut pos = 0;
         let mut total: u64 = 0;
         loop {
@@ -669,6 +689,7 @@ impl Inflater {
                 return Ok(Inflated::Complete {
                     data,
                     consumed: pos,
+                    size: total,
                 });
             }
             // With all input consumed and room left in the output, zstd has

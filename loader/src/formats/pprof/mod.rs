@@ -503,28 +503,67 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
 }
 
 fn gunzip(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
-    // Multi-member: `cat a.gz b.gz` is a valid gzip file, and Go reads it so.
-    flate2::read::MultiGzDecoder::new(bytes)
-        .take(limit + 1)
-        .read_to_end(&mut out)
-        .map_err(|cause| Error::Gzip {
+    // The last member's ISIZE (its size mod 2^32): the usual one-member
+    // file's size, a hint only (`cat a.gz b.gz` is a valid gzip file, and
+    // Go reads it so: multi-member).
+    let hint = bytes
+        .len()
+        .checked_sub(4)
+        .map(|at| u64::from(u32::from_le_bytes(bytes[at..].try_into().unwrap_or([0; 4]))));
+    inflate_within(
+        path,
+        || Ok(flate2::read::MultiGzDecoder::new(bytes)),
+        hint,
+        limit,
+        |cause| Error::Gzip {
             path: path.to_path_buf(),
             cause,
-        })?;
-    decompressed_within(path, out, limit)
+        },
+    )
 }
 
-/// `out`, decompressed from `path` through a reader cut at `limit + 1`
-/// bytes, unless it went past `limit` (refused: memory stays bounded).
-fn decompressed_within(path: &Path, out: Vec<u8>, limit: u64) -> Result<Vec<u8>, Error> {
-    if out.len() as u64 > limit {
-        return Err(Error::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-            after: " after decompression",
-        });
+/// The output of the decompressor `open` makes, at most `limit` bytes (over
+/// it: [`Error::TooLarge`]), in a buffer allocated once at its size. Read
+/// into a growing vector, a profile near the limit took three times the
+/// limit (the allocator copies a vector as it doubles, and the last
+/// doubling reserves twice the size). With a `hint` of the size (gzip's
+/// ISIZE) no larger than the limit, one read into that much fills it and
+/// is done when the stream ends there; otherwise (no hint, a wrong one,
+/// several members) a first pass counts the size without keeping the
+/// bytes, so a bomb is refused holding nothing, and a second decompresses
+/// into a buffer of that size.
+fn inflate_within<R: Read>(
+    path: &Path,
+    open: impl Fn() -> Result<R, Error>,
+    hint: Option<u64>,
+    limit: u64,
+    err: impl Fn(std::io::Error) -> Error,
+) -> Result<Vec<u8>, Error> {
+    let too_large = || Error::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+        after: " after decompression",
+    };
+    if let Some(h) = hint.filter(|&h| h <= limit) {
+        let mut out = Vec::with_capacity(usize::try_from(h).map_err(|_| too_large())?);
+        let mut r = open()?;
+        (&mut r).take(h).read_to_end(&mut out).map_err(&err)?;
+        let mut probe = [0u8; 1];
+        if out.len() as u64 == h && r.read(&mut probe).map_err(&err)? == 0 {
+            return Ok(out);
+        }
+        if out.len() as u64 != h {
+            // Shorter than its ISIZE and ended: the decoder checks ISIZE, so
+            // a valid stream does not get here; say what it says.
+            return Ok(out);
+        }
     }
+    let size = std::io::copy(&mut open()?.take(limit + 1), &mut std::io::sink()).map_err(&err)?;
+    if size > limit {
+        return Err(too_large());
+    }
+    let mut out = Vec::with_capacity(usize::try_from(size).map_err(|_| too_large())?);
+    open()?.take(size).read_to_end(&mut out).map_err(&err)?;
     Ok(out)
 }
 
@@ -536,14 +575,15 @@ fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
         path: path.to_path_buf(),
         cause,
     };
-    let mut out = Vec::new();
-    // Concatenated frames decode as one stream, as `zstd -d` does.
-    zstd::stream::read::Decoder::with_buffer(bytes)
-        .map_err(zstd_err)?
-        .take(limit + 1)
-        .read_to_end(&mut out)
-        .map_err(zstd_err)?;
-    decompressed_within(path, out, limit)
+    // Concatenated frames decode as one stream, as `zstd -d` does; no
+    // size hint (a frame's content size is optional and per frame).
+    inflate_within(
+        path,
+        || zstd::stream::read::Decoder::with_buffer(bytes).map_err(zstd_err),
+        None,
+        limit,
+        zstd_err,
+    )
 }
 
 /// Resolves string indexes and ids of a decoded message; the error says

@@ -1280,6 +1280,41 @@ fn other_exporters_flat_and_cum_equal_go_tool_pprof_top() {
     }
 }
 
+/// Decompression allocates once at the output's size (it took three times
+/// the limit growing a vector): the gzip size hint, a file of two members
+/// (the hint then only the last one's size), a stream just at and just
+/// over the limit all decode as the raw bytes or are refused.
+#[test]
+fn gzip_members_and_the_size_hint_decode_as_the_raw_bytes() {
+    let raw = std::fs::read(dir().join("cpu.pb")).unwrap();
+    let gz = |b: &[u8]| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(b).unwrap();
+        enc.finish().unwrap()
+    };
+    let opts = DecodeOptions::default();
+    let want = load("cpu.pb");
+    assert_eq!(
+        decode(Path::new("one.pb.gz"), &gz(&raw), &opts).unwrap(),
+        want
+    );
+    let (a, b) = raw.split_at(raw.len() / 3);
+    let two = [gz(a), gz(b)].concat();
+    assert_eq!(decode(Path::new("two.pb.gz"), &two, &opts).unwrap(), want);
+    let at = |limit: usize| DecodeOptions {
+        max_decompressed_bytes: limit as u64,
+        ..DecodeOptions::default()
+    };
+    for file in [gz(&raw), two] {
+        assert_eq!(
+            decode(Path::new("x.pb.gz"), &file, &at(raw.len())).unwrap(),
+            want
+        );
+        let e = decode_err("x.pb.gz", &file, &at(raw.len() - 1));
+        assert!(e.contains("after decompression"), "{e}");
+    }
+}
+
 /// ddtrace (libdatadog) writes its pprof zstd-compressed; the same bytes
 /// zstd-compressed again by the zstd library decode as the raw ones, and
 /// the real file has the 19 types `go tool pprof -raw` lists for its
