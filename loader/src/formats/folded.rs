@@ -188,6 +188,17 @@ pub fn parse(
         line: line as u64 + 1,
         message,
     };
+    // Every writer of this format ends its last line with a line end: a
+    // file that stops inside a line was cut short, maybe inside its last
+    // count (`456` stored as `45`), so it is refused as perf script's is.
+    if !text.is_empty() && !text.ends_with('\n') {
+        return Err(err(
+            text.lines().count().saturating_sub(1),
+            "the file ends inside a line (cut short?): a whole file ends its last line with a \
+             line end (add one if it is whole)"
+                .into(),
+        ));
+    }
     let mut b = Builder::new(1);
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     let mut lines = 0usize;
@@ -418,6 +429,17 @@ mod tests {
             assert!(msg.contains(what), "{msg}");
         }
         assert!(parse("\n\n", Path::new("e"), 0, &FoldedOptions::default()).is_err());
+    }
+
+    /// A file cut inside its last count stored `456` as `45`: a file that
+    /// does not end its last line is refused, naming that line.
+    #[test]
+    fn a_file_cut_inside_its_last_line_is_refused() {
+        let o = FoldedOptions::default();
+        assert!(parse("main;a 123\nmain;b 456\n", Path::new("f"), 0, &o).is_ok());
+        let e = parse("main;a 123\nmain;b 45", Path::new("/p/f.folded"), 0, &o).unwrap_err();
+        assert_eq!(e.line(), Some(2));
+        assert!(e.to_string().contains("cut short"), "{e}");
     }
 
     #[test]

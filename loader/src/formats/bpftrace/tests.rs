@@ -546,3 +546,18 @@ fn sniff_takes_bpftrace_text_and_json() {
     assert_eq!(Bpftrace.sniff(b"main;foo 3\n"), Sniff::No);
     assert_eq!(Bpftrace.sniff(b"burn 410 1.5: 2 cpu-clock: \n"), Sniff::No);
 }
+
+/// A text map cut inside its last count (`]: 4` of `]: 44`) was stored;
+/// the JSON form, cut anywhere, is bad JSON. Both now refuse a file whose
+/// last line has no line end.
+#[test]
+fn a_file_cut_inside_its_last_line_is_refused() {
+    for name in ["burn.ustack-comm.txt", "burn.ustack-comm.json"] {
+        let text = read(name);
+        let whole = text.trim_end_matches('\n');
+        let cut = &whole[..whole.len() - 1];
+        let e = parse(cut, Path::new("/b/x"), 0, &BpftraceOptions::default()).unwrap_err();
+        assert!(e.to_string().starts_with("/b/x:"), "{e}");
+        assert!(e.line().is_some(), "{e}");
+    }
+}
