@@ -2056,3 +2056,21 @@ fn an_empty_comparison_range_names_the_b_flags() {
         "{err}"
     );
 }
+
+/// A named pipe (`<(zcat x.gz)`, a FIFO) failed with "Illegal seek": it
+/// is now one line saying to give it on standard input, which works.
+#[test]
+fn a_pipe_path_says_to_give_it_on_standard_input() {
+    let data = temp_path("cpcli-fifo");
+    std::fs::create_dir_all(&data).unwrap();
+    let fifo = data.join("in.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = fh_out(&data, &["load", &fifo.display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("a pipe, not a file") && err.contains("flamehouse load - <"),
+        "{err}"
+    );
+}

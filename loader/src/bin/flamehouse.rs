@@ -814,6 +814,23 @@ fn run() -> anyhow::Result<()> {
             if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
             }
+            // A named pipe (`<(zcat x.gz)`, a FIFO) cannot be read twice, as
+            // format detection and the reader do: say to pipe it into `-`,
+            // which is copied first (it failed with "Illegal seek").
+            for f in files.iter().filter(|f| f.as_os_str() != stdin::STDIN_NAME) {
+                use std::os::unix::fs::FileTypeExt;
+                if std::fs::metadata(f)
+                    .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+                {
+                    anyhow::bail!(
+                        "{}: a pipe, not a file (a profile is read twice: its format is detected \
+                         first): give it on standard input, `flamehouse load - < {}` or \
+                         `COMMAND | flamehouse load -`",
+                        f.display(),
+                        f.display()
+                    );
+                }
+            }
             // `-`: standard input, copied to a file first (removed at the end).
             let (files, spooled) = stdin::spool_stdin(&files)?;
             // Messages name standard input as such, not its passing copy.
