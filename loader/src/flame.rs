@@ -427,9 +427,10 @@ pub fn unescape_tsv(s: &str) -> String {
 }
 
 /// Escapes one field of a tab-separated table as ClickHouse's
-/// TabSeparated does (`\\`, `\t`, `\n`, `\r`; [`unescape_tsv`] undoes
-/// it): a name may hold any character (pprof allows any string), and a
-/// raw tab or newline in it would add a column or split a row.
+/// TabSeparated does (`\\`, `\t`, `\n`, `\r`, `\0`, `\b`, `\f`;
+/// [`unescape_tsv`] undoes it): a name may hold any character (pprof
+/// allows any string), and a raw tab or newline in it would add a column
+/// or split a row.
 #[must_use]
 pub fn escape_tsv(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -439,6 +440,9 @@ pub fn escape_tsv(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
+            '\0' => out.push_str("\\0"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
             c => out.push(c),
         }
     }
@@ -643,6 +647,17 @@ pub fn format_utc_ms(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every control character ClickHouse's TabSeparated escapes (a NUL
+    /// in a folded name was printed raw by `profile top`) round-trips.
+    #[test]
+    fn tsv_escaping_round_trips_every_escaped_character() {
+        let name = "a\\b\tc\nd\re\0f\u{8}g\u{c}h";
+        let e = escape_tsv(name);
+        assert!(!e.chars().any(|c| c.is_control()), "{e:?}");
+        assert_eq!(e, r"a\\b\tc\nd\re\0f\bg\fh");
+        assert_eq!(unescape_tsv(&e), name);
+    }
 
     #[test]
     fn utc_milliseconds_format() {

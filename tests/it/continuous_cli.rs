@@ -2064,7 +2064,11 @@ fn a_pipe_path_says_to_give_it_on_standard_input() {
     let data = temp_path("cpcli-fifo");
     std::fs::create_dir_all(&data).unwrap();
     let fifo = data.join("in.fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let out = fh_out(&data, &["load", &fifo.display().to_string()]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

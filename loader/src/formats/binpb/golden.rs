@@ -544,3 +544,16 @@ fn a_frame_without_its_content_size_decodes_and_is_held_to_the_limit() {
     let e = reader.next_record().unwrap_err().to_string();
     assert!(e.contains("decompresses to more than the limit"), "{e}");
 }
+
+/// Folded text with a NUL in a name was told "its first bytes ... are no
+/// length prefix": text but for a control byte now says so and where.
+#[test]
+fn text_with_a_control_byte_is_told_as_such() {
+    let m = crate::formats::binpb::reader::sniff(b"main;fo\0");
+    assert!(
+        m.contains("looks like text") && m.contains("byte 00 at byte 7"),
+        "{m}"
+    );
+    let m = crate::formats::binpb::reader::sniff(&[0, 0, 0, 0, 0, 0, 0, 9]);
+    assert!(m.contains("no length prefix"), "{m}");
+}

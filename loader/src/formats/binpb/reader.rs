@@ -493,6 +493,20 @@ pub fn sniff(first: &[u8]) -> String {
             String::from_utf8_lossy(first)
         );
     }
+    // Text but for a control byte (a NUL in a folded name): say so, not
+    // only that it is no .binpb stream.
+    let control = |b: u8| (b < 0x20 && !b"\t\r\n".contains(&b)) || b == 0x7f;
+    let printable = first.iter().filter(|&&b| !control(b)).count();
+    if first.len() >= 4 && first[0] != 0 && printable * 4 >= first.len() * 3 {
+        if let Some(at) = first.iter().position(|&b| control(b)) {
+            return format!(
+                "it looks like text (starts with {:?}) but holds the byte {:02x} at byte {at}: \
+                 --format perf|bpftrace|folded reads it as one and names the line at fault",
+                String::from_utf8_lossy(first),
+                first[at]
+            );
+        }
+    }
     format!(
         "its first bytes {} are no length prefix (a .binpb stream starts with 00)",
         first
