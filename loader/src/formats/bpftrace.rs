@@ -105,7 +105,7 @@ impl ProfileFormat for Bpftrace {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.bpftrace)?;
+        let reader = parse(&text, path, mtime, &options.bpftrace)?.within(path, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "bpftrace", &text, &options.bpftrace))
     }
 }

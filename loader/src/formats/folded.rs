@@ -132,7 +132,7 @@ impl ProfileFormat for Folded {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.folded)?;
+        let reader = parse(&text, path, mtime, &options.folded)?.within(path, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "folded", &text, &options.folded))
     }
 }
@@ -429,6 +429,27 @@ mod tests {
             assert!(msg.contains(what), "{msg}");
         }
         assert!(parse("\n\n", Path::new("e"), 0, &FoldedOptions::default()).is_err());
+    }
+
+    /// Distinct stacks past `--max-stacks` are refused (2 M one-frame
+    /// stacks, 31 MB of text, took 4 GB to load), at the limit taken.
+    #[test]
+    fn more_distinct_stacks_than_the_limit_are_refused() {
+        let o = FoldedOptions::default();
+        let text = "a;b 1\na;c 2\na;b 3\nd 1\n";
+        let at = |max_stacks| crate::formats::text::TextOptions {
+            max_stacks,
+            ..Default::default()
+        };
+        let r = parse(text, Path::new("f"), 0, &o).unwrap();
+        assert!(r.within(Path::new("f"), &at(3)).is_ok());
+        let r = parse(text, Path::new("f"), 0, &o).unwrap();
+        let e = r.within(Path::new("/p/f"), &at(2)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("/p/f: 3 distinct stacks, more than the limit of 2")
+                && e.contains("--max-stacks"),
+            "{e}"
+        );
     }
 
     /// A file cut inside its last count stored `456` as `45`: a file that

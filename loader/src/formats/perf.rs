@@ -169,7 +169,7 @@ impl ProfileFormat for Perf {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.perf)?;
+        let reader = parse(&text, path, mtime, &options.perf)?.within(path, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "perf", &text, &options.perf))
     }
 }

@@ -53,6 +53,20 @@ pub enum Error {
         /// The cap.
         max_bytes: u64,
     },
+    /// The file holds more distinct stacks than [`TextOptions::max_stacks`].
+    #[error(
+        "{}: {stacks} distinct stacks, more than the limit of {max} (each is a row on its way to \
+         the engine; --max-stacks raises it)",
+        path.display()
+    )]
+    TooManyStacks {
+        /// The file.
+        path: PathBuf,
+        /// Its distinct stacks.
+        stacks: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The file as a whole is not a profile of the format (no sample).
     #[error("{}: not {format}: {message}", path.display())]
     File {
@@ -73,6 +87,7 @@ impl Error {
             Error::Read { path, .. }
             | Error::Line { path, .. }
             | Error::TooLarge { path, .. }
+            | Error::TooManyStacks { path, .. }
             | Error::File { path, .. } => path,
         }
     }
@@ -99,12 +114,23 @@ pub struct TextOptions {
     /// Largest file read, bytes; a larger one is refused, never cut.
     /// Default: [`MAX_TEXT_BYTES`].
     pub max_bytes: u64,
+    /// Most distinct stacks (with their sample labels) of one file; more
+    /// are refused before rows are made (each costs ~2 KB on its way to
+    /// the engine: 2 M one-frame stacks, a 31 MB folded file, took 4 GB).
+    /// Default: [`MAX_TEXT_STACKS`].
+    pub max_stacks: u64,
 }
+
+/// Default of [`TextOptions::max_stacks`]: 1 Mi distinct stacks, far above
+/// a profile's (a minute of `perf record -g` on a busy service holds tens
+/// of thousands), ~2 GB at worst.
+pub const MAX_TEXT_STACKS: u64 = 1 << 20;
 
 impl Default for TextOptions {
     fn default() -> Self {
         Self {
             max_bytes: MAX_TEXT_BYTES,
+            max_stacks: MAX_TEXT_STACKS,
         }
     }
 }
@@ -426,6 +452,23 @@ pub struct TextReader {
 }
 
 impl TextReader {
+    /// The reader, unless it holds more distinct stacks than
+    /// `options.max_stacks`.
+    ///
+    /// # Errors
+    /// [`Error::TooManyStacks`] naming `path`.
+    pub fn within(self, path: &Path, options: &TextOptions) -> Result<Self, Error> {
+        let stacks = self.stacks.len() as u64;
+        if stacks > options.max_stacks {
+            return Err(Error::TooManyStacks {
+                path: path.to_owned(),
+                stacks,
+                max: options.max_stacks,
+            });
+        }
+        Ok(self)
+    }
+
     /// The reader, boxed, its source carrying the legacy identity of
     /// `text` read with `options` ([`Source::legacy_identity`]) when
     /// `read.legacy_identity` asks for it (a database holding text
