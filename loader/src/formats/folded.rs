@@ -188,17 +188,7 @@ pub fn parse(
         line: line as u64 + 1,
         message,
     };
-    // Every writer of this format ends its last line with a line end: a
-    // file that stops inside a line was cut short, maybe inside its last
-    // count (`456` stored as `45`), so it is refused as perf script's is.
-    if !text.is_empty() && !text.ends_with('\n') {
-        return Err(err(
-            text.lines().count().saturating_sub(1),
-            "the file ends inside a line (cut short?): a whole file ends its last line with a \
-             line end (add one if it is whole)"
-                .into(),
-        ));
-    }
+    text::ends_whole(text, path, NAME)?;
     let mut b = Builder::new(1);
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     let mut lines = 0usize;

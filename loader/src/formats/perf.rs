@@ -833,15 +833,8 @@ pub fn parse(
         line: line as u64 + 1,
         message,
     };
-    // perf script ends every line with a newline: a file that stops inside
-    // a line was cut short, and its last sample's stack would be stored
-    // partial.
-    if !text.is_empty() && !text.ends_with('\n') {
-        return Err(err(
-            text.lines().count().saturating_sub(1),
-            "the file ends inside a line (cut short?)".into(),
-        ));
-    }
+    // A last sample's stack would be stored partial.
+    text::ends_whole(text, path, NAME)?;
     let bytes = text.as_bytes();
     let mut events: Vec<Cow<'_, str>> = Vec::new();
     // Per event: whether a sample of it has a period.

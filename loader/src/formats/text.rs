@@ -135,6 +135,26 @@ impl Default for TextOptions {
     }
 }
 
+/// Refuses `text` unless it ends its last line: every writer of the text
+/// formats ends its lines, so a file that stops inside one was cut short,
+/// maybe inside its last count (`456` stored as `45`) or a stack.
+///
+/// # Errors
+/// [`Error::Line`] naming the last line.
+pub fn ends_whole(text: &str, path: &Path, format: &'static str) -> Result<(), Error> {
+    if text.is_empty() || text.ends_with('\n') {
+        return Ok(());
+    }
+    Err(Error::Line {
+        format,
+        path: path.to_owned(),
+        line: text.lines().count().max(1) as u64,
+        message: "the file ends inside a line (cut short?): a whole file ends its last line \
+                  with a line end (add one if it is whole)"
+            .into(),
+    })
+}
+
 /// The whole file as text, and its modification time (ns since the epoch,
 /// 0 when unknown): the default time of formats that carry none. Invalid
 /// UTF-8 sequences become U+FFFD (perf script, bpftrace and folded stacks

@@ -80,7 +80,10 @@ fn walk(buf: &[u8], mut f: impl FnMut(Option<&[u8]>)) -> bool {
     true
 }
 
-fn varint(buf: &[u8], i: &mut usize) -> Option<u64> {
+/// The base-128 varint at `buf[*i]`, `*i` moved past it; `None` when
+/// the buffer ends inside it or it runs past 64 bits.
+#[must_use]
+pub fn varint(buf: &[u8], i: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *buf.get(*i)?;

@@ -75,14 +75,8 @@ pub(super) fn parse(
         message,
     };
     // perf script ends every line with a newline: a file that stops inside
-    // a line was cut short, and its last sample's stack would be stored
-    // partial.
-    if !text.is_empty() && !text.ends_with('\n') {
-        return Err(err(
-            text.lines().count().saturating_sub(1),
-            "the file ends inside a line (cut short?)".into(),
-        ));
-    }
+    // a line was cut short (the check shared by the text formats).
+    text::ends_whole(text, path, NAME)?;
     let mut events: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut has_period: Vec<bool> = Vec::new();
     let (mut chained, mut wall, mut last_time) = (false, true, None);

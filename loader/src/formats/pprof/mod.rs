@@ -885,18 +885,7 @@ fn prune(p: &mut PprofProfile, drop: &regex::Regex, keep: Option<&regex::Regex>)
 /// the byte offset of the first one that is cut short or does not decode,
 /// with what is wrong.
 fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
-    fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *buf.get(*pos)?;
-            *pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
+    use crate::formats::wire::varint;
     fn field_name(n: u64) -> &'static str {
         match n {
             1 => "sample_type",

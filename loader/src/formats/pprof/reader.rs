@@ -202,18 +202,7 @@ fn gunzip_prefix(b: &[u8]) -> Vec<u8> {
 
 /// [`sniff`] of protobuf bytes; `whole`: they are the whole file.
 fn sniff_raw(first: &[u8], whole: bool) -> Sniff {
-    fn varint(b: &[u8], pos: &mut usize) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let x = *b.get(*pos)?;
-            *pos += 1;
-            v |= u64::from(x & 0x7f) << shift;
-            if x < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
+    use crate::formats::wire::varint;
     fn value_type(body: &[u8]) -> bool {
         let mut p = 0;
         while p < body.len() {
