@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -64,6 +64,28 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             .ok_or_else(bad)?;
         let ms = n.checked_mul(unit_ms).map(|d| now_ms - d).ok_or_else(bad)?;
         return not_before_1970(s, ms);
+    }
+    // Unix seconds (a fraction allowed), or milliseconds with `ms`.
+    let (digits, unit_ms) = match t.strip_suffix("ms") {
+        Some(ms) => (ms, 1.0),
+        None => (t, 1000.0),
+    };
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let v: f64 = digits.parse().map_err(|_| bad())?;
+        let ms = (v * unit_ms).round();
+        // Past 9999-12-31 (a millisecond count given as seconds, say).
+        if ms > 253_402_300_799_999.0 {
+            return Err(Error::Usage(format!(
+                "bad time {s:?}: past the year 9999 as {}; milliseconds take the suffix `ms`",
+                if unit_ms == 1.0 {
+                    "milliseconds"
+                } else {
+                    "seconds"
+                }
+            )));
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        return Ok(ms as i64);
     }
     not_before_1970(s, parse_utc_ms(t).map_err(|_| bad())?)
 }
@@ -1625,6 +1647,15 @@ mod tests {
             assert!(e.contains("bad time"), "{e}");
         }
         assert_eq!(parse_time("1970-01-01 00:00:00", now).unwrap(), 0);
+        // Unix seconds as `date +%s`, milliseconds as Grafana's URLs.
+        let day = parse_utc_ms("2025-12-01 00:00:00").unwrap();
+        assert_eq!(parse_time("1764547200", now).unwrap(), day);
+        assert_eq!(parse_time("1764547200.5", now).unwrap(), day + 500);
+        assert_eq!(parse_time("1764547200000ms", now).unwrap(), day);
+        for bad in ["1764547200000", "1.2.3", "ms", "12a"] {
+            let e = parse_time(bad, now).unwrap_err().to_string();
+            assert!(e.contains("bad time"), "{e}");
+        }
     }
 
     #[test]
