@@ -1724,7 +1724,9 @@ pub fn top_functions_sql_filtered(
 }
 
 /// [`top_functions_sql`] of a [`SelectionSql`]; `function_regex` a
-/// `String` expression. The functions come from the selected stacks' own
+/// `String` expression. Shares are of the sum of the stacks' absolute
+/// values, as `go tool pprof` totals a profile (a negative value, in a
+/// profile written with negative samples, gave shares over 100%). The functions come from the selected stacks' own
 /// frames (the selection's `cp_stacks` joined once, each stack's distinct
 /// frames), not from a join with every stack of `stack_functions`.
 #[must_use]
@@ -1744,7 +1746,7 @@ pub fn top_functions_sql_of(
         "SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, \
                 self / any(grand) AS self_share, total / any(grand) AS total_share \
          FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf \
-               FROM (SELECT stack_id, v, sum(v) OVER () AS grand FROM ({ps})) AS x \
+               FROM (SELECT stack_id, v, sum(abs(v)) OVER () AS grand FROM ({ps})) AS x \
                ANY INNER JOIN {st} AS st ON st.stack_id = x.stack_id) \
          ARRAY JOIN arrayDistinct(labels) AS f{filter} \
          GROUP BY function ORDER BY total DESC, function{limit}",

@@ -1232,14 +1232,16 @@ pub fn top_command(
         }
     }
     writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
+    // Shares printed unsigned, as `go tool pprof -top` prints them (a
+    // negative value's sign is in its value column).
     for r in rows {
         writeln!(
             out,
             "{}\t{:.2}%\t{}\t{:.2}%\t{}",
             r.self_value,
-            r.self_share * 100.0,
+            r.self_share.abs() * 100.0,
             r.total,
-            r.total_share * 100.0,
+            r.total_share.abs() * 100.0,
             escape_tsv(&r.function)
         )
         .map_err(out_err)?;

@@ -81,7 +81,7 @@ CREATE OR REPLACE VIEW {db}.cp_top_functions {on_cluster} AS
 SELECT function, self, total
 FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / any(grand) AS self_share, total / any(grand) AS total_share
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
-    FROM (SELECT stack_id, v, sum(v) OVER () AS grand
+    FROM (SELECT stack_id, v, sum(abs(v)) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
         FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
@@ -121,7 +121,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse 313445ba9b814f2d';
+COMMENT 'flamehouse 42b123ca1714d08c';
 
 -- cp_flame_matching: cp_flame with the selector's matchers: `matchers` [(key, op, value), ...], every one must hold ([] = all).
 CREATE OR REPLACE VIEW {db}.cp_flame_matching {on_cluster} AS
@@ -170,7 +170,7 @@ CREATE OR REPLACE VIEW {db}.cp_top_functions_matching {on_cluster} AS
 SELECT function, self, total, self_share, total_share
 FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / any(grand) AS self_share, total / any(grand) AS total_share
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
-    FROM (SELECT stack_id, v, sum(v) OVER () AS grand
+    FROM (SELECT stack_id, v, sum(abs(v)) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
         FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
@@ -210,7 +210,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse d4d6824f80f62fca';
+COMMENT 'flamehouse d45d2b44d7b29331';
 
 -- cp_labels: Label keys and values of a type over [t1, t2) with their cardinality: (key, value, series), the number of series with samples in the range having each (as `flamehouse profile labels`).
 CREATE OR REPLACE VIEW {db}.cp_labels {on_cluster} AS

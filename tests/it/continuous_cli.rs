@@ -2078,3 +2078,60 @@ fn a_pipe_path_says_to_give_it_on_standard_input() {
         "{err}"
     );
 }
+
+/// A profile with negative sample values (pprof allows them; diffs are
+/// written so): `profile top`'s shares were of the signed sum (over 100%);
+/// they are now of the absolute values' sum, as `go tool pprof -top`'s
+/// `flat%` and `cum%` are, compared here line by line.
+#[test]
+fn top_shares_of_negative_values_equal_go_tool_pprof() {
+    use flamehouse::formats::pprof::write::PprofWriter;
+    let data = temp_path("cpcli-neg");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut w = PprofWriter::new(&[("cpu", "nanoseconds")], ("cpu", "nanoseconds"), 1);
+    w.set_time(1_764_547_200_000_000_000, 10_000_000_000);
+    w.add_sample(&["grow", "main"], &[700], &[]);
+    w.add_sample(&["shrink", "main"], &[-300], &[]);
+    w.add_sample(&["main"], &[100], &[]);
+    let file = data.join("neg.pb.gz");
+    std::fs::write(&file, w.encode_gzip().unwrap()).unwrap();
+    fh(
+        &data,
+        &["load", &file.display().to_string(), "--service", "neg"],
+    );
+    let ours = fh(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            "1764547100",
+            "--to",
+            "1764547300",
+        ],
+    );
+    // pprof: `flat flat% sum% cum cum% name`, percentages of 1100.
+    let theirs = pprof(&["-top", "-unit=ns"], &file);
+    let pct = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
+    let mut want = BTreeMap::new();
+    let mut rows = false;
+    for line in theirs.lines() {
+        if line.trim_start().starts_with("flat ") {
+            rows = true;
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if rows && f.len() >= 6 {
+            want.insert(f[5].to_string(), (pct(f[1]), pct(f[4])));
+        }
+    }
+    let mut got = BTreeMap::new();
+    for line in ours.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        got.insert(f[4].to_string(), (pct(f[1]), pct(f[3])));
+    }
+    assert_eq!(got.len(), 3, "{ours}");
+    assert_eq!(got, want, "ours:\n{ours}\npprof:\n{theirs}");
+}
