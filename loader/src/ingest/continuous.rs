@@ -217,6 +217,15 @@ pub fn parse_label(s: &str) -> Result<(String, String)> {
             "label {s:?}: the service is set with --service, not as a label"
         )));
     }
+    // `{span_id="..."}` selects the samples' span ids, never a series
+    // label: a load-wide span id would be stored where no selector finds it.
+    if k == SPAN_ID_KEY {
+        return Err(Error::Usage(format!(
+            "label {s:?}: `{SPAN_ID_KEY}` names the samples' span ids (pprof sample labels, \
+             --span-labels), which a selector `{{{SPAN_ID_KEY}=...}}` reads; a series label of \
+             that name could not be selected"
+        )));
+    }
     Ok((k.to_string(), v.to_string()))
 }
 
@@ -1612,6 +1621,7 @@ mod tests {
             "service=x",
             "-a=b",
             "a{=b",
+            "span_id=00ff",
         ] {
             let e = parse_label(bad).unwrap_err().to_string();
             assert!(e.starts_with("label "), "{e}");
