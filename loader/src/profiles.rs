@@ -73,10 +73,11 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let v: f64 = digits.parse().map_err(|_| bad())?;
         let ms = (v * unit_ms).round();
-        // Past 9999-12-31 (a millisecond count given as seconds, say).
-        if ms > 253_402_300_799_999.0 {
+        // Past 2149 (a millisecond count given as seconds, say).
+        if ms > LAST_DATE_MS as f64 {
             return Err(Error::Usage(format!(
-                "bad time {s:?}: past the year 9999 as {}; milliseconds take the suffix `ms`",
+                "bad time {s:?}: after 2149-06-06 as {}, where nothing is stored; \
+                 milliseconds take the suffix `ms`",
                 if unit_ms == 1.0 {
                     "milliseconds"
                 } else {
@@ -85,19 +86,28 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             )));
         }
         #[allow(clippy::cast_possible_truncation)]
-        return Ok(ms as i64);
+        return not_before_1970(s, ms as i64);
     }
     not_before_1970(s, parse_utc_ms(t).map_err(|_| bad())?)
 }
 
-/// A time before 1970 is refused: the engine's `Date` (the day keys of
-/// the stacks and series) starts there, so such a range lost every stack
-/// (a flame graph of one `total` bar) instead of failing.
+/// The last millisecond of the engine's `Date` range (2149-06-06).
+const LAST_DATE_MS: i64 = 5_662_310_399_999;
+
+/// A time outside the engine's `Date` range (1970-01-01 to 2149-06-06, the
+/// day keys of the stacks and series) is refused: such a range lost every
+/// stack (a flame graph of one `total` bar) instead of failing.
 fn not_before_1970(s: &str, ms: i64) -> Result<i64> {
     if ms < 0 {
         return Err(Error::Usage(format!(
             "bad time {s:?}: before 1970-01-01 00:00:00 UTC, where nothing is stored (the \
              engine's dates start there)"
+        )));
+    }
+    if ms > LAST_DATE_MS {
+        return Err(Error::Usage(format!(
+            "bad time {s:?}: after 2149-06-06, where nothing is stored (the engine's dates \
+             end there)"
         )));
     }
     Ok(ms)
@@ -1644,6 +1654,8 @@ mod tests {
             "now-12d",
             "1969-12-31 23:59:59",
             "1900-01-01 00:00:00",
+            "2149-06-07 00:00:00",
+            "2200-01-01T00:00:00Z",
         ] {
             let e = parse_time(bad, now).unwrap_err().to_string();
             assert!(e.contains("bad time"), "{e}");

@@ -2135,3 +2135,34 @@ fn top_shares_of_negative_values_equal_go_tool_pprof() {
     assert_eq!(got.len(), 3, "{ours}");
     assert_eq!(got, want, "ours:\n{ours}\npprof:\n{theirs}");
 }
+
+/// A data directory whose views another binary wrote (here: a view
+/// replaced by hand, its mark gone) answered `sql` with those views until
+/// a load; `sql` now re-creates the stale views first.
+#[test]
+fn sql_answers_with_this_binarys_views() {
+    let data = temp_path("cpcli-staleviews");
+    fh(
+        &data,
+        &["load", &dir().join("cpu.pb.gz").display().to_string()],
+    );
+    let (from, to) = range_of(&data, "cpu.pb.gz");
+    fh(
+        &data,
+        &[
+            "sql",
+            "CREATE OR REPLACE VIEW flamehouse.cp_flame AS SELECT toUInt64(7) AS i, 0 AS level, 'old' AS label, toInt64(1) AS value, toInt64(1) AS self",
+        ],
+    );
+    let root = fh(
+        &data,
+        &[
+            "sql",
+            &format!(
+                "SELECT value FROM flamehouse.cp_flame(profile_type = 'cpu:nanoseconds', \
+                 t1 = '{from}', t2 = '{to}', match = map(), max_nodes = 0) WHERE level = 0"
+            ),
+        ],
+    );
+    assert_eq!(root.trim(), "590000000");
+}

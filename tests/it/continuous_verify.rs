@@ -245,7 +245,7 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             "cut.bt.json",
             json.as_bytes()[..json.len() - 20].to_vec(),
             None,
-            ": not bpftrace output: the file ends inside a line (cut short?)".into(),
+            ": not bpftrace output: bad JSON".into(),
         ),
         (
             "huge.folded",

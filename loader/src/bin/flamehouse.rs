@@ -694,7 +694,13 @@ fn run() -> anyhow::Result<()> {
         } => {
             let out = match target.server.options() {
                 Some(o) => ServerBackend::new(&o)?.query(&query, &format)?,
-                None => Engine::open(&target.data.options())?.query(&query, &format)?,
+                None => {
+                    let engine = Engine::open(&target.data.options())?;
+                    // A data directory an older binary wrote answers with
+                    // this binary's views (as after a load).
+                    schema::refresh_views(&engine, &SchemaOptions::default())?;
+                    engine.query(&query, &format)?
+                }
             };
             let mut stdout = std::io::stdout().lock();
             match stdout.write_all(&out).and_then(|_| stdout.flush()) {

@@ -183,6 +183,12 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
     }
     let tls = tls_acceptor(opts)?;
     let engine = Arc::new(Engine::open(&opts.engine)?);
+    // A data directory an older binary wrote: its stale views re-created,
+    // so the views answer as this binary's CLI (a load would do the same).
+    crate::storage::schema::refresh_views(
+        &*engine,
+        &crate::storage::schema::SchemaOptions::default(),
+    )?;
     let timezone = engine
         .query_tsv("SELECT timezone()")
         .map(|t| t.trim().to_string())

@@ -345,6 +345,33 @@ pub fn new_database_statements(opts: &SchemaOptions) -> Vec<(u32, &'static str, 
     out
 }
 
+/// Re-creates the stale views of migration 9 ([`recreate_views`], not
+/// all) when the database has that migration, and nothing else: for the
+/// commands that query a data directory another binary wrote (`sql`,
+/// `serve`), which would otherwise answer with that binary's views until a
+/// `load` or `init`. Nothing (no DDL) when the views are current or the
+/// database has no schema. Returns the views re-created.
+///
+/// # Errors
+/// The engine's error.
+pub fn refresh_views(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<String>> {
+    let has = backend.query_tsv(&format!(
+        "SELECT count() FROM system.tables WHERE database = {} AND name = 'schema_migrations'",
+        crate::storage::sql_string(opts.database.as_str())
+    ))?;
+    if has.trim() == "0" {
+        return Ok(Vec::new());
+    }
+    let applied = backend.query_tsv(&format!(
+        "SELECT count() FROM {}.schema_migrations WHERE version = {VIEWS_MIGRATION}",
+        opts.database
+    ))?;
+    if applied.trim() == "0" {
+        return Ok(Vec::new());
+    }
+    recreate_views(backend, opts, false)
+}
+
 /// Re-creates migration 9's views: every one when `all` (what `init`
 /// does, so `init` also repairs a node a cluster's DDL missed), else those
 /// whose stored `COMMENT` (a hash of the statement) is not this binary's:

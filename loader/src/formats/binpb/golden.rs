@@ -554,6 +554,8 @@ fn text_with_a_control_byte_is_told_as_such() {
         m.contains("looks like text") && m.contains("byte 00 at byte 7"),
         "{m}"
     );
+    let m = crate::formats::binpb::reader::sniff(b"main;f\xff\xfe");
+    assert!(m.contains("not UTF-8 at byte 6"), "{m}");
     let m = crate::formats::binpb::reader::sniff(&[0, 0, 0, 0, 0, 0, 0, 9]);
     assert!(m.contains("no length prefix"), "{m}");
 }

@@ -506,6 +506,16 @@ pub fn sniff(first: &[u8]) -> String {
                 first[at]
             );
         }
+        if let Err(e) = std::str::from_utf8(first) {
+            if e.error_len().is_some() {
+                return format!(
+                    "it looks like text (starts with {:?}) but is not UTF-8 at byte {}: \
+                     --format perf|bpftrace|folded reads it as one (such bytes as U+FFFD)",
+                    String::from_utf8_lossy(first),
+                    e.valid_up_to()
+                );
+            }
+        }
     }
     format!(
         "its first bytes {} are no length prefix (a .binpb stream starts with 00)",
