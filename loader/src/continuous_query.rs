@@ -881,6 +881,35 @@ fn ranges_sql(col: &str, ranges: &[(i64, i64)]) -> String {
     format!("({})", r.join(" OR "))
 }
 
+/// `[lo, hi)` read from `source` (the samples or the minute rollup), its
+/// whole hours from the hourly rollup instead.
+fn with_hours(source: Source, lo: i64, hi: i64) -> Vec<Part> {
+    let (h1, h2) = (ceil_to(lo, HOUR_MS), floor_to(hi, HOUR_MS));
+    let col = time_col(source);
+    if h1 >= h2 {
+        return vec![Part {
+            source,
+            range: ranges_sql(col, &[(lo, hi)]),
+        }];
+    }
+    let edges: Vec<(i64, i64)> = [(lo, h1), (h2, hi)]
+        .into_iter()
+        .filter(|(a, b)| a < b)
+        .collect();
+    let mut parts = Vec::new();
+    if !edges.is_empty() {
+        parts.push(Part {
+            source,
+            range: ranges_sql(col, &edges),
+        });
+    }
+    parts.push(Part {
+        source: Source::Hourly,
+        range: ranges_sql("hour", &[(h1, h2)]),
+    });
+    parts
+}
+
 impl Selection {
     /// The table of the range's edges (and of time series) under `opts`:
     /// the samples, or the per-minute rollup for long ranges.
@@ -930,7 +959,6 @@ impl Selection {
             // [from, m1) raw, [m1, h1) minutes, [h1, h2) hours, [h2, m2)
             // minutes, [m2, to) raw.
             let (m1, m2) = (ceil_to(from, MINUTE_MS), floor_to(to, MINUTE_MS));
-            let (h1, h2) = (ceil_to(m1, HOUR_MS), floor_to(m2, HOUR_MS));
             let edges = spans(vec![(from, m1.min(to)), (m2.max(from), to)]);
             if !edges.is_empty() {
                 let raw = Part {
@@ -945,43 +973,14 @@ impl Selection {
                     source: Source::Rollup,
                     range: ranges_sql("minute", &[(m1, m2)]),
                 });
-                if h1 < h2 {
-                    let minutes = spans(vec![(m1, h1), (h2, m2)]);
-                    if !minutes.is_empty() {
-                        parts.push(Part {
-                            source: Source::Rollup,
-                            range: ranges_sql("minute", &minutes),
-                        });
-                    }
-                    parts.push(Part {
-                        source: Source::Hourly,
-                        range: ranges_sql("hour", &[(h1, h2)]),
-                    });
-                } else {
-                    parts.push(fine[fine.len() - 1].clone());
-                }
+                parts.extend(with_hours(Source::Rollup, m1, m2));
             }
         } else {
-            let (h1, h2) = (ceil_to(from, HOUR_MS), floor_to(to, HOUR_MS));
             fine.push(Part {
                 source: Source::Raw,
                 range: ranges_sql("ts", &[(from, to)]),
             });
-            if h1 < h2 {
-                let edges = spans(vec![(from, h1), (h2, to)]);
-                if !edges.is_empty() {
-                    parts.push(Part {
-                        source: Source::Raw,
-                        range: ranges_sql("ts", &edges),
-                    });
-                }
-                parts.push(Part {
-                    source: Source::Hourly,
-                    range: ranges_sql("hour", &[(h1, h2)]),
-                });
-            } else {
-                parts.clone_from(&fine);
-            }
+            parts = with_hours(Source::Raw, from, to);
         }
         // The loader writes a series' `service` label into its rows'
         // `service` column: matchers on `service` alone need no series.
