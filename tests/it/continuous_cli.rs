@@ -2077,6 +2077,21 @@ fn a_pipe_path_says_to_give_it_on_standard_input() {
         err.contains("a pipe, not a file") && err.contains("flamehouse load - <"),
         "{err}"
     );
+    // `/dev/stdin` is standard input, as `-` is (it read /dev/null: the
+    // engine detaches fd 0 when it opens).
+    let folded = dir().join("../pyspy/work.raw.txt");
+    let out = Command::new(bin())
+        .args(["load", "/dev/stdin", "--service", "devstdin", "--data"])
+        .arg(&data)
+        .stdin(std::fs::File::open(&folded).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("31 sample rows"),
+        "{out:?}"
+    );
 }
 
 /// A profile with negative sample values (pprof allows them; diffs are

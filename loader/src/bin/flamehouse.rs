@@ -817,6 +817,21 @@ fn run() -> anyhow::Result<()> {
             // Before anything is read: a key given twice is the user's
             // mistake, the same for every file.
             continuous::check_label_keys(&labels, &text.bpftrace_labels)?;
+            // Standard input by its device name is `-`: the engine detaches
+            // fd 0 when it opens, after which `/dev/stdin` is `/dev/null`.
+            let files: Vec<PathBuf> = files
+                .into_iter()
+                .map(|f| {
+                    let stdin_name = ["/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]
+                        .iter()
+                        .any(|n| f.as_os_str() == *n);
+                    if stdin_name {
+                        PathBuf::from(stdin::STDIN_NAME)
+                    } else {
+                        f
+                    }
+                })
+                .collect();
             if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
             }
