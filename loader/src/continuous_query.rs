@@ -939,9 +939,6 @@ impl Selection {
         // Span and numeric matchers filter sample rows: such a selection
         // reads the samples alone (`source` is then `Raw`), never a rollup.
         let raw_only = self.selector.needs_raw();
-        let spans = |ranges: Vec<(i64, i64)>| -> Vec<(i64, i64)> {
-            ranges.into_iter().filter(|(a, b)| a < b).collect()
-        };
         let mut parts = Vec::new();
         let mut fine = Vec::new();
         if raw_only {
@@ -959,7 +956,16 @@ impl Selection {
             // [from, m1) raw, [m1, h1) minutes, [h1, h2) hours, [h2, m2)
             // minutes, [m2, to) raw.
             let (m1, m2) = (ceil_to(from, MINUTE_MS), floor_to(to, MINUTE_MS));
-            let edges = spans(vec![(from, m1.min(to)), (m2.max(from), to)]);
+            // A range forced onto the rollup (a diff's short side) may hold
+            // no whole minute: then it is all edge.
+            let edges: Vec<(i64, i64)> = if m1 < m2 {
+                vec![(from, m1), (m2, to)]
+            } else {
+                vec![(from, to)]
+            }
+            .into_iter()
+            .filter(|(a, b)| a < b)
+            .collect();
             if !edges.is_empty() {
                 let raw = Part {
                     source: Source::Raw,
@@ -2524,6 +2530,34 @@ mod tests {
         // through the series.
         let d = SelectionSql::dynamic(&o, "'cpu:nanoseconds'", "t1", "t2", "1", "1");
         assert!(flame_sql_of(&o.database, &d, "'0'").contains("cp_series"));
+    }
+
+    #[test]
+    fn a_range_forced_onto_the_rollup_without_a_whole_minute_is_one_raw_range() {
+        // A diff puts both sides on the rollup when one is long; a side
+        // inside one minute is all edge: one raw range (it was the same
+        // range twice, OR-ed, in one part).
+        let o = QueryOptions {
+            rollup_after_seconds: -1,
+            ..QueryOptions::default()
+        };
+        let h = 1_000 * HOUR_MS;
+        for (from, to) in [(h + 10_500, h + 10_700), (h + 10_500, h + MINUTE_MS)] {
+            let s = Selection {
+                profile_type: "cpu:nanoseconds".into(),
+                from_ms: from,
+                to_ms: to,
+                selector: Selector::all(),
+            }
+            .sql(&o);
+            assert_eq!(
+                s.parts,
+                [Part {
+                    source: Source::Raw,
+                    range: ranges_sql("ts", &[(from, to)]),
+                }]
+            );
+        }
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             .filter(|n| *n >= 0 && !num.starts_with('+'))
             .ok_or_else(bad)?;
         let ms = n.checked_mul(unit_ms).map(|d| now_ms - d).ok_or_else(bad)?;
-        return not_before_1970(s, ms);
+        return within_dates(s, ms);
     }
     // Unix seconds (a fraction allowed), or milliseconds with `ms`.
     let (digits, unit_ms) = match t.strip_suffix("ms") {
@@ -86,9 +86,9 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             )));
         }
         #[allow(clippy::cast_possible_truncation)]
-        return not_before_1970(s, ms as i64);
+        return within_dates(s, ms as i64);
     }
-    not_before_1970(s, parse_utc_ms(t).map_err(|_| bad())?)
+    within_dates(s, parse_utc_ms(t).map_err(|_| bad())?)
 }
 
 /// The last millisecond of the engine's `Date` range (2149-06-06).
@@ -97,7 +97,7 @@ const LAST_DATE_MS: i64 = 5_662_310_399_999;
 /// A time outside the engine's `Date` range (1970-01-01 to 2149-06-06, the
 /// day keys of the stacks and series) is refused: such a range lost every
 /// stack (a flame graph of one `total` bar) instead of failing.
-fn not_before_1970(s: &str, ms: i64) -> Result<i64> {
+fn within_dates(s: &str, ms: i64) -> Result<i64> {
     if ms < 0 {
         return Err(Error::Usage(format!(
             "bad time {s:?}: before 1970-01-01 00:00:00 UTC, where nothing is stored (the \

@@ -817,40 +817,10 @@ fn run() -> anyhow::Result<()> {
             // Before anything is read: a key given twice is the user's
             // mistake, the same for every file.
             continuous::check_label_keys(&labels, &text.bpftrace_labels)?;
-            // Standard input by its device name is `-`: the engine detaches
-            // fd 0 when it opens, after which `/dev/stdin` is `/dev/null`.
-            let files: Vec<PathBuf> = files
-                .into_iter()
-                .map(|f| {
-                    let stdin_name = ["/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]
-                        .iter()
-                        .any(|n| f.as_os_str() == *n);
-                    if stdin_name {
-                        PathBuf::from(stdin::STDIN_NAME)
-                    } else {
-                        f
-                    }
-                })
-                .collect();
+            // `/dev/stdin` as `-`; a named pipe refused (read twice).
+            let files = stdin::inputs(files)?;
             if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
-            }
-            // A named pipe (`<(zcat x.gz)`, a FIFO) cannot be read twice, as
-            // format detection and the reader do: say to pipe it into `-`,
-            // which is copied first (it failed with "Illegal seek").
-            for f in files.iter().filter(|f| f.as_os_str() != stdin::STDIN_NAME) {
-                use std::os::unix::fs::FileTypeExt;
-                if std::fs::metadata(f)
-                    .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
-                {
-                    anyhow::bail!(
-                        "{}: a pipe, not a file (a profile is read twice: its format is detected \
-                         first): give it on standard input, `flamehouse load - < {}` or \
-                         `COMMAND | flamehouse load -`",
-                        f.display(),
-                        f.display()
-                    );
-                }
             }
             // `-`: standard input, copied to a file first (removed at the end).
             let (files, spooled) = stdin::spool_stdin(&files)?;

@@ -1407,9 +1407,7 @@ pub fn check_retention(days: u32) -> Result<()> {
 }
 
 /// The statements [`set_retention`] runs: one `ALTER TABLE ... MODIFY TTL`
-/// per table of [`RETENTION_TABLES`]; a table named in `distributed` (a
-/// cluster's sharded layout) is altered on its shards' `<name>_local`, the
-/// Distributed table having no TTL of its own.
+/// per table of [`RETENTION_TABLES`] ([`retention_statement`]).
 ///
 /// # Errors
 /// [`Error::Usage`] for 0 days or more than [`MAX_RETENTION_DAYS`].
@@ -1419,64 +1417,66 @@ pub fn retention_statements(
     distributed: &[String],
 ) -> Result<Vec<String>> {
     check_retention(days)?;
+    Ok(RETENTION_TABLES
+        .iter()
+        .map(|(table, day)| retention_statement(opts, table, day, days, distributed))
+        .collect())
+}
+
+/// `ALTER TABLE ... MODIFY TTL {day} + INTERVAL {days} DAY` of `table`; a
+/// table named in `distributed` (a cluster's sharded layout) is altered on
+/// its shards' `<name>_local`, the Distributed table having no TTL of its
+/// own.
+fn retention_statement(
+    opts: &SchemaOptions,
+    table: &str,
+    day: &str,
+    days: u32,
+    distributed: &[String],
+) -> String {
+    let local = if distributed.iter().any(|d| d == table) {
+        crate::storage::schema::LOCAL_SUFFIX
+    } else {
+        ""
+    };
     let on_cluster = opts
         .cluster
         .as_ref()
         .map(|c| format!(" ON CLUSTER {c}"))
         .unwrap_or_default();
-    Ok(RETENTION_TABLES
-        .iter()
-        .map(|(table, day)| {
-            let local = if distributed.iter().any(|d| d == table) {
-                crate::storage::schema::LOCAL_SUFFIX
-            } else {
-                ""
-            };
-            format!(
-                "ALTER TABLE {}.{table}{local}{on_cluster} MODIFY TTL {day} + INTERVAL {days} DAY",
-                opts.database
-            )
-        })
-        .collect())
+    format!(
+        "ALTER TABLE {}.{table}{local}{on_cluster} MODIFY TTL {day} + INTERVAL {days} DAY",
+        opts.database
+    )
 }
 
-/// Gives every table of [`RETENTION_TABLES`] whose TTL differs from
-/// `cp_samples`' that retention (a database upgraded by a binary that
-/// rendered later migrations with the default); returns the tables
-/// altered. Nothing without `cp_samples`.
+/// Gives the tables of `stored` ([`table_retentions`], read before a
+/// migration ran) whose TTL is not `days`, the database's retention (that
+/// of its samples), that retention: a database upgraded by a binary that
+/// rendered later migrations with the default. Returns the tables altered;
+/// no statement (and no other read) when none differs.
 ///
 /// # Errors
 /// The engine's error.
-pub fn mend_retention(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<String>> {
-    let Some(days) = retention_days(backend, &opts.database)? else {
-        return Ok(Vec::new());
-    };
-    let distributed = distributed_tables(backend, &opts.database)?;
-    let ttls = backend.query_tsv(&format!(
-        "SELECT name, extract(create_table_query, 'TTL [^+]+\\+ (?:toIntervalDay\\(|INTERVAL )(\\d+)') \
-         FROM system.tables WHERE database = {} AND engine != 'Distributed'",
-        sql_string(opts.database.as_str())
-    ))?;
-    let stale: Vec<String> = ttls
-        .lines()
-        .filter_map(|l| l.split_once('\t'))
-        .filter(|(_, d)| !d.is_empty() && d.parse::<u32>().ok() != Some(days))
-        .map(|(t, _)| {
-            t.strip_suffix(crate::storage::schema::LOCAL_SUFFIX)
-                .unwrap_or(t)
-                .to_string()
-        })
-        .filter(|t| RETENTION_TABLES.iter().any(|(r, _)| r == t))
+pub fn mend_retention(
+    backend: &dyn Backend,
+    opts: &SchemaOptions,
+    days: u32,
+    stored: &[(String, u32)],
+) -> Result<Vec<String>> {
+    let stale: Vec<&str> = stored
+        .iter()
+        .filter(|(_, d)| *d != days)
+        .map(|(t, _)| t.as_str())
         .collect();
-    for stmt in retention_statements(opts, days, &distributed)? {
-        if stale.iter().any(|t| {
-            stmt.contains(&format!(".{t} "))
-                || stmt.contains(&format!(".{t}{} ", crate::storage::schema::LOCAL_SUFFIX))
-        }) {
-            backend.execute(&stmt)?;
-        }
+    if stale.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(stale)
+    let distributed = distributed_tables(backend, &opts.database)?;
+    for (table, day) in RETENTION_TABLES.iter().filter(|(t, _)| stale.contains(t)) {
+        backend.execute(&retention_statement(opts, table, day, days, &distributed))?;
+    }
+    Ok(stale.iter().map(|t| (*t).to_string()).collect())
 }
 
 /// The `Distributed` tables of `db`: on a cluster's sharded layout, the
@@ -1503,20 +1503,35 @@ pub fn distributed_tables(backend: &dyn Backend, db: &Ident) -> Result<Vec<Strin
 /// # Errors
 /// The engine's error.
 pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> {
-    let q = backend.query_tsv(&format!(
-        "SELECT create_table_query FROM system.tables WHERE database = {} \
-         AND name IN ('cp_samples', 'cp_samples{}') AND engine != 'Distributed'",
-        sql_string(db.as_str()),
-        crate::storage::schema::LOCAL_SUFFIX
+    Ok(table_retentions(backend, db)?
+        .into_iter()
+        .find(|(t, _)| t == "cp_samples")
+        .map(|(_, d)| d))
+}
+
+/// The TTL in days of each table of [`RETENTION_TABLES`] that `db` has,
+/// as stored (on a cluster's sharded layout the connected node's `_local`
+/// table's, named without the suffix): one catalog read.
+///
+/// # Errors
+/// The engine's error.
+pub fn table_retentions(backend: &dyn Backend, db: &Ident) -> Result<Vec<(String, u32)>> {
+    let ttls = backend.query_tsv(&format!(
+        "SELECT name, extract(create_table_query, 'TTL [^+]+\\+ (?:toIntervalDay\\(|INTERVAL )(\\d+)') \
+         FROM system.tables WHERE database = {} AND engine != 'Distributed'",
+        sql_string(db.as_str())
     ))?;
-    let re =
-        regex::Regex::new(r"TTL toDate\(ts\) \+ (?:toIntervalDay\((\d+)\)|INTERVAL (\d+) DAY)")
-            .expect("a valid regex");
-    Ok(re.captures(&q).and_then(|c| {
-        c.get(1)
-            .or_else(|| c.get(2))
-            .and_then(|m| m.as_str().parse().ok())
-    }))
+    Ok(ttls
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(t, d)| {
+            let t = t
+                .strip_suffix(crate::storage::schema::LOCAL_SUFFIX)
+                .unwrap_or(t);
+            let known = RETENTION_TABLES.iter().any(|(r, _)| *r == t);
+            Some((t.to_string(), d.parse::<u32>().ok().filter(|_| known)?))
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -100,6 +100,43 @@ pub fn remove_stale(tmp: &Path) {
     }
 }
 
+/// The files of a load as the readers take them: standard input by its
+/// device name (`/dev/stdin`, `/dev/fd/0`) is `-`, since the engine
+/// detaches fd 0 when it opens, after which that name reads `/dev/null`;
+/// a named pipe (`<(zcat x.gz)`, a FIFO) or a socket is refused, since a
+/// profile is read twice (its format detected first, which it failed as
+/// "Illegal seek"): `-` takes it, copied first.
+///
+/// # Errors
+/// [`Error::Usage`] naming the pipe and how to give it.
+pub fn inputs(files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        if ["/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"]
+            .iter()
+            .any(|n| f.as_os_str() == *n)
+        {
+            out.push(PathBuf::from(STDIN_NAME));
+            continue;
+        }
+        if f.as_os_str() != STDIN_NAME
+            && std::fs::metadata(&f)
+                .is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket())
+        {
+            return Err(Error::Usage(format!(
+                "{}: a pipe, not a file (a profile is read twice: its format is detected \
+                 first): give it on standard input, `flamehouse load - < {}` or \
+                 `COMMAND | flamehouse load -`",
+                f.display(),
+                f.display()
+            )));
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
 /// Copies standard input to a file, when `files` names it (`-`, once),
 /// and returns `files` with the copy's path in its place.
 ///

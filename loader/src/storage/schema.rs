@@ -279,9 +279,12 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         .collect();
     // The retention a database already has (none before migration 6): a
     // later migration's time-keyed tables (7's rollups, 11's cp_stacks)
-    // expire with its samples.
-    let days = crate::ingest::continuous::retention_days(backend, &opts.database)?
-        .unwrap_or(DEFAULT_RETENTION_DAYS);
+    // expire with its samples. One catalog read, before any migration.
+    let stored = crate::ingest::continuous::table_retentions(backend, &opts.database)?;
+    let days = stored
+        .iter()
+        .find(|(t, _)| t == "cp_samples")
+        .map_or(DEFAULT_RETENTION_DAYS, |(_, d)| *d);
     let mut done = Vec::new();
     for (version, name, sql) in MIGRATIONS {
         if applied.contains(version) {
@@ -300,11 +303,10 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
         done.push(*version);
     }
     // A database upgraded through migration 7 by an older binary gave its
-    // rollups the default TTL: mend every table whose TTL differs from its
-    // samples' (nothing to do, one catalog read, otherwise).
-    if !done.contains(&6) {
-        crate::ingest::continuous::mend_retention(backend, opts)?;
-    }
+    // rollups the default TTL: mend every table that existed before this
+    // run whose TTL differs from its samples' (the tables made above have
+    // `days` already; no statement when none differs).
+    crate::ingest::continuous::mend_retention(backend, opts, days, &stored)?;
     // Migration 9's views are written by the query builders (see
     // `continuous_views`): a database made by another binary answers as
     // this one's CLI does once its stale views are re-created. Only views,

@@ -548,13 +548,10 @@ fn inflate_within<R: Read>(
         let mut out = Vec::with_capacity(usize::try_from(h).map_err(|_| too_large())?);
         let mut r = open()?;
         (&mut r).take(h).read_to_end(&mut out).map_err(&err)?;
+        // Ended within the hint (shorter only if the decoder let a wrong
+        // ISIZE pass), or exactly at it: done.
         let mut probe = [0u8; 1];
-        if out.len() as u64 == h && r.read(&mut probe).map_err(&err)? == 0 {
-            return Ok(out);
-        }
-        if out.len() as u64 != h {
-            // Shorter than its ISIZE and ended: the decoder checks ISIZE, so
-            // a valid stream does not get here; say what it says.
+        if (out.len() as u64) < h || r.read(&mut probe).map_err(&err)? == 0 {
             return Ok(out);
         }
     }
