@@ -1000,3 +1000,88 @@ fn identical_files_are_one_profile_and_the_summary_says_so() {
         "2"
     );
 }
+
+/// Deep distinct stacks (30,000 of 60 frames, a 21 MB folded file) load
+/// whole: their `stacks` and `cp_stacks` rows are more than one insert's
+/// block ([`flamehouse::ingest::cp_batch::MAX_INSERT_BYTES`]), so they go
+/// in several, and every stack is stored as the file gives it (labels
+/// root first, compared with the file's lines), with the file's sum.
+/// `--max-stack-frames` and `--max-frames` refuse it below its counts,
+/// in one line naming the file and the option, storing nothing.
+#[test]
+fn deep_distinct_stacks_load_whole_and_their_limits_are_options() {
+    let data = temp_path("cptext-deep");
+    std::fs::create_dir_all(&data).unwrap();
+    let (n, depth, pool) = (30_000usize, 60usize, 3000usize);
+    let mut stacks: Vec<String> = Vec::new();
+    let mut text = String::new();
+    let mut total = 0i64;
+    for i in 0..n {
+        let mut frames = vec!["root".to_string()];
+        frames.extend((0..depth - 2).map(|j| format!("fn_{:05}", (i * 7 + j * 13) % pool)));
+        frames.push(format!("leaf_{i:06}"));
+        let stack = frames.join(";");
+        let count = (i % 5 + 1) as i64;
+        total += count;
+        text.push_str(&format!("{stack} {count}\n"));
+        stacks.push(stack);
+    }
+    // The stacks rows' bytes: id, frame ids, labels.
+    let stack_bytes: usize = stacks.iter().map(|s| 8 + 2 + 9 * depth + s.len()).sum();
+    assert!(stack_bytes > flamehouse::ingest::cp_batch::MAX_INSERT_BYTES);
+    let file = data.join("deep.folded");
+    std::fs::write(&file, &text).unwrap();
+    let file_s = file.display().to_string();
+    let t = recent_secs().to_string();
+
+    for (flag, value, what) in [
+        (
+            "--max-stack-frames",
+            "1000000",
+            "more than 1000000 frames in its distinct stacks",
+        ),
+        ("--max-frames", "20000", "more than 20000 distinct frames"),
+    ] {
+        let o = fh_out(&data, &["load", &file_s, "--time", &t, flag, value]);
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&file_s) && err.contains(what) && err.contains(flag),
+            "{err}"
+        );
+    }
+    let stored = |table: &str| {
+        sql(&data, &format!("SELECT count() FROM flamehouse.{table}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(stored("cp_profiles"), "0");
+    assert_eq!(stored("stacks"), "0");
+
+    let out = fh(&data, &["load", &file_s, "--time", &t]);
+    assert!(out.contains("1 profiles"), "{out}");
+    assert_eq!(stored("cp_stacks"), n.to_string());
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT count(), sum(length(frame_ids)), sum(length(labels)) FROM flamehouse.stacks"
+        )
+        .trim(),
+        format!("{n}\t{}\t{}", n * depth, n * depth)
+    );
+    assert_eq!(
+        sql(&data, "SELECT sum(value) FROM flamehouse.cp_samples").trim(),
+        total.to_string()
+    );
+    let mut got: Vec<String> = sql(
+        &data,
+        "SELECT arrayStringConcat(labels, ';') FROM flamehouse.stacks",
+    )
+    .lines()
+    .map(str::to_string)
+    .collect();
+    got.sort_unstable();
+    stacks.sort_unstable();
+    assert!(got == stacks, "the stored stacks are the file's");
+}

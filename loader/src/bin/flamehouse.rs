@@ -304,6 +304,14 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_ENTRIES,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_entries: u64,
+        /// Continuous profiles: the most frames of one file's stacks, all
+        /// counted (pprof: its samples' location ids, counted before
+        /// decoding; perf script, bpftrace, folded: the frames of its
+        /// distinct stacks); each costs ~16 bytes on its way to the
+        /// engine. A file of more is refused, never cut.
+        #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_FRAMES,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_stack_frames: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -811,6 +819,7 @@ fn run() -> anyhow::Result<()> {
             max_record_mib,
             max_decompressed_mib,
             max_entries,
+            max_stack_frames,
             batch_rows,
             target,
         } => {
@@ -853,6 +862,10 @@ fn run() -> anyhow::Result<()> {
                 },
                 main_binary: binary,
                 read: text.apply(flamehouse::formats::ReadOptions {
+                    text: flamehouse::formats::text::TextOptions {
+                        max_stack_frames,
+                        ..Default::default()
+                    },
                     binpb: flamehouse::formats::binpb::ReaderOptions {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
@@ -861,6 +874,7 @@ fn run() -> anyhow::Result<()> {
                     pprof: flamehouse::formats::pprof::DecodeOptions {
                         max_decompressed_bytes: max_decompressed_mib.saturating_mul(1 << 20),
                         max_entries,
+                        max_stack_frames,
                         ..Default::default()
                     },
                     ..Default::default()

@@ -105,7 +105,7 @@ impl ProfileFormat for Bpftrace {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.bpftrace)?.within(path, &options.text)?;
+        let reader = parse_within(&text, path, mtime, &options.bpftrace, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "bpftrace", &text, &options.bpftrace))
     }
 }
@@ -316,6 +316,21 @@ pub fn parse(
     mtime: u64,
     options: &BpftraceOptions,
 ) -> Result<text::TextReader, Error> {
+    parse_within(text, path, mtime, options, &text::TextOptions::unlimited())
+}
+
+/// [`parse`] keeping no more distinct stacks and frames than `limits`
+/// allow (what `load` reads with; `limits.max_bytes` is the caller's).
+///
+/// # Errors
+/// As [`parse`], and [`Error::TooMany`] past a limit.
+pub fn parse_within(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &BpftraceOptions,
+    limits: &text::TextOptions,
+) -> Result<text::TextReader, Error> {
     let err = |line: usize, message: String| Error::Line {
         format: NAME,
         path: path.to_owned(),
@@ -491,7 +506,7 @@ pub fn parse(
         // with `@`, so `@:count` never mixes with Go's `samples:count`.
         .map(|m| ("bpftrace".to_owned(), format!("@{m}"), "count".to_owned()))
         .collect();
-    let mut b = Builder::new(types.len());
+    let mut b = Builder::within(types.len(), limits);
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     if !options.mappings.is_empty() {
         b.mappings(options.mappings.clone());
@@ -510,7 +525,7 @@ pub fn parse(
             .unwrap_or_default(),
         ..Default::default()
     };
-    b.check_sums(NAME, path)?;
+    b.check(NAME, path)?;
     Ok(b.finish(
         Format::Bpftrace,
         text::value_types(&types),

@@ -132,7 +132,7 @@ impl ProfileFormat for Folded {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.folded)?.within(path, &options.text)?;
+        let reader = parse_within(&text, path, mtime, &options.folded, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "folded", &text, &options.folded))
     }
 }
@@ -182,6 +182,21 @@ pub fn parse(
     mtime: u64,
     options: &FoldedOptions,
 ) -> Result<text::TextReader, Error> {
+    parse_within(text, path, mtime, options, &text::TextOptions::unlimited())
+}
+
+/// [`parse`] keeping no more distinct stacks and frames than `limits`
+/// allow (what `load` reads with; `limits.max_bytes` is the caller's).
+///
+/// # Errors
+/// As [`parse`], and [`Error::TooMany`] past a limit.
+pub fn parse_within(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &FoldedOptions,
+    limits: &text::TextOptions,
+) -> Result<text::TextReader, Error> {
     let err = |line: usize, message: String| Error::Line {
         format: NAME,
         path: path.to_owned(),
@@ -189,7 +204,7 @@ pub fn parse(
         message,
     };
     text::ends_whole(text, path, NAME)?;
-    let mut b = Builder::new(1);
+    let mut b = Builder::within(1, limits);
     b.batch(options.time_ns.unwrap_or(mtime), options.duration_ns);
     let mut lines = 0usize;
     // Frame text -> id: a frame is parsed once per file.
@@ -265,7 +280,7 @@ pub fn parse(
         identity: text::identity_with("folded", text, options),
         ..Default::default()
     };
-    b.check_sums(NAME, path)?;
+    b.check(NAME, path)?;
     Ok(b.finish(Format::Folded, types, source, text.len() as u64))
 }
 
@@ -421,25 +436,79 @@ mod tests {
         assert!(parse("\n\n", Path::new("e"), 0, &FoldedOptions::default()).is_err());
     }
 
-    /// Distinct stacks past `--max-stacks` are refused (2 M one-frame
-    /// stacks, 31 MB of text, took 4 GB to load), at the limit taken.
+    /// Past `--max-stacks`, `--max-frames` or `--max-stack-frames` a file
+    /// is refused (2 M one-frame stacks, a 31 MB folded file, took 4 GB;
+    /// 20,000 stacks of 200 distinct frames, 40 MB, 3.3 GB); at each limit
+    /// it is taken. The counts are those of the text, by hand: 3 distinct
+    /// stacks (`a;b` twice), 4 distinct frames, 2 + 2 + 1 frames in them.
     #[test]
-    fn more_distinct_stacks_than_the_limit_are_refused() {
+    fn past_a_limit_on_stacks_or_frames_a_file_is_refused() {
+        use crate::formats::text::TextOptions;
         let o = FoldedOptions::default();
         let text = "a;b 1\na;c 2\na;b 3\nd 1\n";
-        let at = |max_stacks| crate::formats::text::TextOptions {
-            max_stacks,
-            ..Default::default()
+        let run = |limits: TextOptions| {
+            parse_within(text, Path::new("/p/f"), 0, &o, &limits).map(|r| r.stack_count())
         };
-        let r = parse(text, Path::new("f"), 0, &o).unwrap();
-        assert!(r.within(Path::new("f"), &at(3)).is_ok());
-        let r = parse(text, Path::new("f"), 0, &o).unwrap();
-        let e = r.within(Path::new("/p/f"), &at(2)).unwrap_err().to_string();
-        assert!(
-            e.starts_with("/p/f: 3 distinct stacks, more than the limit of 2")
-                && e.contains("--max-stacks"),
-            "{e}"
-        );
+        let all = TextOptions::unlimited();
+        assert_eq!(run(all).unwrap(), 3);
+        let cases = [
+            (
+                TextOptions {
+                    max_stacks: 3,
+                    ..all
+                },
+                None,
+            ),
+            (
+                TextOptions {
+                    max_stacks: 2,
+                    ..all
+                },
+                Some("more than 2 distinct stacks"),
+            ),
+            (
+                TextOptions {
+                    max_frames: 4,
+                    ..all
+                },
+                None,
+            ),
+            (
+                TextOptions {
+                    max_frames: 3,
+                    ..all
+                },
+                Some("more than 3 distinct frames"),
+            ),
+            (
+                TextOptions {
+                    max_stack_frames: 5,
+                    ..all
+                },
+                None,
+            ),
+            (
+                TextOptions {
+                    max_stack_frames: 4,
+                    ..all
+                },
+                Some("more than 4 frames in its distinct stacks"),
+            ),
+        ];
+        for (limits, refused) in cases {
+            match (run(limits), refused) {
+                (Ok(n), None) => assert_eq!(n, 3, "{limits:?}"),
+                (Err(e), Some(what)) => {
+                    let e = e.to_string();
+                    let option = ["--max-stacks", "--max-frames", "--max-stack-frames"]
+                        .into_iter()
+                        .find(|o| e.ends_with(&format!("{o} raises it)")));
+                    assert!(e.starts_with(&format!("/p/f: {what} (the limit")), "{e}");
+                    assert!(option.is_some(), "{e}");
+                }
+                (r, _) => panic!("{limits:?}: {r:?}"),
+            }
+        }
     }
 
     /// A file cut inside its last count stored `456` as `45`: a file that

@@ -103,7 +103,8 @@ pub struct ReadOptions {
     pub bpftrace: bpftrace::BpftraceOptions,
     /// Folded stacks. Default: [`folded::FoldedOptions::default`].
     pub folded: folded::FoldedOptions,
-    /// Every text format (perf script, bpftrace, folded): the size cap.
+    /// Every text format (perf script, bpftrace, folded): the size cap and
+    /// the limits on stacks and frames.
     /// Default: [`text::TextOptions::default`] (1 GiB).
     pub text: text::TextOptions,
     /// Text formats also give the identity builds before migration 10

@@ -169,7 +169,7 @@ impl ProfileFormat for Perf {
         options: &ReadOptions,
     ) -> Result<Box<dyn ProfileReader>, super::Error> {
         let (text, mtime) = text::read_text(file, path, NAME, &options.text)?;
-        let reader = parse(&text, path, mtime, &options.perf)?.within(path, &options.text)?;
+        let reader = parse_within(&text, path, mtime, &options.perf, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "perf", &text, &options.perf))
     }
 }
@@ -827,6 +827,21 @@ pub fn parse(
     mtime: u64,
     options: &PerfOptions,
 ) -> Result<text::TextReader, Error> {
+    parse_within(text, path, mtime, options, &text::TextOptions::unlimited())
+}
+
+/// [`parse`] keeping no more distinct stacks and frames than `limits`
+/// allow (what `load` reads with; `limits.max_bytes` is the caller's).
+///
+/// # Errors
+/// As [`parse`], and [`Error::TooMany`] past a limit.
+pub fn parse_within(
+    text: &str,
+    path: &Path,
+    mtime: u64,
+    options: &PerfOptions,
+    limits: &text::TextOptions,
+) -> Result<text::TextReader, Error> {
     let err = |line: usize, message: String| Error::Line {
         format: NAME,
         path: path.to_owned(),
@@ -847,7 +862,7 @@ pub fn parse(
     let mut open = false;
     let mut sets: Vec<(Vec<Label>, Vec<u32>)> = Vec::new();
     let mut set_ix: FxHashMap<(Cow<'_, str>, u32, u32), u32> = FxHashMap::default();
-    let mut b = Builder::new(0);
+    let mut b = Builder::within(0, limits);
     // Frame line -> id: each distinct line is parsed once per file.
     let mut seen: FxHashMap<&str, u32> = FxHashMap::default();
     // The same for a header's sampled ip (its text after the event).
@@ -1172,7 +1187,7 @@ pub fn parse(
         legacy_identity: Vec::new(),
     };
     let types = text::value_types(&types);
-    b.check_sums(NAME, path)?;
+    b.check(NAME, path)?;
     Ok(b.finish(Format::Perf, types, source, text.len() as u64))
 }
 

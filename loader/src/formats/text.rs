@@ -53,19 +53,23 @@ pub enum Error {
         /// The cap.
         max_bytes: u64,
     },
-    /// The file holds more distinct stacks than [`TextOptions::max_stacks`].
+    /// The file holds more distinct stacks, distinct frames or frames of
+    /// its distinct stacks than [`TextOptions`] allows (parsing stopped
+    /// keeping them there, so the count past the limit is not known).
     #[error(
-        "{}: {stacks} distinct stacks, more than the limit of {max} (each is a row on its way to \
-         the engine; --max-stacks raises it)",
+        "{}: more than {max} {what} (the limit: each is held in memory on its way to the \
+         engine; {option} raises it)",
         path.display()
     )]
-    TooManyStacks {
+    TooMany {
         /// The file.
         path: PathBuf,
-        /// Its distinct stacks.
-        stacks: u64,
+        /// What: `distinct stacks`, ...
+        what: &'static str,
         /// The limit.
         max: u64,
+        /// The `load` option that sets it.
+        option: &'static str,
     },
     /// The file as a whole is not a profile of the format (no sample).
     #[error("{}: not {format}: {message}", path.display())]
@@ -87,7 +91,7 @@ impl Error {
             Error::Read { path, .. }
             | Error::Line { path, .. }
             | Error::TooLarge { path, .. }
-            | Error::TooManyStacks { path, .. }
+            | Error::TooMany { path, .. }
             | Error::File { path, .. } => path,
         }
     }
@@ -114,16 +118,41 @@ pub struct TextOptions {
     /// Largest file read, bytes; a larger one is refused, never cut.
     /// Default: [`MAX_TEXT_BYTES`].
     pub max_bytes: u64,
-    /// Most distinct stacks (with their sample labels) of one file; more
-    /// are refused before rows are made (each costs ~2 KB on its way to
-    /// the engine: 2 M one-frame stacks, a 31 MB folded file, took 4 GB).
-    /// Default: [`MAX_TEXT_STACKS`].
+    /// Most distinct stacks (with their sample labels) of one file; a
+    /// file of more is refused, the parse keeping none past the limit
+    /// (each costs ~300 bytes on its way to the engine, besides its
+    /// frames). Default: [`MAX_TEXT_STACKS`].
     pub max_stacks: u64,
+    /// Most distinct frames of one file (each costs ~400 bytes: its
+    /// names, its dictionary row). Default: [`MAX_TEXT_FRAMES`].
+    pub max_frames: u64,
+    /// Most frames of its distinct stacks, all counted (each ~16 bytes:
+    /// a stack holds its frames by reference). Default:
+    /// [`crate::formats::wire::DEFAULT_MAX_STACK_FRAMES`], as pprof's.
+    pub max_stack_frames: u64,
 }
+
+impl TextOptions {
+    /// No limit but the file's size (a parse in a test or bench).
+    #[must_use]
+    pub fn unlimited() -> Self {
+        Self {
+            max_stacks: u64::MAX,
+            max_frames: u64::MAX,
+            max_stack_frames: u64::MAX,
+            ..Self::default()
+        }
+    }
+}
+
+/// Default of [`TextOptions::max_frames`]: 2 Mi distinct frames, ~0.8 GB
+/// at worst; a whole machine's `perf record -a` at line granularity holds
+/// a few hundred thousand.
+pub const MAX_TEXT_FRAMES: u64 = 2 << 20;
 
 /// Default of [`TextOptions::max_stacks`]: 1 Mi distinct stacks, far above
 /// a profile's (a minute of `perf record -g` on a busy service holds tens
-/// of thousands), ~2 GB at worst.
+/// of thousands).
 pub const MAX_TEXT_STACKS: u64 = 1 << 20;
 
 impl Default for TextOptions {
@@ -131,6 +160,8 @@ impl Default for TextOptions {
         Self {
             max_bytes: MAX_TEXT_BYTES,
             max_stacks: MAX_TEXT_STACKS,
+            max_frames: MAX_TEXT_FRAMES,
+            max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
         }
     }
 }
@@ -278,12 +309,12 @@ pub fn value_types(types: &[(String, String, String)]) -> &'static [ValueType] {
 
 /// A parsed text profile being built: the distinct frames, the distinct
 /// (stack, labels) pairs, and the batches of samples over them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Builder {
-    frames: Vec<Frame>,
+    /// The distinct frames, each held once (its id is its index).
     // Fx rather than SipHash: the keys are the file's own (no flooding
     // concern beyond the file's size), and these are the per-sample maps.
-    frame_ix: FxHashMap<Frame, u32>,
+    frames: indexmap::IndexSet<Frame, rustc_hash::FxBuildHasher>,
     /// Hash of (frame ids, labels) -> keys with that hash.
     keys: FxHashMap<u64, Vec<u64>>,
     stacks: Vec<(Vec<u32>, Vec<Label>)>,
@@ -294,18 +325,56 @@ pub struct Builder {
     label_ix: FxHashMap<Vec<Label>, u32>,
     n_types: usize,
     /// Whether one stack's values summed past `i64::MAX` (or below its
-    /// minimum): [`Builder::check_sums`] refuses the file then.
+    /// minimum): [`Builder::check`] refuses the file then.
     overflowed: bool,
+    limits: TextOptions,
+    /// The frames of the distinct stacks, all counted.
+    stack_frames: u64,
+    /// The first limit passed (what, limit, option): from then on nothing
+    /// more is kept, and [`Builder::check`] refuses the file.
+    exceeded: Option<(&'static str, u64, &'static str)>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            frames: indexmap::IndexSet::default(),
+            keys: FxHashMap::default(),
+            stacks: Vec::new(),
+            batches: Vec::new(),
+            rows: FxHashMap::default(),
+            label_ix: FxHashMap::default(),
+            n_types: 0,
+            overflowed: false,
+            limits: TextOptions::unlimited(),
+            stack_frames: 0,
+            exceeded: None,
+        }
+    }
 }
 
 impl Builder {
-    /// A builder of samples with `n_types` values each.
+    /// A builder of samples with `n_types` values each, no limit but the
+    /// file's size.
     #[must_use]
     pub fn new(n_types: usize) -> Self {
+        Self::within(n_types, &TextOptions::unlimited())
+    }
+
+    /// A builder that keeps no more distinct stacks and frames than
+    /// `limits` allow: past one, [`Builder::check`] refuses the file, and
+    /// memory stays bounded while the parse runs to its end.
+    #[must_use]
+    pub fn within(n_types: usize, limits: &TextOptions) -> Self {
         Builder {
             n_types,
+            limits: *limits,
             ..Default::default()
         }
+    }
+
+    fn exceed(&mut self, what: &'static str, max: u64, option: &'static str) {
+        self.exceeded.get_or_insert((what, max, option));
     }
 
     /// Sets the number of values of a sample, once the types are known
@@ -317,12 +386,15 @@ impl Builder {
 
     /// The id of a frame, the same for equal frames.
     pub fn frame(&mut self, f: Frame) -> u32 {
-        if let Some(&id) = self.frame_ix.get(&f) {
-            return id;
+        if let Some(id) = self.frames.get_index_of(&f) {
+            return id as u32;
+        }
+        if self.exceeded.is_some() || self.frames.len() as u64 >= self.limits.max_frames {
+            self.exceed("distinct frames", self.limits.max_frames, "--max-frames");
+            return 0;
         }
         let id = u32::try_from(self.frames.len()).expect("fewer than 2^32 frames");
-        self.frames.push(f.clone());
-        self.frame_ix.insert(f, id);
+        self.frames.insert(f);
         id
     }
 
@@ -348,7 +420,7 @@ impl Builder {
         }
     }
 
-    fn key(&mut self, frames: &[u32], labels: &[Label]) -> u64 {
+    fn key(&mut self, frames: &[u32], labels: &[Label]) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         frames.hash(&mut h);
@@ -357,13 +429,31 @@ impl Builder {
         for &k in bucket.iter() {
             let (f, l) = &self.stacks[k as usize];
             if f == frames && l == labels {
-                return k;
+                return Some(k);
             }
         }
         let k = self.stacks.len() as u64;
+        let depth = self.stack_frames.saturating_add(frames.len() as u64);
+        if k >= self.limits.max_stacks {
+            self.exceeded.get_or_insert((
+                "distinct stacks",
+                self.limits.max_stacks,
+                "--max-stacks",
+            ));
+            return None;
+        }
+        if depth > self.limits.max_stack_frames {
+            self.exceeded.get_or_insert((
+                "frames in its distinct stacks",
+                self.limits.max_stack_frames,
+                "--max-stack-frames",
+            ));
+            return None;
+        }
+        self.stack_frames = depth;
         bucket.push(k);
         self.stacks.push((frames.to_vec(), labels.to_vec()));
-        k
+        Some(k)
     }
 
     /// Adds `values` (value type, value) to the sample of the stack
@@ -373,7 +463,12 @@ impl Builder {
         if self.batches.is_empty() {
             self.batch(0, 0);
         }
-        let key = self.key(frames, labels);
+        if self.exceeded.is_some() {
+            return;
+        }
+        let Some(key) = self.key(frames, labels) else {
+            return;
+        };
         let n = self.n_types;
         let batch = self.batches.last_mut().expect("a batch");
         let label_ix = &mut self.label_ix;
@@ -404,13 +499,21 @@ impl Builder {
         }
     }
 
-    /// An error naming `path` when one stack's values summed past what a
-    /// stored value holds (`i64`): stored, they would wrap or saturate
-    /// without a word.
+    /// An error naming `path` when a limit of [`Builder::within`] was
+    /// passed, or when one stack's values summed past what a stored value
+    /// holds (`i64`): stored, they would wrap or saturate without a word.
     ///
     /// # Errors
     /// That error.
-    pub fn check_sums(&self, format: &'static str, path: &Path) -> Result<(), Error> {
+    pub fn check(&self, format: &'static str, path: &Path) -> Result<(), Error> {
+        if let Some((what, max, option)) = self.exceeded {
+            return Err(Error::TooMany {
+                path: path.to_owned(),
+                what,
+                max,
+                option,
+            });
+        }
         if self.overflowed {
             return Err(Error::File {
                 format,
@@ -464,7 +567,7 @@ impl Builder {
 pub struct TextReader {
     format: Format,
     types: &'static [ValueType],
-    frames: Vec<Frame>,
+    frames: indexmap::IndexSet<Frame, rustc_hash::FxBuildHasher>,
     stacks: Vec<(Vec<u32>, Vec<Label>)>,
     /// Events still to give, last first.
     events: Vec<Event>,
@@ -472,21 +575,10 @@ pub struct TextReader {
 }
 
 impl TextReader {
-    /// The reader, unless it holds more distinct stacks than
-    /// `options.max_stacks`.
-    ///
-    /// # Errors
-    /// [`Error::TooManyStacks`] naming `path`.
-    pub fn within(self, path: &Path, options: &TextOptions) -> Result<Self, Error> {
-        let stacks = self.stacks.len() as u64;
-        if stacks > options.max_stacks {
-            return Err(Error::TooManyStacks {
-                path: path.to_owned(),
-                stacks,
-                max: options.max_stacks,
-            });
-        }
-        Ok(self)
+    /// Its distinct stacks (with their sample labels).
+    #[must_use]
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
     }
 
     /// The reader, boxed, its source carrying the legacy identity of

@@ -71,11 +71,17 @@ pub struct TextArgs {
           value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_text_mib: u64,
     /// perf script, bpftrace, folded: the most distinct stacks of one file
-    /// (each costs ~2 KB of memory on its way to the engine); a file of
-    /// more is refused, never cut.
+    /// (each costs ~300 bytes of memory on its way to the engine, besides
+    /// its frames); a file of more is refused, never cut.
     #[arg(long, value_name = "N", default_value_t = super::text::MAX_TEXT_STACKS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_stacks: u64,
+    /// perf script, bpftrace, folded: the most distinct frames of one file
+    /// (each costs ~400 bytes: its names and its dictionary row); a file
+    /// of more is refused, never cut.
+    #[arg(long, value_name = "N", default_value_t = super::text::MAX_TEXT_FRAMES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_frames: u64,
 }
 
 /// The executable mappings read from a `/proc/PID/maps` copy.
@@ -250,6 +256,7 @@ impl TextArgs {
             .unwrap_or_default();
         read.text.max_bytes = self.max_text_mib << 20;
         read.text.max_stacks = self.max_stacks;
+        read.text.max_frames = self.max_frames;
         read.folded.kind.clone_from(&self.folded_type.kind);
         read.folded.sample.clone_from(&self.folded_type.sample);
         read.folded.unit.clone_from(&self.folded_type.unit);

@@ -22,11 +22,11 @@ pub const DEFAULT_MAX_ENTRIES: u64 = 8 << 20;
 #[must_use]
 pub fn count_entries(buf: &[u8]) -> u64 {
     let mut n = 0;
-    walk(buf, |sub| {
+    walk(buf, |_, sub| {
         n += 1;
         if let Some(sub) = sub {
             let mut inner = 0;
-            if walk(sub, |_| inner += 1) {
+            if walk(sub, |_, _| inner += 1) {
                 n += inner;
             }
         }
@@ -34,9 +34,43 @@ pub fn count_entries(buf: &[u8]) -> u64 {
     n
 }
 
-/// Calls `f` for each field of `buf` (with its payload when
+/// Default of the most stack frames of one profile, all stacks counted
+/// ([`count_nested_varints`] for pprof: its samples' location ids): 64 Mi,
+/// ~1 GB on their way to the engine at worst. A real profile holds far
+/// fewer: a million samples of depth 50 is 50 M.
+pub const DEFAULT_MAX_STACK_FRAMES: u64 = 64 << 20;
+
+/// The values of the varint field `inner` (packed or not) in every
+/// `outer` sub-message of `buf`: a pprof profile's samples' location ids
+/// (fields 2 and 1). [`count_entries`] counts a packed array once, as its
+/// bytes bound it; but a one-byte id on the wire is a word decoded and a
+/// frame of a stack after, so the stacks' depths are limited on their own.
+/// Counting stops at the first malformed field.
+#[must_use]
+pub fn count_nested_varints(buf: &[u8], outer: u64, inner: u64) -> u64 {
+    let mut n = 0;
+    walk(buf, |field, sub| {
+        if field != outer {
+            return;
+        }
+        if let Some(sub) = sub {
+            walk(sub, |field, payload| {
+                if field == inner {
+                    n += match payload {
+                        // Packed: one value ends at each byte under 0x80.
+                        Some(p) => p.iter().filter(|&&b| b < 0x80).count() as u64,
+                        None => 1,
+                    };
+                }
+            });
+        }
+    });
+    n
+}
+
+/// Calls `f` for each field of `buf` (its number, and its payload when
 /// length-delimited); whether the whole buffer was well-formed fields.
-fn walk(buf: &[u8], mut f: impl FnMut(Option<&[u8]>)) -> bool {
+fn walk(buf: &[u8], mut f: impl FnMut(u64, Option<&[u8]>)) -> bool {
     let mut i = 0;
     while i < buf.len() {
         let Some(key) = varint(buf, &mut i) else {
@@ -50,7 +84,7 @@ fn walk(buf: &[u8], mut f: impl FnMut(Option<&[u8]>)) -> bool {
                 if varint(buf, &mut i).is_none() {
                     return false;
                 }
-                f(None);
+                f(key >> 3, None);
             }
             1 | 5 => {
                 let w = if key & 7 == 1 { 8 } else { 4 };
@@ -58,7 +92,7 @@ fn walk(buf: &[u8], mut f: impl FnMut(Option<&[u8]>)) -> bool {
                     return false;
                 }
                 i += w;
-                f(None);
+                f(key >> 3, None);
             }
             2 => {
                 let Some(len) = varint(buf, &mut i) else {
@@ -71,7 +105,7 @@ fn walk(buf: &[u8], mut f: impl FnMut(Option<&[u8]>)) -> bool {
                 else {
                     return false;
                 };
-                f(Some(&buf[i..end]));
+                f(key >> 3, Some(&buf[i..end]));
                 i = end;
             }
             _ => return false,
@@ -115,5 +149,21 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(count_entries(&bomb), 32 << 10);
+    }
+
+    #[test]
+    fn nested_varints_are_counted_packed_or_not() {
+        // Field 2 holding field 1 packed [1, 300, 2] (300 takes 2 bytes),
+        // then field 2 holding field 1 unpacked twice and field 3 once.
+        let buf = [
+            0x12, 6, 0x0a, 4, 1, 0xac, 0x02, 2, //
+            0x12, 6, 0x08, 7, 0x08, 8, 0x18, 9, //
+            0x0a, 3, 0x0a, 1, 5, // field 1 outer: not counted
+        ];
+        assert_eq!(count_nested_varints(&buf, 2, 1), 5);
+        assert_eq!(count_nested_varints(&buf, 2, 3), 1);
+        assert_eq!(count_nested_varints(&buf, 1, 1), 1);
+        // Malformed outer: counting stops there.
+        assert_eq!(count_nested_varints(&[0x12, 2, 0x08, 1, 0x12, 9], 2, 1), 1);
     }
 }

@@ -135,33 +135,58 @@ fn content_hash(b: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// The insert of the rows of `items` that `held` says are not stored, if
-/// any.
-fn missing_insert<R: RowBinary>(
-    items: &[&R],
+/// Largest RowBinary block of one insert. A table's rows past it go in
+/// several inserts, each encoded as it is sent, so that the loader's and
+/// the engine's memory stay bounded whatever the profile: the arrays of
+/// deep distinct stacks cost the engine several times their bytes. The
+/// bench's batches stay under it (one insert per table, as before).
+pub const MAX_INSERT_BYTES: usize = 16 << 20;
+
+/// The rows of one table still to send, as inserts of at most
+/// [`MAX_INSERT_BYTES`] (a row larger than that is a block of its own).
+struct Chunks<'a, R> {
+    rows: Vec<&'a R>,
+    next: usize,
+    salt: Option<u64>,
+}
+
+/// [`Chunks`] of any row type, for a wave of inserts into several tables.
+trait NextInsert {
+    /// The next block, `None` when every row was sent.
+    fn next_insert(&mut self) -> Option<Insert>;
+}
+
+impl<R: RowBinary> NextInsert for Chunks<'_, R> {
+    fn next_insert(&mut self) -> Option<Insert> {
+        if self.next >= self.rows.len() {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        while self.next < self.rows.len() && bytes.len() < MAX_INSERT_BYTES {
+            self.rows[self.next].encode(&mut bytes);
+            self.next += 1;
+        }
+        Some(block::<R>(bytes, self.salt))
+    }
+}
+
+/// The rows of `items` that `held` says are not stored.
+fn missing<'a, R: RowBinary + 'a>(
+    items: &[&'a R],
     held: impl Fn(&R) -> bool,
     salt: Option<u64>,
-) -> Option<Insert> {
-    let rows: Vec<&R> = items.iter().copied().filter(|r| !held(r)).collect();
-    to_insert(&rows, salt)
+) -> Box<dyn NextInsert + 'a> {
+    let rows = items.iter().copied().filter(|r| !held(r)).collect();
+    Box::new(Chunks {
+        rows,
+        next: 0,
+        salt,
+    })
 }
 
-/// `rows` in RowBinary.
-fn encode_refs<R: RowBinary>(rows: &[&R]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    for r in rows {
-        r.encode(&mut buf);
-    }
-    buf
-}
-
-/// `rows` as one deduplicated block (the token hashes its bytes, and
-/// `salt` when given: see [`store_batch`]); `None` for no rows.
-fn to_insert<R: RowBinary>(rows: &[&R], salt: Option<u64>) -> Option<Insert> {
-    if rows.is_empty() {
-        return None;
-    }
-    let bytes = encode_refs(rows);
+/// `bytes` of `R`'s rows as one deduplicated block (the token hashes its
+/// bytes, and `salt` when given: see [`store_batch`]).
+fn block<R: RowBinary>(bytes: Vec<u8>, salt: Option<u64>) -> Insert {
     let mut token = format!(
         "cp:{:016x}:{}:{}",
         content_hash(&bytes),
@@ -171,12 +196,32 @@ fn to_insert<R: RowBinary>(rows: &[&R], salt: Option<u64>) -> Option<Insert> {
     if let Some(salt) = salt {
         token.push_str(&format!(":again:{salt:016x}"));
     }
-    Some(Insert {
+    Insert {
         table: R::TABLE,
         structure: R::STRUCTURE,
         token,
         rows: bytes,
-    })
+    }
+}
+
+/// Sends the rows of `tables`: a wave of one block per table at a time
+/// (the blocks of a wave may be stored at once: see
+/// [`Backend::insert_rowbinary_all`]), until all are sent.
+fn send(
+    backend: &dyn Backend,
+    db: &Ident,
+    mut tables: Vec<Box<dyn NextInsert + '_>>,
+) -> Result<()> {
+    loop {
+        let wave: Vec<Insert> = tables.iter_mut().filter_map(|t| t.next_insert()).collect();
+        match wave.as_slice() {
+            [] => return Ok(()),
+            [one] => {
+                backend.insert_rowbinary(db, one.table, one.structure, &one.rows, &one.token)?
+            }
+            _ => backend.insert_rowbinary_all(db, &wave)?,
+        }
+    }
 }
 
 /// The engine's count of inserted blocks it dropped as copies of blocks
@@ -509,15 +554,15 @@ fn store_batch_with(
     // sample's stack, frames and series are always there. The four do not
     // depend on one another (no query reads a stack without its samples),
     // so the engine may store them at once.
-    let dictionaries: Vec<Insert> = [
-        missing_insert(&frames, |f| held.frames.contains(&f.frame_id), salt),
-        missing_insert(&stacks, |s| held.stacks.contains(&s.stack_id), salt),
-        missing_insert(
+    let dictionaries = vec![
+        missing(&frames, |f| held.frames.contains(&f.frame_id), salt),
+        missing(&stacks, |s| held.stacks.contains(&s.stack_id), salt),
+        missing(
             &series,
             |s| held.series.contains(&(s.date, s.series_id)),
             salt,
         ),
-        missing_insert(
+        missing(
             &cp_stacks,
             |s| {
                 held.cp_stacks
@@ -526,11 +571,8 @@ fn store_batch_with(
             },
             salt,
         ),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    backend.insert_rowbinary_all(db, &dictionaries)?;
+    ];
+    send(backend, db, dictionaries)?;
     known.frames.extend(frames.iter().map(|f| f.frame_id));
     known.stacks.extend(stacks.iter().map(|s| s.stack_id));
     known.series.extend(series_keys);
@@ -626,13 +668,9 @@ fn store_batch_with(
         .collect();
     // Samples, then (for those) the rollups made whole, then the profile
     // rows that say a profile is complete.
-    if let Some(rows) = to_insert(&samples, salt) {
-        backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
-    }
+    send(backend, db, vec![missing(&samples, |_| false, salt)])?;
     reconcile_rollups(backend, db, &interrupted)?;
-    if let Some(rows) = to_insert(&profiles, salt) {
-        backend.insert_rowbinary(db, rows.table, rows.structure, &rows.rows, &rows.token)?;
-    }
+    send(backend, db, vec![missing(&profiles, |_| false, salt)])?;
     Ok(stored)
 }
 

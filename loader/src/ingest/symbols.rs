@@ -6,6 +6,7 @@
 use crate::model::Frame;
 use crate::storage::rows::{stable_hash, FrameRow};
 use crate::symbolize::Symbolizer;
+use std::sync::Arc;
 
 /// The frames of `stack` (leaf first, as readers give them) into `labels`
 /// and `rows`, root first (both cleared first). An address can expand to
@@ -18,6 +19,54 @@ pub(super) fn symbolize_stack(
 ) {
     labels.clear();
     rows.clear();
+    each_frame(sym, stack, |row| {
+        labels.push(row.label.clone());
+        rows.push(row);
+    });
+}
+
+/// The frames of one load, one row per frame id, shared by every stack
+/// holding the frame: a deep stack costs a pointer per frame, not a copy
+/// of its frames' names.
+#[derive(Debug, Default)]
+pub(super) struct FrameTable {
+    rows: rustc_hash::FxHashMap<u64, Arc<FrameRow>>,
+}
+
+impl FrameTable {
+    /// Distinct frames held.
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.rows.clear();
+    }
+}
+
+/// [`symbolize_stack`] into `out` (cleared first, root first), each frame
+/// the row `table` holds for its id (the first row made for the id, as the
+/// frames dictionary keeps one).
+pub(super) fn symbolize_shared(
+    sym: &mut Symbolizer,
+    stack: &[Frame],
+    table: &mut FrameTable,
+    out: &mut Vec<Arc<FrameRow>>,
+) {
+    out.clear();
+    each_frame(sym, stack, |row| {
+        out.push(
+            table
+                .rows
+                .entry(row.frame_id)
+                .or_insert_with(|| Arc::new(row))
+                .clone(),
+        );
+    });
+}
+
+/// Calls `f` with the row of each frame of `stack`, root first.
+fn each_frame(sym: &mut Symbolizer, stack: &[Frame], mut f: impl FnMut(FrameRow)) {
     for (depth, frame) in stack.iter().enumerate().rev() {
         match frame {
             Frame::Address(addr) => {
@@ -33,27 +82,25 @@ pub(super) fn symbolize_stack(
                 } else {
                     sym.symbolize_caller(*addr)
                 };
-                for f in frames {
-                    labels.push(f.label.clone());
-                    rows.push(FrameRow {
-                        frame_id: stable_hash(&[f.label.as_bytes()]),
-                        label: f.label.clone(),
-                        function: f.function.clone(),
-                        file: f.file.clone().unwrap_or_default(),
-                        line: f.line.unwrap_or(0),
+                for s in frames {
+                    f(FrameRow {
+                        frame_id: stable_hash(&[s.label.as_bytes()]),
+                        label: s.label.clone(),
+                        function: s.function.clone(),
+                        file: s.file.clone().unwrap_or_default(),
+                        line: s.line.unwrap_or(0),
                         module: module.clone(),
                     });
                 }
             }
             Frame::Symbol(s) => {
-                let f = sym.named_frame(&s.function, s.file.as_deref(), s.line);
-                labels.push(f.label.clone());
-                rows.push(FrameRow {
-                    frame_id: stable_hash(&[f.label.as_bytes()]),
-                    label: f.label,
-                    function: f.function,
-                    file: f.file.unwrap_or_default(),
-                    line: f.line.unwrap_or(0),
+                let n = sym.named_frame(&s.function, s.file.as_deref(), s.line);
+                f(FrameRow {
+                    frame_id: stable_hash(&[n.label.as_bytes()]),
+                    label: n.label,
+                    function: n.function,
+                    file: n.file.unwrap_or_default(),
+                    line: n.line.unwrap_or(0),
                     module: s.module.clone().unwrap_or_default(),
                 });
             }

@@ -22,6 +22,16 @@ pub trait RowBinary {
     fn encode(&self, buf: &mut Vec<u8>);
 }
 
+/// A row shared between the structures of a load (a frame of many
+/// stacks) is encoded as the row itself.
+impl<T: RowBinary> RowBinary for std::sync::Arc<T> {
+    const TABLE: &'static str = T::TABLE;
+    const STRUCTURE: &'static str = T::STRUCTURE;
+    fn encode(&self, buf: &mut Vec<u8>) {
+        (**self).encode(buf);
+    }
+}
+
 /// `processes`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProcessRow {

@@ -86,6 +86,11 @@ pub struct DecodeOptions {
     /// before decoding ([`crate::formats::wire`]). Default
     /// [`crate::formats::wire::DEFAULT_MAX_ENTRIES`].
     pub max_entries: u64,
+    /// Refuse a profile whose samples hold more location ids in all (the
+    /// frames of its stacks, before inlined lines), counted on the wire
+    /// before decoding. Default
+    /// [`crate::formats::wire::DEFAULT_MAX_STACK_FRAMES`].
+    pub max_stack_frames: u64,
     /// Apply the profile's `drop_frames` / `keep_frames` regexps as
     /// `go tool pprof` does. Default `true`.
     pub apply_drop_frames: bool,
@@ -104,6 +109,7 @@ impl Default for DecodeOptions {
         Self {
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
             max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
+            max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
             apply_drop_frames: true,
             time_ns: None,
             duration_ns: None,
@@ -165,6 +171,19 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// The samples' stacks hold more frames than allowed.
+    #[error(
+        "{path}: the samples' stacks hold {frames} frames in all, more than the limit of \
+         {limit} (raise it: `flamehouse load --max-stack-frames`)"
+    )]
+    TooManyStackFrames {
+        /// The file.
+        path: PathBuf,
+        /// The location ids counted.
+        frames: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// The bytes are not a `perftools.profiles.Profile` message.
     #[error("{path}: not a pprof profile: {detail}")]
     Protobuf {
@@ -195,6 +214,7 @@ impl Error {
             | Error::Zstd { path, .. }
             | Error::TooLarge { path, .. }
             | Error::TooManyEntries { path, .. }
+            | Error::TooManyStackFrames { path, .. }
             | Error::Protobuf { path, .. }
             | Error::Invalid { path, .. } => path,
         }
@@ -379,26 +399,33 @@ impl PprofProfile {
     pub fn frames<'a>(&'a self, sample: &Sample) -> Vec<Frame<'a>> {
         let mut out = Vec::with_capacity(sample.locations.len());
         for &li in &sample.locations {
-            let location = &self.locations[li];
-            if location.lines.is_empty() {
-                out.push(Frame {
-                    function: None,
-                    line: 0,
-                    location,
-                    inlined: false,
-                });
-            }
-            let last = location.lines.len().saturating_sub(1);
-            for (i, line) in location.lines.iter().enumerate() {
-                out.push(Frame {
-                    function: line.function.map(|f| &self.functions[f]),
-                    line: line.line,
-                    location,
-                    inlined: i != last,
-                });
-            }
+            self.location_frames(li, &mut out);
         }
         out
+    }
+
+    /// The frames of location `li` (an index into
+    /// [`PprofProfile::locations`]), appended to `out`: its lines, the
+    /// inlined callee first, or the bare address when it has none.
+    pub fn location_frames<'a>(&'a self, li: usize, out: &mut Vec<Frame<'a>>) {
+        let location = &self.locations[li];
+        if location.lines.is_empty() {
+            out.push(Frame {
+                function: None,
+                line: 0,
+                location,
+                inlined: false,
+            });
+        }
+        let last = location.lines.len().saturating_sub(1);
+        for (i, line) in location.lines.iter().enumerate() {
+            out.push(Frame {
+                function: line.function.map(|f| &self.functions[f]),
+                line: line.line,
+                location,
+                inlined: i != last,
+            });
+        }
     }
 
     /// The mapping of a location, if known.
@@ -477,6 +504,15 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
             path: path.to_path_buf(),
             entries,
             limit: options.max_entries,
+        });
+    }
+    // Profile.sample (2), Sample.location_id (1).
+    let frames = crate::formats::wire::count_nested_varints(raw, 2, 1);
+    if frames > options.max_stack_frames {
+        return Err(Error::TooManyStackFrames {
+            path: path.to_path_buf(),
+            frames,
+            limit: options.max_stack_frames,
         });
     }
     let message = proto::Profile::decode(raw).map_err(|cause| {

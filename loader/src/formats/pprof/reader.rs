@@ -269,7 +269,11 @@ fn sniff_raw(first: &[u8], whole: bool) -> Sniff {
 pub struct PprofReader {
     types: Vec<ValueType>,
     events: std::vec::IntoIter<Event>,
-    stacks: Vec<Vec<Frame>>,
+    /// Each location's frames once (a location's lines expand the same in
+    /// every stack), and the stacks as indexes into them: a deep stack
+    /// costs 4 bytes a frame, not a copy of its names.
+    frames: Vec<Frame>,
+    stacks: Vec<Vec<u32>>,
     end: u64,
 }
 
@@ -325,7 +329,11 @@ impl PprofReader {
                 file_offset: m.file_offset,
             })
             .collect();
-        let mut stacks: Vec<Vec<Frame>> = Vec::new();
+        let mut frames: Vec<Frame> = Vec::new();
+        // The first of a location's frames in `frames`, and how many.
+        let mut of_location: Vec<Option<(u32, u32)>> = vec![None; p.locations.len()];
+        let mut stacks: Vec<Vec<u32>> = Vec::new();
+        let mut expanded = Vec::new();
         // Fx: these maps are hashed once per sample (SipHash showed in
         // profiles of loads of many small files).
         let mut stack_index: rustc_hash::FxHashMap<&[usize], u64> = Default::default();
@@ -347,20 +355,28 @@ impl PprofReader {
             let key = *stack_index
                 .entry(s.locations.as_slice())
                 .or_insert_with(|| {
-                    let frames = p
-                        .frames(s)
-                        .iter()
-                        .map(|f| match f.function {
-                            Some(func) if !func.name.is_empty() => Frame::Symbol(Symbol {
-                                function: func.name.clone(),
-                                file: (!func.filename.is_empty()).then(|| func.filename.clone()),
-                                line: u32::try_from(f.line).ok().filter(|&l| l > 0),
-                                module: p.mapping(f.location).and_then(|m| basename(&m.filename)),
-                            }),
-                            _ => Frame::Address(f.location.address),
-                        })
-                        .collect();
-                    stacks.push(frames);
+                    let mut stack = Vec::new();
+                    for &li in &s.locations {
+                        let (first, n) = *of_location[li].get_or_insert_with(|| {
+                            expanded.clear();
+                            p.location_frames(li, &mut expanded);
+                            let first = frames.len() as u32;
+                            frames.extend(expanded.iter().map(|f| match f.function {
+                                Some(func) if !func.name.is_empty() => Frame::Symbol(Symbol {
+                                    function: func.name.clone(),
+                                    file:
+                                        (!func.filename.is_empty()).then(|| func.filename.clone()),
+                                    line: u32::try_from(f.line).ok().filter(|&l| l > 0),
+                                    module:
+                                        p.mapping(f.location).and_then(|m| basename(&m.filename)),
+                                }),
+                                _ => Frame::Address(f.location.address),
+                            }));
+                            (first, frames.len() as u32 - first)
+                        });
+                        stack.extend(first..first + n);
+                    }
+                    stacks.push(stack);
                     stacks.len() as u64 - 1
                 });
             batch.stacks.push(key);
@@ -397,6 +413,7 @@ impl PprofReader {
         PprofReader {
             types,
             events: vec![Event::Source(source), Event::Batch(batch)].into_iter(),
+            frames,
             stacks,
             end: len,
         }
@@ -422,9 +439,17 @@ impl ProfileReader for PprofReader {
 
     fn stack(&self, key: u64, out: &mut Vec<Frame>) {
         out.clear();
-        if let Some(frames) = self.stacks.get(key as usize) {
-            out.extend_from_slice(frames);
+        if let Some(ids) = self.stacks.get(key as usize) {
+            out.extend(ids.iter().map(|&i| self.frames[i as usize].clone()));
         }
+    }
+
+    fn stack_refs<'a>(&'a self, key: u64, out: &mut Vec<&'a Frame>) -> bool {
+        out.clear();
+        if let Some(ids) = self.stacks.get(key as usize) {
+            out.extend(ids.iter().map(|&i| &self.frames[i as usize]));
+        }
+        true
     }
 
     fn committed_offset(&self) -> u64 {

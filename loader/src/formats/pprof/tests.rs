@@ -798,6 +798,44 @@ fn a_profile_of_more_entries_than_the_limit_is_refused_before_decoding() {
     assert!(e.contains(&format!("holds {n} entries")), "{e}");
 }
 
+/// The samples' location ids are limited on their own (a one-byte id is a
+/// word decoded, then a frame of a stack: 200,000 samples of 50 ids, an
+/// 8 MB gzipped file, took 4.5 GB), packed as prost writes them or not,
+/// counted before decoding; at the limit the profile decodes.
+#[test]
+fn a_profile_of_more_stack_frames_than_the_limit_is_refused_before_decoding() {
+    let mut p = small_profile();
+    // 3 samples of 2 ids each (the first is small_profile's own).
+    for _ in 0..2 {
+        let s = p.sample[0].clone();
+        p.sample.push(s);
+    }
+    let bytes = p.encode_to_vec();
+    let at = |max_stack_frames| DecodeOptions {
+        max_stack_frames,
+        ..DecodeOptions::default()
+    };
+    assert_eq!(
+        decode(Path::new("p.pb"), &bytes, &at(6))
+            .unwrap()
+            .samples
+            .len(),
+        3
+    );
+    let e = decode_err("deep.pb", &bytes, &at(5));
+    assert!(
+        e.contains("hold 6 frames in all")
+            && e.contains("limit of 5")
+            && e.contains("--max-stack-frames"),
+        "{e}"
+    );
+    // Unpacked ids (field 1 repeated as varints, which decoders accept):
+    // one sample of ids 10, 20, 10.
+    let unpacked = [0x12u8, 6, 0x08, 10, 0x08, 20, 0x08, 10];
+    let e = decode_err("unpacked.pb", &unpacked, &at(2));
+    assert!(e.contains("hold 3 frames in all"), "{e}");
+}
+
 /// A small profile written with the proto structs: strings, 2 sample types.
 fn small_profile() -> proto::Profile {
     let strings = [
