@@ -1006,7 +1006,8 @@ fn identical_files_are_one_profile_and_the_summary_says_so() {
 /// block ([`flamehouse::ingest::cp_batch::MAX_INSERT_BYTES`]), so they go
 /// in several, and every stack is stored as the file gives it (labels
 /// root first, compared with the file's lines), with the file's sum.
-/// `--max-stack-frames` and `--max-frames` refuse it below its counts,
+/// `--max-stack-frames`, `--max-frames` and `--max-stack-depth` refuse it
+/// below its counts,
 /// in one line naming the file and the option, storing nothing.
 #[test]
 fn deep_distinct_stacks_load_whole_and_their_limits_are_options() {
@@ -1041,6 +1042,11 @@ fn deep_distinct_stacks_load_whole_and_their_limits_are_options() {
             "more than 1000000 frames in its distinct stacks",
         ),
         ("--max-frames", "20000", "more than 20000 distinct frames"),
+        (
+            "--max-stack-depth",
+            "59",
+            "more than 59 frames in one stack",
+        ),
     ] {
         let o = fh_out(&data, &["load", &file_s, "--time", &t, flag, value]);
         assert_eq!(o.status.code(), Some(1), "{o:?}");

@@ -312,6 +312,11 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_FRAMES,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_stack_frames: u64,
+        /// Continuous profiles: the most frames of one stack (profilers
+        /// stop at 128 to 2048); a file with a deeper one is refused.
+        #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_DEPTH,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_stack_depth: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -820,6 +825,7 @@ fn run() -> anyhow::Result<()> {
             max_decompressed_mib,
             max_entries,
             max_stack_frames,
+            max_stack_depth,
             batch_rows,
             target,
         } => {
@@ -864,6 +870,7 @@ fn run() -> anyhow::Result<()> {
                 read: text.apply(flamehouse::formats::ReadOptions {
                     text: flamehouse::formats::text::TextOptions {
                         max_stack_frames,
+                        max_stack_depth,
                         ..Default::default()
                     },
                     binpb: flamehouse::formats::binpb::ReaderOptions {
@@ -875,6 +882,7 @@ fn run() -> anyhow::Result<()> {
                         max_decompressed_bytes: max_decompressed_mib.saturating_mul(1 << 20),
                         max_entries,
                         max_stack_frames,
+                        max_stack_depth,
                         ..Default::default()
                     },
                     ..Default::default()

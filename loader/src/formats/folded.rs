@@ -436,11 +436,12 @@ mod tests {
         assert!(parse("\n\n", Path::new("e"), 0, &FoldedOptions::default()).is_err());
     }
 
-    /// Past `--max-stacks`, `--max-frames` or `--max-stack-frames` a file
-    /// is refused (2 M one-frame stacks, a 31 MB folded file, took 4 GB;
-    /// 20,000 stacks of 200 distinct frames, 40 MB, 3.3 GB); at each limit
-    /// it is taken. The counts are those of the text, by hand: 3 distinct
-    /// stacks (`a;b` twice), 4 distinct frames, 2 + 2 + 1 frames in them.
+    /// Past `--max-stacks`, `--max-frames`, `--max-stack-frames` or
+    /// `--max-stack-depth` a file is refused (2 M one-frame stacks, a 31
+    /// MB folded file, took 4 GB; 20,000 stacks of 200 distinct frames, 40
+    /// MB, 3.3 GB); at each limit it is taken. The counts are those of the
+    /// text, by hand: 3 distinct stacks (`a;b` twice), 4 distinct frames,
+    /// 2 + 2 + 1 frames in them, 2 at most in one.
     #[test]
     fn past_a_limit_on_stacks_or_frames_a_file_is_refused() {
         use crate::formats::text::TextOptions;
@@ -451,48 +452,31 @@ mod tests {
         };
         let all = TextOptions::unlimited();
         assert_eq!(run(all).unwrap(), 3);
+        let with = |set: fn(&mut TextOptions, u64), n| {
+            let mut t = all;
+            set(&mut t, n);
+            t
+        };
         let cases = [
+            (with(|t, n| t.max_stacks = n, 3), None),
             (
-                TextOptions {
-                    max_stacks: 3,
-                    ..all
-                },
-                None,
-            ),
-            (
-                TextOptions {
-                    max_stacks: 2,
-                    ..all
-                },
+                with(|t, n| t.max_stacks = n, 2),
                 Some("more than 2 distinct stacks"),
             ),
+            (with(|t, n| t.max_frames = n, 4), None),
             (
-                TextOptions {
-                    max_frames: 4,
-                    ..all
-                },
-                None,
-            ),
-            (
-                TextOptions {
-                    max_frames: 3,
-                    ..all
-                },
+                with(|t, n| t.max_frames = n, 3),
                 Some("more than 3 distinct frames"),
             ),
+            (with(|t, n| t.max_stack_frames = n, 5), None),
             (
-                TextOptions {
-                    max_stack_frames: 5,
-                    ..all
-                },
-                None,
-            ),
-            (
-                TextOptions {
-                    max_stack_frames: 4,
-                    ..all
-                },
+                with(|t, n| t.max_stack_frames = n, 4),
                 Some("more than 4 frames in its distinct stacks"),
+            ),
+            (with(|t, n| t.max_stack_depth = n, 2), None),
+            (
+                with(|t, n| t.max_stack_depth = n, 1),
+                Some("more than 1 frames in one stack"),
             ),
         ];
         for (limits, refused) in cases {
@@ -500,9 +484,14 @@ mod tests {
                 (Ok(n), None) => assert_eq!(n, 3, "{limits:?}"),
                 (Err(e), Some(what)) => {
                     let e = e.to_string();
-                    let option = ["--max-stacks", "--max-frames", "--max-stack-frames"]
-                        .into_iter()
-                        .find(|o| e.ends_with(&format!("{o} raises it)")));
+                    let option = [
+                        "--max-stacks",
+                        "--max-frames",
+                        "--max-stack-frames",
+                        "--max-stack-depth",
+                    ]
+                    .into_iter()
+                    .find(|o| e.ends_with(&format!("{o} raises it)")));
                     assert!(e.starts_with(&format!("/p/f: {what} (the limit")), "{e}");
                     assert!(option.is_some(), "{e}");
                 }

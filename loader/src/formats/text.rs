@@ -130,6 +130,9 @@ pub struct TextOptions {
     /// a stack holds its frames by reference). Default:
     /// [`crate::formats::wire::DEFAULT_MAX_STACK_FRAMES`], as pprof's.
     pub max_stack_frames: u64,
+    /// Most frames of one stack. Default:
+    /// [`crate::formats::wire::DEFAULT_MAX_STACK_DEPTH`], as pprof's.
+    pub max_stack_depth: u64,
 }
 
 impl TextOptions {
@@ -140,6 +143,7 @@ impl TextOptions {
             max_stacks: u64::MAX,
             max_frames: u64::MAX,
             max_stack_frames: u64::MAX,
+            max_stack_depth: u64::MAX,
             ..Self::default()
         }
     }
@@ -162,6 +166,7 @@ impl Default for TextOptions {
             max_stacks: MAX_TEXT_STACKS,
             max_frames: MAX_TEXT_FRAMES,
             max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
+            max_stack_depth: crate::formats::wire::DEFAULT_MAX_STACK_DEPTH,
         }
     }
 }
@@ -434,6 +439,14 @@ impl Builder {
         }
         let k = self.stacks.len() as u64;
         let depth = self.stack_frames.saturating_add(frames.len() as u64);
+        if frames.len() as u64 > self.limits.max_stack_depth {
+            self.exceeded.get_or_insert((
+                "frames in one stack",
+                self.limits.max_stack_depth,
+                "--max-stack-depth",
+            ));
+            return None;
+        }
         if k >= self.limits.max_stacks {
             self.exceeded.get_or_insert((
                 "distinct stacks",

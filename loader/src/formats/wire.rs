@@ -40,6 +40,20 @@ pub fn count_entries(buf: &[u8]) -> u64 {
 /// fewer: a million samples of depth 50 is 50 M.
 pub const DEFAULT_MAX_STACK_FRAMES: u64 = 64 << 20;
 
+/// Default of the most frames of one stack: 64 Ki. Profilers stop far
+/// below (Go and `perf` at 128 frames, async-profiler at 2048), so only a
+/// broken or hostile file passes it; one stack of 60 M frames took 8 GB.
+pub const DEFAULT_MAX_STACK_DEPTH: u64 = 64 << 10;
+
+/// What [`count_nested_varints`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Nested {
+    /// The values in all.
+    pub total: u64,
+    /// The most in one sub-message.
+    pub most: u64,
+}
+
 /// The values of the varint field `inner` (packed or not) in every
 /// `outer` sub-message of `buf`: a pprof profile's samples' location ids
 /// (fields 2 and 1). [`count_entries`] counts a packed array once, as its
@@ -47,22 +61,25 @@ pub const DEFAULT_MAX_STACK_FRAMES: u64 = 64 << 20;
 /// frame of a stack after, so the stacks' depths are limited on their own.
 /// Counting stops at the first malformed field.
 #[must_use]
-pub fn count_nested_varints(buf: &[u8], outer: u64, inner: u64) -> u64 {
-    let mut n = 0;
+pub fn count_nested_varints(buf: &[u8], outer: u64, inner: u64) -> Nested {
+    let mut n = Nested::default();
     walk(buf, |field, sub| {
         if field != outer {
             return;
         }
         if let Some(sub) = sub {
+            let mut here = 0;
             walk(sub, |field, payload| {
                 if field == inner {
-                    n += match payload {
+                    here += match payload {
                         // Packed: one value ends at each byte under 0x80.
                         Some(p) => p.iter().filter(|&&b| b < 0x80).count() as u64,
                         None => 1,
                     };
                 }
             });
+            n.total += here;
+            n.most = n.most.max(here);
         }
     });
     n
@@ -160,10 +177,14 @@ mod tests {
             0x12, 6, 0x08, 7, 0x08, 8, 0x18, 9, //
             0x0a, 3, 0x0a, 1, 5, // field 1 outer: not counted
         ];
-        assert_eq!(count_nested_varints(&buf, 2, 1), 5);
-        assert_eq!(count_nested_varints(&buf, 2, 3), 1);
-        assert_eq!(count_nested_varints(&buf, 1, 1), 1);
+        let n = |total, most| Nested { total, most };
+        assert_eq!(count_nested_varints(&buf, 2, 1), n(5, 3));
+        assert_eq!(count_nested_varints(&buf, 2, 3), n(1, 1));
+        assert_eq!(count_nested_varints(&buf, 1, 1), n(1, 1));
         // Malformed outer: counting stops there.
-        assert_eq!(count_nested_varints(&[0x12, 2, 0x08, 1, 0x12, 9], 2, 1), 1);
+        assert_eq!(
+            count_nested_varints(&[0x12, 2, 0x08, 1, 0x12, 9], 2, 1),
+            n(1, 1)
+        );
     }
 }

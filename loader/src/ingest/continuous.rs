@@ -79,7 +79,9 @@ use crate::formats::pprof::{self, DecodeOptions, PprofProfile, PprofReader};
 use crate::formats::{Format, ProfileReader, ReadOptions};
 use crate::model::{Event, Frame, Source, ValueType};
 use crate::storage::ident::Ident;
-use crate::storage::rows::{stable_hash, string, uleb, FrameRow, RowBinary, StackRow};
+use crate::storage::rows::{
+    stable_hash, stable_hash_of, string, uleb, FrameRow, RowBinary, StackRow,
+};
 use crate::storage::schema::SchemaOptions;
 use crate::storage::{sql_string, Backend};
 use crate::symbolize::{ModuleMap, Symbolizer, SymbolizerOptions};
@@ -909,31 +911,26 @@ fn batch_rows(
         }
         let r = resolved.entry(key).or_insert_with(|| {
             // A stack the profile names entirely resolves the same in every
-            // file of the load: found by reference first (no copy of its
-            // frames) when the reader can.
+            // file of the load. Its frames by reference when the reader
+            // can (no copy of a deep stack's frames), else copied.
             let mut refs = Vec::new();
-            if reader.stack_refs(key, &mut refs)
-                && refs.iter().all(|f| matches!(f, Frame::Symbol(_)))
-            {
-                if let Some(r) = cache.named.get(&frames_hash(refs.iter().copied())) {
-                    return r.clone();
-                }
+            if !reader.stack_refs(key, &mut refs) {
+                reader.stack(key, frames);
+                refs.extend(frames.iter());
             }
-            reader.stack(key, frames);
-            let named = frames.iter().all(|f| matches!(f, Frame::Symbol(_)));
-            let h = frames_hash(frames.iter());
-            if named {
-                if let Some(r) = cache.named.get(&h) {
-                    return r.clone();
-                }
+            let named = refs.iter().all(|f| matches!(f, Frame::Symbol(_)));
+            let h = named.then(|| frames_hash(refs.iter().copied()));
+            if let Some(r) = h.and_then(|h| cache.named.get(&h)) {
+                return r.clone();
             }
-            symbolize_shared(sym, frames, &mut cache.frames, &mut rows);
-            let parts: Vec<&[u8]> = rows.iter().map(|f| f.label.as_bytes()).collect();
+            symbolize_shared(sym, &refs, &mut cache.frames, &mut rows);
+            let mut stack = std::mem::take(&mut rows);
+            stack.shrink_to_fit();
             let r = Arc::new(ResolvedStack {
-                stack_id: stable_hash(&parts),
-                frames: rows.clone(),
+                stack_id: stable_hash_of(stack.iter().map(|f| f.label.as_bytes())),
+                frames: stack,
             });
-            if named {
+            if let Some(h) = h {
                 cache.named.insert(h, r.clone());
             }
             r

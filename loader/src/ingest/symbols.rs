@@ -19,7 +19,7 @@ pub(super) fn symbolize_stack(
 ) {
     labels.clear();
     rows.clear();
-    each_frame(sym, stack, |row| {
+    each_frame(sym, stack.iter(), |row| {
         labels.push(row.label.clone());
         rows.push(row);
     });
@@ -49,12 +49,12 @@ impl FrameTable {
 /// frames dictionary keeps one).
 pub(super) fn symbolize_shared(
     sym: &mut Symbolizer,
-    stack: &[Frame],
+    stack: &[&Frame],
     table: &mut FrameTable,
     out: &mut Vec<Arc<FrameRow>>,
 ) {
     out.clear();
-    each_frame(sym, stack, |row| {
+    each_frame(sym, stack.iter().copied(), |row| {
         out.push(
             table
                 .rows
@@ -66,8 +66,12 @@ pub(super) fn symbolize_shared(
 }
 
 /// Calls `f` with the row of each frame of `stack`, root first.
-fn each_frame(sym: &mut Symbolizer, stack: &[Frame], mut f: impl FnMut(FrameRow)) {
-    for (depth, frame) in stack.iter().enumerate().rev() {
+fn each_frame<'a>(
+    sym: &mut Symbolizer,
+    stack: impl DoubleEndedIterator<Item = &'a Frame> + ExactSizeIterator,
+    mut f: impl FnMut(FrameRow),
+) {
+    for (depth, frame) in stack.enumerate().rev() {
         match frame {
             Frame::Address(addr) => {
                 // Module of each address, for the frames dictionary.

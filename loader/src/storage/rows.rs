@@ -351,8 +351,15 @@ pub fn encode_all<R: RowBinary>(rows: &[R]) -> Vec<u8> {
 
 /// FNV-1a 64: a stable id hash (the same on every machine and version).
 pub fn stable_hash(parts: &[&[u8]]) -> u64 {
+    stable_hash_of(parts.iter().copied())
+}
+
+/// [`stable_hash`] of parts given one by one (a deep stack's labels,
+/// without a list of them).
+#[must_use]
+pub fn stable_hash_of<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (i, p) in parts.iter().enumerate() {
+    for (i, p) in parts.into_iter().enumerate() {
         if i > 0 {
             // A separator no label contains keeps ["ab"] and ["a","b"] apart.
             h ^= 0xff;

@@ -91,6 +91,9 @@ pub struct DecodeOptions {
     /// before decoding. Default
     /// [`crate::formats::wire::DEFAULT_MAX_STACK_FRAMES`].
     pub max_stack_frames: u64,
+    /// Refuse a profile with a sample of more location ids than this.
+    /// Default [`crate::formats::wire::DEFAULT_MAX_STACK_DEPTH`].
+    pub max_stack_depth: u64,
     /// Apply the profile's `drop_frames` / `keep_frames` regexps as
     /// `go tool pprof` does. Default `true`.
     pub apply_drop_frames: bool,
@@ -110,6 +113,7 @@ impl Default for DecodeOptions {
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
             max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
             max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
+            max_stack_depth: crate::formats::wire::DEFAULT_MAX_STACK_DEPTH,
             apply_drop_frames: true,
             time_ns: None,
             duration_ns: None,
@@ -171,18 +175,23 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
-    /// The samples' stacks hold more frames than allowed.
+    /// The samples' stacks hold more frames than allowed, in all or in
+    /// one stack.
     #[error(
-        "{path}: the samples' stacks hold {frames} frames in all, more than the limit of \
-         {limit} (raise it: `flamehouse load --max-stack-frames`)"
+        "{path}: the samples' stacks hold {frames} frames {what}, more than the limit of \
+         {limit} (raise it: `flamehouse load {option}`)"
     )]
     TooManyStackFrames {
         /// The file.
         path: PathBuf,
         /// The location ids counted.
         frames: u64,
+        /// `in all` or `in one stack`.
+        what: &'static str,
         /// The limit.
         limit: u64,
+        /// The option that raises it.
+        option: &'static str,
     },
     /// The bytes are not a `perftools.profiles.Profile` message.
     #[error("{path}: not a pprof profile: {detail}")]
@@ -508,12 +517,29 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
     }
     // Profile.sample (2), Sample.location_id (1).
     let frames = crate::formats::wire::count_nested_varints(raw, 2, 1);
-    if frames > options.max_stack_frames {
-        return Err(Error::TooManyStackFrames {
-            path: path.to_path_buf(),
-            frames,
-            limit: options.max_stack_frames,
-        });
+    for (frames, what, limit, option) in [
+        (
+            frames.total,
+            "in all",
+            options.max_stack_frames,
+            "--max-stack-frames",
+        ),
+        (
+            frames.most,
+            "in one stack",
+            options.max_stack_depth,
+            "--max-stack-depth",
+        ),
+    ] {
+        if frames > limit {
+            return Err(Error::TooManyStackFrames {
+                path: path.to_path_buf(),
+                frames,
+                what,
+                limit,
+                option,
+            });
+        }
     }
     let message = proto::Profile::decode(raw).map_err(|cause| {
         let detail = match locate_error(raw) {

@@ -829,6 +829,16 @@ fn a_profile_of_more_stack_frames_than_the_limit_is_refused_before_decoding() {
             && e.contains("--max-stack-frames"),
         "{e}"
     );
+    let depth = |max_stack_depth| DecodeOptions {
+        max_stack_depth,
+        ..DecodeOptions::default()
+    };
+    assert!(decode(Path::new("p.pb"), &bytes, &depth(2)).is_ok());
+    let e = decode_err("deep.pb", &bytes, &depth(1));
+    assert!(
+        e.contains("hold 2 frames in one stack") && e.contains("--max-stack-depth"),
+        "{e}"
+    );
     // Unpacked ids (field 1 repeated as varints, which decoders accept):
     // one sample of ids 10, 20, 10.
     let unpacked = [0x12u8, 6, 0x08, 10, 0x08, 20, 0x08, 10];
