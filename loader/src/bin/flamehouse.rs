@@ -304,16 +304,17 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_ENTRIES,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_entries: u64,
-        /// Continuous profiles: the most frames of one file's stacks, all
-        /// counted (pprof: its samples' location ids, counted before
-        /// decoding; perf script, bpftrace, folded: the frames of its
-        /// distinct stacks); each costs ~16 bytes on its way to the
-        /// engine. A file of more is refused, never cut.
+        /// The most frames of one file's stacks, all counted (pprof: its
+        /// samples' location ids, counted before decoding; perf script,
+        /// bpftrace, folded: the frames of its distinct stacks; MemHawk:
+        /// the stack traces one snapshot record defines); each costs ~16
+        /// bytes on its way to the engine. A file of more is refused,
+        /// never cut.
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_FRAMES,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_stack_frames: u64,
-        /// Continuous profiles: the most frames of one stack (profilers
-        /// stop at 128 to 2048); a file with a deeper one is refused.
+        /// The most frames of one stack, every format (profilers stop at
+        /// 128 to 2048); a file with a deeper one is refused.
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_DEPTH,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_stack_depth: u64,
@@ -877,6 +878,8 @@ fn run() -> anyhow::Result<()> {
                         max_record_len: max_record_mib.saturating_mul(1 << 20),
                         max_decompressed_len: max_decompressed_mib.saturating_mul(1 << 20),
                         max_entries,
+                        max_stack_frames,
+                        max_stack_depth,
                     },
                     pprof: flamehouse::formats::pprof::DecodeOptions {
                         max_decompressed_bytes: max_decompressed_mib.saturating_mul(1 << 20),

@@ -511,6 +511,45 @@ fn a_snapshot_of_more_entries_than_the_limit_is_refused_before_decoding() {
     assert!(reader.next_record().is_ok());
 }
 
+/// A snapshot's stack traces are limited in frames, in all and in one
+/// trace, counted before decoding (a packed one-byte frame id is a word
+/// decoded and a frame of a stack after); at the limits it decodes.
+#[test]
+fn a_snapshot_of_deeper_stacks_than_the_limits_is_refused_before_decoding() {
+    // Two stack traces (field 4): traceId 1 with frame ids [1, 2, 3]
+    // packed, traceId 2 with [1] unpacked; frame ids 1-3 (field 3).
+    let mut snap = vec![
+        0x22u8, 7, 0x08, 1, 0x12, 3, 1, 2, 3, 0x22, 4, 0x08, 2, 0x10, 1,
+    ];
+    for id in 1..=3u8 {
+        snap.extend([0x1a, 4, 0x08, id, 0x10, 0x10 + id]);
+    }
+    let bytes = cat(&[&record(&header_payload()), &record(&snap)]);
+    let read = |max_stack_frames, max_stack_depth| {
+        let options = crate::formats::binpb::reader::ReaderOptions {
+            max_stack_frames,
+            max_stack_depth,
+            ..Default::default()
+        };
+        let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "deep.binpb", options);
+        assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+        reader.next_record().map(|_| ()).map_err(|e| e.to_string())
+    };
+    assert_eq!(read(4, 3), Ok(()));
+    let e = read(3, 3).unwrap_err();
+    assert!(
+        e.contains("hold 4 frames in all, more than the limit of 3")
+            && e.contains("--max-stack-frames"),
+        "{e}"
+    );
+    let e = read(4, 2).unwrap_err();
+    assert!(
+        e.contains("hold 3 frames in one, more than the limit of 2")
+            && e.contains("--max-stack-depth"),
+        "{e}"
+    );
+}
+
 /// A record whose zstd frame does not say its size (MemHawk's do; a
 /// streamed `zstd` does not) decodes the same, through a first pass that
 /// counts its size; over the limit it is refused by that pass, before

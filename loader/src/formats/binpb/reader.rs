@@ -76,6 +76,13 @@ pub struct ReaderOptions {
     /// ([`crate::formats::wire`]). Default
     /// [`crate::formats::wire::DEFAULT_MAX_ENTRIES`].
     pub max_entries: u64,
+    /// Most frame ids of the stack traces one snapshot record defines, all
+    /// counted before decoding. Default
+    /// [`crate::formats::wire::DEFAULT_MAX_STACK_FRAMES`].
+    pub max_stack_frames: u64,
+    /// Most frame ids of one stack trace. Default
+    /// [`crate::formats::wire::DEFAULT_MAX_STACK_DEPTH`].
+    pub max_stack_depth: u64,
 }
 
 impl Default for ReaderOptions {
@@ -84,6 +91,8 @@ impl Default for ReaderOptions {
             max_record_len: DEFAULT_MAX_RECORD_LEN,
             max_decompressed_len: DEFAULT_MAX_DECOMPRESSED_LEN,
             max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
+            max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
+            max_stack_depth: crate::formats::wire::DEFAULT_MAX_STACK_DEPTH,
         }
     }
 }
@@ -359,6 +368,33 @@ impl<R: Read> BinpbReader<R> {
                     self.options.max_entries
                 ),
             ));
+        }
+        // Snapshot.stacktraces (4), Stacktrace.ptrId (2): packed, a
+        // one-byte id is a word decoded and a frame of a stack after.
+        let frames = crate::formats::wire::count_nested_varints(&bytes, 4, 2);
+        for (n, what, limit, option) in [
+            (
+                frames.total,
+                "in all",
+                self.options.max_stack_frames,
+                "--max-stack-frames",
+            ),
+            (
+                frames.most,
+                "in one",
+                self.options.max_stack_depth,
+                "--max-stack-depth",
+            ),
+        ] {
+            if n > limit {
+                return Err(self.framing(
+                    offset,
+                    format!(
+                        "the snapshot's stack traces hold {n} frames {what}, more than the \
+                         limit of {limit} (raise it: `flamehouse load {option}`)"
+                    ),
+                ));
+            }
         }
         let snapshot = Snapshot::decode(bytes.as_slice()).map_err(|cause| Error::Protobuf {
             path: self.path.clone(),
