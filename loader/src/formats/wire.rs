@@ -147,6 +147,19 @@ pub fn varint(buf: &[u8], i: &mut usize) -> Option<u64> {
     None
 }
 
+/// Why [`varint`] found no varint at `buf[i]`: the buffer ends inside it
+/// (`truncated`), or it runs past the 10 bytes of 64 bits (`overlong`).
+#[must_use]
+pub fn varint_fault(buf: &[u8], i: usize) -> &'static str {
+    match buf
+        .get(i..)
+        .and_then(|b| b.iter().take(10).position(|&x| x < 0x80))
+    {
+        None if buf.len().saturating_sub(i) >= 10 => "overlong varint (past 64 bits)",
+        _ => "truncated varint",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +179,16 @@ mod tests {
             .flatten()
             .collect();
         assert_eq!(count_entries(&bomb), 32 << 10);
+    }
+
+    #[test]
+    fn a_varint_is_told_truncated_or_overlong() {
+        assert_eq!(varint_fault(&[0x80, 0x80], 0), "truncated varint");
+        assert_eq!(
+            varint_fault(&[0xff; 11], 0),
+            "overlong varint (past 64 bits)"
+        );
+        assert_eq!(varint_fault(&[0, 0xff, 0xff], 1), "truncated varint");
     }
 
     #[test]

@@ -944,7 +944,7 @@ fn prune(p: &mut PprofProfile, drop: &regex::Regex, keep: Option<&regex::Regex>)
 /// the byte offset of the first one that is cut short or does not decode,
 /// with what is wrong.
 fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
-    use crate::formats::wire::varint;
+    use crate::formats::wire::{varint, varint_fault};
     fn field_name(n: u64) -> &'static str {
         match n {
             1 => "sample_type",
@@ -968,7 +968,7 @@ fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
     while pos < buf.len() {
         let start = pos;
         let Some(key) = varint(buf, &mut pos) else {
-            return Some((start, "truncated or overlong field key".into()));
+            return Some((start, format!("field key: {}", varint_fault(buf, start))));
         };
         let (field, wire) = (key >> 3, key & 7);
         let name = field_name(field);
@@ -977,16 +977,20 @@ fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
         }
         let end = match wire {
             0 => {
+                let at = pos;
                 if varint(buf, &mut pos).is_none() {
-                    return Some((start, format!("{name} (field {field}): truncated varint")));
+                    let fault = varint_fault(buf, at);
+                    return Some((start, format!("{name} (field {field}): {fault}")));
                 }
                 pos
             }
             1 => pos + 8,
             5 => pos + 4,
             2 => {
+                let at = pos;
                 let Some(len) = varint(buf, &mut pos) else {
-                    return Some((start, format!("{name} (field {field}): truncated length")));
+                    let fault = varint_fault(buf, at);
+                    return Some((start, format!("{name} (field {field}): length: {fault}")));
                 };
                 match usize::try_from(len).ok().and_then(|l| pos.checked_add(l)) {
                     Some(end) => end,

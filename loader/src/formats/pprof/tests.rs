@@ -1447,3 +1447,28 @@ fn a_zstd_pprof_file_is_detected_and_other_zstd_is_not() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A varint past 64 bits is told overlong, one cut by the end of the file
+/// truncated, at the field's byte (the trial's file said "truncated" for
+/// both).
+#[test]
+fn an_overlong_varint_is_not_called_truncated() {
+    let mut bytes = small_profile().encode_to_vec();
+    let at = bytes.len();
+    // time_nanos (field 9, varint) of 11 bytes with the high bit set.
+    bytes.push(9 << 3);
+    bytes.extend([0xff; 11]);
+    let e = decode_err("long.pb", &bytes, &DecodeOptions::default());
+    assert!(
+        e.contains(&format!("byte {at}: time_nanos (field 9): overlong varint")),
+        "{e}"
+    );
+    bytes.truncate(at + 4);
+    let e = decode_err("cut.pb", &bytes, &DecodeOptions::default());
+    assert!(
+        e.contains(&format!(
+            "byte {at}: time_nanos (field 9): truncated varint"
+        )),
+        "{e}"
+    );
+}
