@@ -1534,7 +1534,7 @@ pub fn distributed_tables(backend: &dyn Backend, db: &Ident) -> Result<Vec<Strin
 /// # Errors
 /// The engine's error.
 pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> {
-    Ok(table_retentions(backend, db)?
+    Ok(retentions_of(backend, db, &["cp_samples"])?
         .into_iter()
         .find(|(t, _)| t == "cp_samples")
         .map(|(_, d)| d))
@@ -1547,10 +1547,30 @@ pub fn retention_days(backend: &dyn Backend, db: &Ident) -> Result<Option<u32>> 
 /// # Errors
 /// The engine's error.
 pub fn table_retentions(backend: &dyn Backend, db: &Ident) -> Result<Vec<(String, u32)>> {
+    let tables: Vec<&str> = RETENTION_TABLES.iter().map(|(t, _)| *t).collect();
+    retentions_of(backend, db, &tables)
+}
+
+/// [`table_retentions`] of `tables` (of [`RETENTION_TABLES`]) only. The
+/// catalog is asked for those names (and their `_local` tables) alone:
+/// `create_table_query` is made for every table the filter leaves, and the
+/// schema's views take most of it (40 ms for all 45 tables of a
+/// database, 2.5 ms for one table; a load asks it once per call).
+fn retentions_of(backend: &dyn Backend, db: &Ident, tables: &[&str]) -> Result<Vec<(String, u32)>> {
+    let names: Vec<String> = tables
+        .iter()
+        .flat_map(|t| {
+            [
+                sql_string(t),
+                sql_string(&format!("{t}{}", crate::storage::schema::LOCAL_SUFFIX)),
+            ]
+        })
+        .collect();
     let ttls = backend.query_tsv(&format!(
         "SELECT name, extract(create_table_query, 'TTL [^+]+\\+ (?:toIntervalDay\\(|INTERVAL )(\\d+)') \
-         FROM system.tables WHERE database = {} AND engine != 'Distributed'",
-        sql_string(db.as_str())
+         FROM system.tables WHERE database = {} AND name IN ({}) AND engine != 'Distributed'",
+        sql_string(db.as_str()),
+        names.join(",")
     ))?;
     Ok(ttls
         .lines()
