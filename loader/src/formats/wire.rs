@@ -40,10 +40,11 @@ pub fn count_entries(buf: &[u8]) -> u64 {
 /// fewer: a million samples of depth 50 is 50 M.
 pub const DEFAULT_MAX_STACK_FRAMES: u64 = 64 << 20;
 
-/// Default of the most frames of one stack: 64 Ki. Profilers stop far
+/// Default of the most frames of one stack: 1 Mi. Profilers stop far
 /// below (Go and `perf` at 128 frames, async-profiler at 2048), so only a
-/// broken or hostile file passes it; one stack of 60 M frames took 8 GB.
-pub const DEFAULT_MAX_STACK_DEPTH: u64 = 64 << 10;
+/// broken or hostile file passes it, yet a runaway recursion of 100,000
+/// frames is stored whole; one stack of 60 M frames took 8 GB.
+pub const DEFAULT_MAX_STACK_DEPTH: u64 = 1 << 20;
 
 /// What [`count_nested_varints`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
