@@ -318,6 +318,12 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::wire::DEFAULT_MAX_STACK_DEPTH,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_stack_depth: u64,
+        /// pprof: the most MiB its names and labels may take as decoded,
+        /// each string counted every time a function, mapping or sample
+        /// label names it (checked before they are resolved).
+        #[arg(long, default_value_t = flamehouse::formats::pprof::DEFAULT_MAX_NAMES_BYTES >> 20,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+        max_names_mib: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -827,6 +833,7 @@ fn run() -> anyhow::Result<()> {
             max_entries,
             max_stack_frames,
             max_stack_depth,
+            max_names_mib,
             batch_rows,
             target,
         } => {
@@ -886,6 +893,7 @@ fn run() -> anyhow::Result<()> {
                         max_entries,
                         max_stack_frames,
                         max_stack_depth,
+                        max_names_bytes: max_names_mib << 20,
                         ..Default::default()
                     },
                     ..Default::default()

@@ -14,17 +14,19 @@
 pub const DEFAULT_MAX_ENTRIES: u64 = 8 << 20;
 
 /// The number of fields of the message `buf` plus, for each
-/// length-delimited field that is itself a well-formed message, its own
-/// fields (one level: a pprof sample's labels, a location's lines, a
-/// snapshot's stack traces' entries). A packed scalar array or a string
-/// counts as one field (its memory is bounded by its bytes). Counting
-/// stops at the first malformed field, whose error the decoder reports.
+/// length-delimited field whose number `message` says is a sub-message
+/// (and that is well-formed), its own fields (one level: a pprof sample's
+/// labels, a location's lines, a snapshot's stack traces' entries). A
+/// packed scalar array or a string counts as one field (its memory is
+/// bounded by its bytes; a string's bytes may read as fields, so only the
+/// fields the schema says are messages are looked into). Counting stops at
+/// the first malformed field, whose error the decoder reports.
 #[must_use]
-pub fn count_entries(buf: &[u8]) -> u64 {
+pub fn count_entries(buf: &[u8], message: impl Fn(u64) -> bool) -> u64 {
     let mut n = 0;
-    walk(buf, |_, sub| {
+    walk(buf, |field, sub| {
         n += 1;
-        if let Some(sub) = sub {
+        if let Some(sub) = sub.filter(|_| message(field)) {
             let mut inner = 0;
             if walk(sub, |_, _| inner += 1) {
                 n += inner;
@@ -168,18 +170,23 @@ mod tests {
     #[test]
     fn entries_are_counted_one_level_down() {
         // Two empty sub-messages (field 2), a varint (field 1).
-        assert_eq!(count_entries(&[0x12, 0, 0x12, 0, 0x08, 5]), 3);
+        let all = |_| true;
+        assert_eq!(count_entries(&[0x12, 0, 0x12, 0, 0x08, 5], all), 3);
         // One sub-message holding three varints: 1 + 3.
-        assert_eq!(count_entries(&[0x12, 6, 0x08, 1, 0x08, 2, 0x08, 3]), 4);
+        let three = [0x12, 6, 0x08, 1, 0x08, 2, 0x08, 3];
+        assert_eq!(count_entries(&three, all), 4);
+        // The same bytes in a field that is no message (a string of
+        // `x`, 0x78, reads as fields) count once.
+        assert_eq!(count_entries(&three, |f| f != 2), 1);
         // A string that is not a message counts once.
-        assert_eq!(count_entries(&[0x32, 2, 0xff, 0xff]), 1);
+        assert_eq!(count_entries(&[0x32, 2, 0xff, 0xff], all), 1);
         // Malformed: counting stops, the decoder will say why.
-        assert_eq!(count_entries(&[0x12, 0, 0x12, 9]), 1);
+        assert_eq!(count_entries(&[0x12, 0, 0x12, 9], all), 1);
         // 64 KiB of empty stack traces: 32 Ki entries.
         let bomb: Vec<u8> = std::iter::repeat_n([0x22u8, 0], 32 << 10)
             .flatten()
             .collect();
-        assert_eq!(count_entries(&bomb), 32 << 10);
+        assert_eq!(count_entries(&bomb, all), 32 << 10);
     }
 
     #[test]

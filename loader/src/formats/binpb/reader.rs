@@ -358,7 +358,8 @@ impl<R: Read> BinpbReader<R> {
             return Ok(Some(Record::Header(header)));
         }
 
-        let entries = crate::formats::wire::count_entries(&bytes);
+        // Every length-delimited field of a Snapshot is a message.
+        let entries = crate::formats::wire::count_entries(&bytes, |_| true);
         if entries > self.options.max_entries {
             return Err(self.framing(
                 offset,

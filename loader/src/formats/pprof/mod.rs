@@ -94,6 +94,12 @@ pub struct DecodeOptions {
     /// Refuse a profile with a sample of more location ids than this.
     /// Default [`crate::formats::wire::DEFAULT_MAX_STACK_DEPTH`].
     pub max_stack_depth: u64,
+    /// Refuse a profile whose names and labels take more bytes than this
+    /// as decoded: each string counted every time a sample type,
+    /// mapping, function or sample label names it (a 16 MiB name shared
+    /// by 100 functions is 1.6 GB once resolved), checked before they are
+    /// resolved. Default [`DEFAULT_MAX_NAMES_BYTES`].
+    pub max_names_bytes: u64,
     /// Apply the profile's `drop_frames` / `keep_frames` regexps as
     /// `go tool pprof` does. Default `true`.
     pub apply_drop_frames: bool,
@@ -107,6 +113,12 @@ pub struct DecodeOptions {
     pub duration_ns: Option<u64>,
 }
 
+/// Default of [`DecodeOptions::max_names_bytes`]: 256 MiB. A real
+/// profile's names and labels take a few MB (a million samples with a
+/// thread-name label, ~30 MB); a 66 KB file naming one 64 MiB label value
+/// from 100 series took 12 GB.
+pub const DEFAULT_MAX_NAMES_BYTES: u64 = 256 << 20;
+
 impl Default for DecodeOptions {
     fn default() -> Self {
         Self {
@@ -114,6 +126,7 @@ impl Default for DecodeOptions {
             max_entries: crate::formats::wire::DEFAULT_MAX_ENTRIES,
             max_stack_frames: crate::formats::wire::DEFAULT_MAX_STACK_FRAMES,
             max_stack_depth: crate::formats::wire::DEFAULT_MAX_STACK_DEPTH,
+            max_names_bytes: DEFAULT_MAX_NAMES_BYTES,
             apply_drop_frames: true,
             time_ns: None,
             duration_ns: None,
@@ -124,6 +137,20 @@ impl Default for DecodeOptions {
 /// Why a pprof file could not be read. Each message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The names and labels take more bytes, as resolved, than allowed.
+    #[error(
+        "{path}: its names and labels take {bytes} bytes as decoded (each string counted every \
+         time a function, mapping or label names it), more than the limit of {limit} (raise \
+         it: `flamehouse load --max-names-mib`)"
+    )]
+    NamesTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bytes counted.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Reading the file failed.
     #[error("{path}: {cause}")]
     Io {
@@ -224,6 +251,7 @@ impl Error {
             | Error::TooLarge { path, .. }
             | Error::TooManyEntries { path, .. }
             | Error::TooManyStackFrames { path, .. }
+            | Error::NamesTooLarge { path, .. }
             | Error::Protobuf { path, .. }
             | Error::Invalid { path, .. } => path,
         }
@@ -507,7 +535,9 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
     if raw.is_empty() {
         return Err(invalid("the file is empty".into()));
     }
-    let entries = crate::formats::wire::count_entries(raw);
+    // The Profile fields that are messages: sample_type, sample, mapping,
+    // location, function, period_type (not string_table's strings).
+    let entries = crate::formats::wire::count_entries(raw, |f| matches!(f, 1..=5 | 11));
     if entries > options.max_entries {
         return Err(Error::TooManyEntries {
             path: path.to_path_buf(),
@@ -551,7 +581,52 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
             detail,
         }
     })?;
+    let bytes = names_bytes(&message);
+    if bytes > options.max_names_bytes {
+        return Err(Error::NamesTooLarge {
+            path: path.to_path_buf(),
+            bytes,
+            limit: options.max_names_bytes,
+        });
+    }
     let mut profile = resolve(message).map_err(invalid)?;
+    // The stacks' frames with inlined lines expanded: a location of 65,000
+    // lines under two ids a sample (counted on the wire as two) made 143 KB
+    // take 3.9 GB.
+    let (mut total, mut most) = (0u64, 0u64);
+    for s in &profile.samples {
+        let depth: u64 = s
+            .locations
+            .iter()
+            .map(|&l| profile.locations[l].lines.len().max(1) as u64)
+            .sum();
+        total = total.saturating_add(depth);
+        most = most.max(depth);
+    }
+    for (frames, what, limit, option) in [
+        (
+            total,
+            "in all, inlined lines counted",
+            options.max_stack_frames,
+            "--max-stack-frames",
+        ),
+        (
+            most,
+            "in one stack, inlined lines counted",
+            options.max_stack_depth,
+            "--max-stack-depth",
+        ),
+    ] {
+        if frames > limit {
+            return Err(Error::TooManyStackFrames {
+                path: path.to_path_buf(),
+                frames,
+                what,
+                limit,
+                option,
+            });
+        }
+    }
     if options.apply_drop_frames && !profile.drop_frames.is_empty() {
         let drop = compile_frames_regex(&profile.drop_frames, "drop_frames").map_err(invalid)?;
         let keep = if profile.keep_frames.is_empty() {
@@ -647,6 +722,33 @@ fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
 
 /// Resolves string indexes and ids of a decoded message; the error says
 /// which sample, location or field is wrong.
+/// The bytes `p`'s names and labels take once resolved: each string
+/// counted every time something names it (resolving copies it each time).
+fn names_bytes(p: &proto::Profile) -> u64 {
+    let len = |i: i64| {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| p.string_table.get(i))
+            .map_or(0, |s| s.len() as u64)
+    };
+    let types = p.sample_type.iter().chain(&p.period_type);
+    types.map(|t| len(t.r#type) + len(t.unit)).sum::<u64>()
+        + p.comment.iter().map(|&c| len(c)).sum::<u64>()
+        + p.mapping
+            .iter()
+            .map(|m| len(m.filename) + len(m.build_id))
+            .sum::<u64>()
+        + p.function
+            .iter()
+            .map(|f| len(f.name) + len(f.system_name) + len(f.filename))
+            .sum::<u64>()
+        + p.sample
+            .iter()
+            .flat_map(|s| &s.label)
+            .map(|l| len(l.key) + len(l.str) + len(l.num_unit))
+            .sum::<u64>()
+}
+
 fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
     let strings = &p.string_table;
     match strings.first() {

@@ -805,45 +805,103 @@ fn a_profile_of_more_entries_than_the_limit_is_refused_before_decoding() {
 #[test]
 fn a_profile_of_more_stack_frames_than_the_limit_is_refused_before_decoding() {
     let mut p = small_profile();
-    // 3 samples of 2 ids each (the first is small_profile's own).
+    // 3 samples of 2 ids each (the first is small_profile's own): 6 ids on
+    // the wire, 9 frames with location 10's inlined line expanded (3 a
+    // stack).
     for _ in 0..2 {
         let s = p.sample[0].clone();
         p.sample.push(s);
     }
     let bytes = p.encode_to_vec();
-    let at = |max_stack_frames| DecodeOptions {
-        max_stack_frames,
-        ..DecodeOptions::default()
+    let read = |max_stack_frames, max_stack_depth| {
+        let o = DecodeOptions {
+            max_stack_frames,
+            max_stack_depth,
+            ..DecodeOptions::default()
+        };
+        decode(Path::new("deep.pb"), &bytes, &o)
+            .map(|p| p.samples.len())
+            .map_err(|e| e.to_string())
     };
-    assert_eq!(
-        decode(Path::new("p.pb"), &bytes, &at(6))
-            .unwrap()
-            .samples
-            .len(),
-        3
-    );
-    let e = decode_err("deep.pb", &bytes, &at(5));
-    assert!(
-        e.contains("hold 6 frames in all")
-            && e.contains("limit of 5")
-            && e.contains("--max-stack-frames"),
-        "{e}"
-    );
-    let depth = |max_stack_depth| DecodeOptions {
-        max_stack_depth,
-        ..DecodeOptions::default()
-    };
-    assert!(decode(Path::new("p.pb"), &bytes, &depth(2)).is_ok());
-    let e = decode_err("deep.pb", &bytes, &depth(1));
-    assert!(
-        e.contains("hold 2 frames in one stack") && e.contains("--max-stack-depth"),
-        "{e}"
-    );
+    assert_eq!(read(9, 3), Ok(3));
+    for (frames, depth, says, option) in [
+        // On the wire, before decoding.
+        (
+            5,
+            3,
+            "hold 6 frames in all, more than the limit of 5",
+            "--max-stack-frames",
+        ),
+        (
+            9,
+            1,
+            "hold 2 frames in one stack, more than the limit of 1",
+            "--max-stack-depth",
+        ),
+        // Decoded, inlined lines counted (a location of 65,000 lines
+        // under two ids a sample made 143 KB take 3.9 GB).
+        (
+            8,
+            3,
+            "hold 9 frames in all, inlined lines counted, more than the limit of 8",
+            "--max-stack-frames",
+        ),
+        (
+            9,
+            2,
+            "hold 3 frames in one stack, inlined lines counted, more than the limit of 2",
+            "--max-stack-depth",
+        ),
+    ] {
+        let e = read(frames, depth).unwrap_err();
+        assert!(
+            e.contains(says) && e.contains(option) && !e.contains('\n'),
+            "{e}"
+        );
+    }
     // Unpacked ids (field 1 repeated as varints, which decoders accept):
     // one sample of ids 10, 20, 10.
     let unpacked = [0x12u8, 6, 0x08, 10, 0x08, 20, 0x08, 10];
-    let e = decode_err("unpacked.pb", &unpacked, &at(2));
+    let o = DecodeOptions {
+        max_stack_frames: 2,
+        ..DecodeOptions::default()
+    };
+    let e = decode_err("unpacked.pb", &unpacked, &o);
     assert!(e.contains("hold 3 frames in all"), "{e}");
+}
+
+/// Names and labels are counted as resolving copies them, each time they
+/// are named, before they are: a 66 KB file naming one 64 MiB label value
+/// from 100 series took 12 GB; at the limit the profile decodes. The
+/// count, by hand, of small_profile's strings as named: sample types
+/// `samples count` and `cpu nanoseconds` (26), period type `cpu
+/// nanoseconds` (14), functions `main main f.c` and `leaf leaf f.c` (22),
+/// mapping `f.c` (3), labels `k v`, `size bytes` and `size` (15): 80.
+#[test]
+fn names_past_the_limit_are_refused_before_they_are_resolved() {
+    let at = |p: &proto::Profile, max_names_bytes| {
+        let o = DecodeOptions {
+            max_names_bytes,
+            ..DecodeOptions::default()
+        };
+        decode(Path::new("n.pb"), &p.encode_to_vec(), &o)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let small = small_profile();
+    let base = 26 + 14 + 22 + 3 + 15;
+    assert_eq!(at(&small, base), Ok(()));
+    let e = at(&small, base - 1).unwrap_err();
+    assert!(
+        e.contains(&format!("take {base} bytes as decoded")) && e.contains("--max-names-mib"),
+        "{e}"
+    );
+    // `main` of 1000 bytes: its function's name and system name both.
+    let mut big = small_profile();
+    big.string_table[5] = "m".repeat(1000);
+    let grown = base + 2 * (1000 - 4);
+    assert_eq!(at(&big, grown), Ok(()));
+    assert!(at(&big, grown - 1).is_err());
 }
 
 /// A small profile written with the proto structs: strings, 2 sample types.
