@@ -205,8 +205,8 @@ pub enum Error {
     /// The samples' stacks hold more frames than allowed, in all or in
     /// one stack.
     #[error(
-        "{path}: the samples' stacks hold {frames} frames {what}, more than the limit of \
-         {limit} (raise it: `flamehouse load {option}`)"
+        "{path}: the samples' stacks hold {frames} frames {what}{how}, more than the limit \
+         of {limit} (raise it: `flamehouse load {option}`)"
     )]
     TooManyStackFrames {
         /// The file.
@@ -215,6 +215,9 @@ pub enum Error {
         frames: u64,
         /// `in all` or `in one stack`.
         what: &'static str,
+        /// How they were counted: empty on the wire, `, inlined lines
+        /// counted` once decoded.
+        how: &'static str,
         /// The limit.
         limit: u64,
         /// The option that raises it.
@@ -547,30 +550,7 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
     }
     // Profile.sample (2), Sample.location_id (1).
     let frames = crate::formats::wire::count_nested_varints(raw, 2, 1);
-    for (frames, what, limit, option) in [
-        (
-            frames.total,
-            "in all",
-            options.max_stack_frames,
-            "--max-stack-frames",
-        ),
-        (
-            frames.most,
-            "in one stack",
-            options.max_stack_depth,
-            "--max-stack-depth",
-        ),
-    ] {
-        if frames > limit {
-            return Err(Error::TooManyStackFrames {
-                path: path.to_path_buf(),
-                frames,
-                what,
-                limit,
-                option,
-            });
-        }
-    }
+    check_frames(path, options, frames.total, frames.most, "")?;
     let message = proto::Profile::decode(raw).map_err(|cause| {
         let detail = match locate_error(raw) {
             Some((offset, what)) => format!("byte {offset}{where_}: {what}"),
@@ -603,30 +583,7 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
         total = total.saturating_add(depth);
         most = most.max(depth);
     }
-    for (frames, what, limit, option) in [
-        (
-            total,
-            "in all, inlined lines counted",
-            options.max_stack_frames,
-            "--max-stack-frames",
-        ),
-        (
-            most,
-            "in one stack, inlined lines counted",
-            options.max_stack_depth,
-            "--max-stack-depth",
-        ),
-    ] {
-        if frames > limit {
-            return Err(Error::TooManyStackFrames {
-                path: path.to_path_buf(),
-                frames,
-                what,
-                limit,
-                option,
-            });
-        }
-    }
+    check_frames(path, options, total, most, ", inlined lines counted")?;
     if options.apply_drop_frames && !profile.drop_frames.is_empty() {
         let drop = compile_frames_regex(&profile.drop_frames, "drop_frames").map_err(invalid)?;
         let keep = if profile.keep_frames.is_empty() {
@@ -722,6 +679,43 @@ fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
 
 /// Resolves string indexes and ids of a decoded message; the error says
 /// which sample, location or field is wrong.
+/// Refuses `total` frames in all or `most` in one stack past the limits of
+/// `options` (`how` says how they were counted).
+fn check_frames(
+    path: &Path,
+    options: &DecodeOptions,
+    total: u64,
+    most: u64,
+    how: &'static str,
+) -> Result<(), Error> {
+    for (frames, what, limit, option) in [
+        (
+            total,
+            "in all",
+            options.max_stack_frames,
+            "--max-stack-frames",
+        ),
+        (
+            most,
+            "in one stack",
+            options.max_stack_depth,
+            "--max-stack-depth",
+        ),
+    ] {
+        if frames > limit {
+            return Err(Error::TooManyStackFrames {
+                path: path.to_path_buf(),
+                frames,
+                what,
+                how,
+                limit,
+                option,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The bytes `p`'s names and labels take once resolved: each string
 /// counted every time something names it (resolving copies it each time).
 fn names_bytes(p: &proto::Profile) -> u64 {
