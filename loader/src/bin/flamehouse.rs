@@ -324,6 +324,12 @@ enum Command {
         #[arg(long, default_value_t = flamehouse::formats::pprof::DEFAULT_MAX_NAMES_BYTES >> 20,
               value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
         max_names_mib: u64,
+        /// Continuous profiles: the most series (distinct label sets) of
+        /// one profile; a label with a value per sample makes one per
+        /// sample. A profile of more is refused.
+        #[arg(long, default_value_t = continuous::DEFAULT_MAX_SERIES,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_series: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -834,6 +840,7 @@ fn run() -> anyhow::Result<()> {
             max_stack_frames,
             max_stack_depth,
             max_names_mib,
+            max_series,
             batch_rows,
             target,
         } => {
@@ -908,6 +915,7 @@ fn run() -> anyhow::Result<()> {
                 service,
                 labels,
                 span_labels: span_labels.into_iter().filter(|k| !k.is_empty()).collect(),
+                max_series,
                 ..Default::default()
             };
             let mut failed = 0usize;

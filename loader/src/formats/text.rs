@@ -120,8 +120,8 @@ pub struct TextOptions {
     pub max_bytes: u64,
     /// Most distinct stacks (with their sample labels) of one file; a
     /// file of more is refused, the parse keeping none past the limit
-    /// (each costs ~300 bytes on its way to the engine, besides its
-    /// frames). Default: [`MAX_TEXT_STACKS`].
+    /// (each costs ~1 KB on its way to the engine, a frame of its own
+    /// included). Default: [`MAX_TEXT_STACKS`].
     pub max_stacks: u64,
     /// Most distinct frames of one file (each costs ~400 bytes: its
     /// names, its dictionary row). Default: [`MAX_TEXT_FRAMES`].

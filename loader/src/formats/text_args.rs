@@ -71,8 +71,8 @@ pub struct TextArgs {
           value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_text_mib: u64,
     /// perf script, bpftrace, folded: the most distinct stacks of one file
-    /// (each costs ~300 bytes of memory on its way to the engine, besides
-    /// its frames); a file of more is refused, never cut.
+    /// (each costs ~1 KB of memory on its way to the engine, a frame of
+    /// its own included); a file of more is refused, never cut.
     #[arg(long, value_name = "N", default_value_t = super::text::MAX_TEXT_STACKS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_stacks: u64,

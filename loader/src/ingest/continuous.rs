@@ -146,7 +146,17 @@ pub struct ContinuousOptions {
     /// `--duration`); pprof's are [`ContinuousOptions::decode`]. Default:
     /// [`ReadOptions::default`].
     pub read: ReadOptions,
+    /// Most series (distinct label sets) of one profile; a profile of
+    /// more is refused (each costs ~3 KB on its way to the engine).
+    /// Default: [`DEFAULT_MAX_SERIES`].
+    pub max_series: u64,
 }
+
+/// Default of [`ContinuousOptions::max_series`]: 256 Ki series in one
+/// profile, ~0.8 GB at worst. A profile of a service holds a handful; a
+/// label with a value per sample (a request id) makes one per sample,
+/// which the refusal says (1.5 M such samples took 4.3 GB).
+pub const DEFAULT_MAX_SERIES: u64 = 256 << 10;
 
 impl Default for ContinuousOptions {
     fn default() -> Self {
@@ -164,6 +174,7 @@ impl Default for ContinuousOptions {
                 .map(|k| (*k).to_string())
                 .collect(),
             read: ReadOptions::default(),
+            max_series: DEFAULT_MAX_SERIES,
         }
     }
 }
@@ -978,6 +989,14 @@ fn batch_rows(
                 }
                 let s = match series_index.get(&m) {
                     Some(&s) => s,
+                    None if label_sets.len() as u64 >= opts.max_series => {
+                        return Err(Error::Usage(format!(
+                            "its samples make more than {} series (distinct label sets: a \
+                             label with a value per sample makes one per sample; \
+                             --max-series raises the limit)",
+                            opts.max_series
+                        )));
+                    }
                     None => {
                         label_sets.push(m.clone());
                         series_index.insert(m, label_sets.len() - 1);
@@ -1641,6 +1660,34 @@ mod tests {
     /// rows: what that batch added to the load's cache is taken back, so a
     /// later file of the load still carries those frames and stacks (else
     /// nobody would store them). Fails without the cache's journal.
+    /// Past `max_series` distinct label sets a profile is refused, naming
+    /// the option (a label with a value per sample, 1.5 M samples, took
+    /// 4.3 GB); at the limit it is built. Three samples of three `req`
+    /// values and the service: three series.
+    #[test]
+    fn more_series_than_the_limit_are_refused() {
+        let mut sym = Symbolizer::new(Default::default());
+        let run = |max_series, sym: &mut Symbolizer| {
+            let mut r = reader(&[&[
+                (&["main"], &[("req", "1")]),
+                (&["main"], &[("req", "2")]),
+                (&["main"], &[("req", "3")]),
+            ]]);
+            let opts = ContinuousOptions {
+                max_series,
+                ..ContinuousOptions::default()
+            };
+            reader_rows(&mut r, sym, "/p/req.folded", &opts).map_err(|e| e.to_string())
+        };
+        assert_eq!(run(3, &mut sym).unwrap()[0].series.len(), 3);
+        let e = run(2, &mut sym).unwrap_err();
+        assert!(
+            e.starts_with("/p/req.folded: its samples make more than 2 series")
+                && e.contains("--max-series"),
+            "{e}"
+        );
+    }
+
     /// A frame is held once however many stacks hold it (deep distinct
     /// stacks cost a pointer a frame: 200,000 stacks of 50 frames took
     /// 4.5 GB when each stack held its frames' rows and names), in a file

@@ -222,6 +222,28 @@ unsafe impl Send for Engine {}
 // SAFETY: see above.
 unsafe impl Sync for Engine {}
 
+/// Gives the fatal signals back their default action once the engine has
+/// started: its handlers hand a crash to a listener thread that only the
+/// server runs, so in this process a failed allocation (Rust aborts) or a
+/// fault slept for ever holding its memory (a 14 KB file that ran a load
+/// out of memory left it asleep at 9.6 GB). With the default, the
+/// process ends at once (SIGABRT: exit 134).
+fn default_fatal_signals() {
+    for sig in [
+        libc::SIGABRT,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+    ] {
+        // SAFETY: setting a signal's disposition to its default has no
+        // precondition.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
 impl Engine {
     /// Opens the engine on `opts.data_dir` with the flamehouse functions
     /// registered.
@@ -277,6 +299,7 @@ impl Engine {
                 path: data_dir,
             });
         }
+        default_fatal_signals();
         let engine = Engine {
             api,
             conn: Mutex::new(conn),

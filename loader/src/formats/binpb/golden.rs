@@ -542,9 +542,24 @@ fn a_snapshot_of_deeper_stacks_than_the_limits_is_refused_before_decoding() {
             && e.contains("--max-stack-frames"),
         "{e}"
     );
+    // The stream's dictionary counts: a second record defining the same
+    // traces again is past 4 frames in all.
+    let twice = cat(&[&record(&header_payload()), &record(&snap), &record(&snap)]);
+    let options = crate::formats::binpb::reader::ReaderOptions {
+        max_stack_frames: 7,
+        ..Default::default()
+    };
+    let mut reader = BinpbReader::with_options(Cursor::new(&twice[..]), "twice.binpb", options);
+    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    assert!(reader.next_record().is_ok());
+    let e = reader.next_record().unwrap_err().to_string();
+    assert!(
+        e.contains("defined up to this record hold 8 frames in all, more than the limit of 7"),
+        "{e}"
+    );
     let e = read(4, 2).unwrap_err();
     assert!(
-        e.contains("hold 3 frames in one, more than the limit of 2")
+        e.contains("a stack trace of this record holds 3 frames, more than the limit of 2")
             && e.contains("--max-stack-depth"),
         "{e}"
     );

@@ -167,6 +167,9 @@ pub struct BinpbReader<R> {
     header: Option<ProcessInfo>,
     dictionaries: Dictionaries,
     snapshots: u64,
+    /// The frames of the stack traces the records read so far defined:
+    /// the stream's dictionary, which `--max-stack-frames` bounds.
+    stack_frames: u64,
     state: State,
     inflater: Inflater,
 }
@@ -248,6 +251,7 @@ impl<R: Read> BinpbReader<R> {
             header: None,
             dictionaries: Dictionaries::new(),
             snapshots: 0,
+            stack_frames: 0,
             state: State::Reading,
             inflater: Inflater::default(),
         }
@@ -373,16 +377,17 @@ impl<R: Read> BinpbReader<R> {
         // Snapshot.stacktraces (4), Stacktrace.ptrId (2): packed, a
         // one-byte id is a word decoded and a frame of a stack after.
         let frames = crate::formats::wire::count_nested_varints(&bytes, 4, 2);
+        let stack_frames = self.stack_frames.saturating_add(frames.total);
         for (n, what, limit, option) in [
             (
-                frames.total,
-                "in all",
+                stack_frames,
+                "the stack traces defined up to this record hold {n} frames in all",
                 self.options.max_stack_frames,
                 "--max-stack-frames",
             ),
             (
                 frames.most,
-                "in one",
+                "a stack trace of this record holds {n} frames",
                 self.options.max_stack_depth,
                 "--max-stack-depth",
             ),
@@ -391,8 +396,9 @@ impl<R: Read> BinpbReader<R> {
                 return Err(self.framing(
                     offset,
                     format!(
-                        "the snapshot's stack traces hold {n} frames {what}, more than the \
-                         limit of {limit} (raise it: `flamehouse load {option}`)"
+                        "{}, more than the limit of {limit} (raise it: `flamehouse load \
+                         {option}`)",
+                        what.replace("{n}", &n.to_string())
                     ),
                 ));
             }
@@ -411,6 +417,7 @@ impl<R: Read> BinpbReader<R> {
                 cause,
             })?;
         self.snapshots += 1;
+        self.stack_frames = stack_frames;
         Ok(Some(Record::Snapshot(snapshot)))
     }
 
