@@ -149,7 +149,7 @@ impl TextOptions {
     }
 }
 
-/// Default of [`TextOptions::max_frames`]: 2 Mi distinct frames, ~0.8 GB
+/// Default of [`TextOptions::max_frames`]: 2 Mi distinct frames, ~1 GB
 /// at worst; a whole machine's `perf record -a` at line granularity holds
 /// a few hundred thousand.
 pub const MAX_TEXT_FRAMES: u64 = 2 << 20;
