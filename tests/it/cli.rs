@@ -473,6 +473,123 @@ fn record_size_limit_is_an_option_and_an_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// MemHawk stacks deeper than one insert block load whole: four distinct
+/// stacks of 600,000 frames (~11 MB each in `stacks`, so their rows go in
+/// two blocks of at most `MAX_INSERT_BYTES`), each stored with every
+/// frame, root first, as the test wrote them. A load that crashed after
+/// storing its rows and is run again re-sends the same blocks, which
+/// deduplicate: each stack is one row in `stacks` and `process_stacks`.
+#[test]
+fn deep_memhawk_stacks_load_whole_in_blocks() {
+    use flamehouse::formats::binpb::{
+        AllocSummary, ProcessInfo, Snapshot, Stacktrace, StacktracePtr, TracedAllocSummary,
+    };
+    use flamehouse_fixtures::binpb_writer::BinpbWriter;
+    let dir = temp_path("cli-deep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("memhawk_deep_9_protobuf.binpb");
+    let (traces, depth) = (4u32, 600_000usize);
+    let header = ProcessInfo {
+        process_short_name: "deep".into(),
+        process_full_path: "/bin/deep".into(),
+        pid: 9,
+        start_timestamp: 1_750_000_000_000_000_000,
+    };
+    let addr = |id: u32| 0x40_1000 + 16 * u64::from(id);
+    // Frame ids 1-8 cycle under each trace's own leaf (id 8 + trace).
+    let ids = |t: u32| -> Vec<u32> {
+        std::iter::once(8 + t)
+            .chain((0..depth - 1).map(|i| 1 + (i % 8) as u32))
+            .collect()
+    };
+    let snapshot = Snapshot {
+        timestamp: header.start_timestamp + 1_000_000_000,
+        changed: (1..=traces)
+            .map(|t| TracedAllocSummary {
+                trace_id: t,
+                actual: Some(AllocSummary {
+                    size: 100 * i64::from(t),
+                    active: 1,
+                    overhead: 0,
+                    total_count: 1,
+                    total_bytes: 100 * u64::from(t),
+                }),
+            })
+            .collect(),
+        ptr_ids: (1..=8 + traces)
+            .map(|id| StacktracePtr {
+                ptr_id: id,
+                ptr_addr: addr(id),
+            })
+            .collect(),
+        stacktraces: (1..=traces)
+            .map(|t| Stacktrace {
+                trace_id: t,
+                ptr_id: ids(t),
+            })
+            .collect(),
+        ..Snapshot::default()
+    };
+    let mut w = BinpbWriter::new(Vec::new(), &header).unwrap();
+    w.write_snapshot(&snapshot).unwrap();
+    std::fs::write(&file, w.into_inner()).unwrap();
+    // The stacks rows' bytes: id, frame ids, labels ("0x40101x").
+    let label_bytes: usize = (1..=traces)
+        .flat_map(ids)
+        .map(|id| 1 + format!("{:#x}", addr(id)).len())
+        .sum();
+    let row_bytes = traces as usize * (8 + 2 * 3) + traces as usize * depth * 8 + label_bytes;
+    assert!(row_bytes > flamehouse::storage::MAX_INSERT_BYTES);
+
+    let data = dir.join("data");
+    let crashed = Command::new(bin())
+        .args(["load", "--data"])
+        .arg(&data)
+        .arg(&file)
+        .env("FLAMEHOUSE_TEST_CRASH", "after-samples")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), Some(137), "{crashed:?}");
+    let out = run(&data, &["load", &file.display().to_string()]);
+    assert!(out.contains(&format!("{traces} stacks")), "{out}");
+    for table in ["stacks", "process_stacks"] {
+        assert_eq!(
+            run(
+                &data,
+                &[
+                    "sql",
+                    &format!(
+                        "SELECT count(), uniqExact(stack_id), sum(length(labels)) \
+                         FROM flamehouse.{table}"
+                    )
+                ]
+            ),
+            format!("{traces}\t{traces}\t{}\n", traces as usize * depth),
+            "{table}"
+        );
+    }
+    // Each stack's labels, root first, are its frames' addresses read back
+    // from the leaf-first ids written.
+    let got = run(
+        &data,
+        &[
+            "sql",
+            "SELECT labels FROM flamehouse.process_stacks ORDER BY labels[-1] \
+             FORMAT JSONCompactEachRow",
+        ],
+    );
+    for (t, line) in (1..=traces).zip(got.lines()) {
+        let labels: Vec<Vec<String>> = serde_json::from_str(line).unwrap();
+        let want: Vec<String> = ids(t)
+            .iter()
+            .rev()
+            .map(|&id| format!("{:#x}", addr(id)))
+            .collect();
+        assert!(labels[0] == want, "trace {t}'s stack is not the file's");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What a failed run said: exit code, stderr, stdout.
 struct Failed {
     code: Option<i32>,

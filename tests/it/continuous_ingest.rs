@@ -482,6 +482,65 @@ fn first_batches_are_small_and_grow() {
     assert_eq!(s.sample_rows, rows.iter().sum::<usize>());
 }
 
+/// A read-ahead of one byte (each reader waits until its last file is
+/// taken before it sends the next) stores what the default stores, with
+/// one, two and three readers and a bad file among the others; a load whose
+/// storer stops at an error ends with it instead of leaving readers waiting
+/// for a taker.
+#[test]
+fn a_read_ahead_of_one_byte_stores_the_same_and_stops_at_an_error() {
+    let dir = temp_path("cpingest-ahead");
+    let now = recent_ms();
+    let mut files: Vec<PathBuf> = (0..12)
+        .map(|i| {
+            let p = dir.join(format!("a{i}.pb.gz"));
+            write_profile(&p, i, now + i * 10_000);
+            p
+        })
+        .collect();
+    let bad = dir.join("bad.pb.gz");
+    std::fs::write(&bad, b"\x1f\x8b not gzip").unwrap();
+    files.insert(5, bad);
+    let refdb = "fh_cpi_ahead_ref";
+    fresh(refdb);
+    let (r, _) = load(engine(), &files, &copts(refdb), 1_000_000);
+    assert_eq!(r.unwrap().failed, 1);
+    let want = state(refdb);
+    let tiny = |readers: usize, batch_rows: usize| BatchOptions {
+        batch_rows,
+        readers,
+        read_ahead_bytes: 1,
+        ..Default::default()
+    };
+    for readers in 1..=3 {
+        let db = format!("fh_cpi_ahead_{readers}");
+        fresh(&db);
+        let mut stored = 0;
+        let s = load_files(
+            engine(),
+            &files,
+            &copts(&db),
+            &tiny(readers, 40),
+            &mut |e| {
+                if let FileEvent::Stored(p) = e {
+                    stored += p.len();
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!((s.failed, s.profiles, stored), (1, 12, 12), "{s:?}");
+        assert_eq!(state(&db), want, "{readers} readers");
+    }
+    let db = "fh_cpi_ahead_stop";
+    fresh(db);
+    let failing = Spy::failing("cp_samples", 1);
+    let e = load_files(&failing, &files, &copts(db), &tiny(2, 1), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cp_samples"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The granules `EXPLAIN indexes = 1` says skip index `name` keeps for
 /// `sql`, as (kept, of).
 fn skip_granules(sql: &str, name: &str) -> (u64, u64) {

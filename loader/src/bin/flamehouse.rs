@@ -336,6 +336,14 @@ enum Command {
         /// while the next files are read).
         #[arg(long, default_value_t = cp_batch::DEFAULT_BATCH_ROWS, value_parser = parse_batch_rows)]
         batch_rows: usize,
+        /// Continuous profiles: how far the file readers may read ahead of
+        /// the batches being stored, in MiB of decoded rows over all
+        /// readers (a reader holding less than its share reads its next
+        /// file whatever its size).
+        #[arg(long, value_name = "MIB",
+              default_value_t = (cp_batch::DEFAULT_READ_AHEAD_BYTES >> 20) as u64,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
+        read_ahead_mib: u64,
         #[command(flatten)]
         target: TargetArgs,
     },
@@ -842,6 +850,7 @@ fn run() -> anyhow::Result<()> {
             max_names_mib,
             max_series,
             batch_rows,
+            read_ahead_mib,
             target,
         } => {
             // Before anything is read: a key given twice is the user's
@@ -957,6 +966,7 @@ fn run() -> anyhow::Result<()> {
                 };
                 let bo = BatchOptions {
                     batch_rows,
+                    read_ahead_bytes: (read_ahead_mib << 20) as usize,
                     ..Default::default()
                 };
                 let s = cp_batch::load_files(&*engine, &batched, &copts, &bo, &mut |e| match e {

@@ -4,13 +4,15 @@
 //! ([`batch_token`]) made of the source, its load generation and the byte
 //! range.
 
+use super::continuous::ResolvedStack;
 use super::read::State;
 use super::LoadSummary;
 use crate::error::{Error, Result};
 use crate::storage::rows::{
-    FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, SampleRow, StackRow, TotalRow,
+    FrameRow, IntentRow, ProcessRow, ProgressRow, RollupRow, SampleRow, TotalRow,
 };
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
 
 /// Rows waiting for the next batch (frames and stacks wait in the
 /// [`super::intern::Interner`]).
@@ -49,8 +51,8 @@ pub(super) struct Batch {
     pub(super) process: Option<ProcessRow>,
     /// The batch's byte range.
     pub(super) intent: IntentRow,
-    pub(super) frames: Vec<FrameRow>,
-    pub(super) stacks: Vec<StackRow>,
+    pub(super) frames: Vec<Arc<FrameRow>>,
+    pub(super) stacks: Vec<ResolvedStack>,
     /// Encoded sample rows in the table's key order.
     pub(super) samples: Vec<u8>,
     /// Their per-minute sums (`samples_1m`).

@@ -541,6 +541,65 @@ pub struct ProfileRows {
     pub legacy_id: Option<u64>,
 }
 
+impl ProfileRows {
+    /// Roughly the bytes these rows hold in memory: each row's struct and
+    /// the text it owns, a pointer per frame of each stack (the frames
+    /// themselves counted once, in `frames`). What a reader's read-ahead
+    /// counts ([`crate::ingest::cp_batch::BatchOptions::read_ahead_bytes`]).
+    #[must_use]
+    pub fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let frames: usize = self
+            .frames
+            .iter()
+            .map(|f| {
+                size_of::<FrameRow>()
+                    + f.label.len()
+                    + f.function.len()
+                    + f.file.len()
+                    + f.module.len()
+            })
+            .sum();
+        let stacks: usize = self
+            .stacks
+            .iter()
+            .map(|s| size_of::<ResolvedStack>() + 8 * s.frames.len())
+            .sum();
+        let series: usize = self
+            .series
+            .iter()
+            .map(|r| {
+                size_of::<SeriesRow>()
+                    + r.profile_type.len()
+                    + r.service.len()
+                    + r.labels
+                        .iter()
+                        .map(|(k, v)| 64 + k.len() + v.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        let samples: usize = self
+            .samples
+            .iter()
+            .map(|r| {
+                size_of::<CpSampleRow>()
+                    + r.profile_type.len()
+                    + r.service.len()
+                    + r.num_labels
+                        .iter()
+                        .map(|(k, _)| 32 + k.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        frames
+            + stacks
+            + series
+            + samples
+            + self.cp_stacks.len() * (size_of::<CpStackRow>() + 16)
+            + self.profiles.len() * size_of::<CpProfileRow>()
+    }
+}
+
 /// What one load keeps across its files: stacks the profiles name entirely
 /// (every frame a symbol, so they resolve the same in every file whatever
 /// its mappings) already resolved, and the frames and stacks a profile of
@@ -934,7 +993,7 @@ fn batch_rows(
             if let Some(r) = h.and_then(|h| cache.named.get(&h)) {
                 return r.clone();
             }
-            symbolize_shared(sym, &refs, &mut cache.frames, &mut rows);
+            symbolize_shared(sym, refs.iter().copied(), &mut cache.frames, &mut rows);
             let mut stack = std::mem::take(&mut rows);
             stack.shrink_to_fit();
             let r = Arc::new(ResolvedStack {

@@ -77,7 +77,21 @@ pub struct BatchOptions {
     /// profile costs about as much as inserting its rows, so two keep the
     /// engine busy on a 2-core machine).
     pub readers: usize,
+    /// How far the readers may read ahead of the files being gathered
+    /// and stored, in bytes of decoded rows ([`ProfileRows::approx_bytes`])
+    /// over all readers (each its share). A reader holding less than its
+    /// share reads its next file whatever that file's size, so one file
+    /// always goes through; each file's own size is bounded by the
+    /// decoders' limits (`--max-stack-frames` and the others). Default:
+    /// [`DEFAULT_READ_AHEAD_BYTES`] (256 MiB).
+    pub read_ahead_bytes: usize,
 }
+
+/// Default of [`BatchOptions::read_ahead_bytes`]: ahead by 32 small
+/// profiles at most (the channel's length), or by their share of this.
+/// Read-ahead was 32 files whatever their size: ten pprof files of
+/// 200,000 distinct stacks each held 3.7 GB in one load.
+pub const DEFAULT_READ_AHEAD_BYTES: usize = 256 << 20;
 
 impl Default for BatchOptions {
     fn default() -> Self {
@@ -85,6 +99,7 @@ impl Default for BatchOptions {
             batch_rows: DEFAULT_BATCH_ROWS,
             batch_profiles: DEFAULT_BATCH_PROFILES,
             readers: 2,
+            read_ahead_bytes: DEFAULT_READ_AHEAD_BYTES,
         }
     }
 }
@@ -135,12 +150,9 @@ fn content_hash(b: &[u8]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// Largest RowBinary block of one insert. A table's rows past it go in
-/// several inserts, each encoded as it is sent, so that the loader's and
-/// the engine's memory stay bounded whatever the profile: the arrays of
-/// deep distinct stacks cost the engine several times their bytes. The
-/// bench's batches stay under it (one insert per table, as before).
-pub const MAX_INSERT_BYTES: usize = 16 << 20;
+/// Largest RowBinary block of one insert (the bench's batches stay under
+/// it: one insert per table).
+pub use crate::storage::MAX_INSERT_BYTES;
 
 /// The rows of one table still to send, as inserts of at most
 /// [`MAX_INSERT_BYTES`] (a row larger than that is a block of its own).
@@ -774,8 +786,70 @@ pub struct FilesSummary {
     pub batches: usize,
 }
 
-/// A file read and turned into rows on the reader thread.
-type Read = (PathBuf, Result<Vec<(ProfileRows, ContinuousSummary)>>);
+/// A file read and turned into rows on the reader thread, and the bytes
+/// of its rows the reader counts as read ahead until they are taken.
+type Read = (
+    PathBuf,
+    Result<Vec<(ProfileRows, ContinuousSummary)>>,
+    usize,
+);
+
+/// One reader's read-ahead: the bytes of the rows it has sent that the
+/// gathering thread has not taken yet. The reader waits while it holds
+/// some and its next file's rows would pass `max`. Per reader, not shared:
+/// files are taken round robin, so the file the gathering thread waits
+/// for is the oldest of its reader's, whose other files cannot hold it up.
+struct ReadAhead {
+    /// Bytes held, and whether the gathering thread has stopped taking.
+    held: std::sync::Mutex<(usize, bool)>,
+    taken: std::sync::Condvar,
+    max: usize,
+}
+
+impl ReadAhead {
+    fn new(max: usize) -> Self {
+        ReadAhead {
+            held: std::sync::Mutex::new((0, false)),
+            taken: std::sync::Condvar::new(),
+            max,
+        }
+    }
+
+    /// Waits until `bytes` more may be held, then holds them (at once
+    /// when nothing more is taken: the send that follows fails).
+    fn hold(&self, bytes: usize) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        while !held.1 && held.0 > 0 && held.0.saturating_add(bytes) > self.max {
+            held = self.taken.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        held.0 += bytes;
+    }
+
+    /// `bytes` sent earlier were taken.
+    fn release(&self, bytes: usize) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.0 = held.0.saturating_sub(bytes);
+        self.taken.notify_all();
+    }
+
+    /// Nothing more is taken (the load ended, or stopped at an error).
+    fn close(&self) {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.taken.notify_all();
+    }
+}
+
+/// Closes every reader's [`ReadAhead`] when the gathering thread returns,
+/// however it returns, so that no reader waits for ever.
+struct CloseOnDrop<'a>(&'a [ReadAhead]);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        for a in self.0 {
+            a.close();
+        }
+    }
+}
 
 /// A batch handed to the storer: its rows, and the summaries of its files
 /// (one list per file, reported once the batch is stored).
@@ -883,14 +957,19 @@ pub fn load_files(
                 .map(|d| d.as_secs() as i64 / 86_400)
                 .unwrap_or(0)
         });
+    // Each reader a few files ahead: none waits on a short insert, and
+    // memory stays bounded by the read-ahead and the batch. Reader k reads
+    // files k, k + n, ... with a cache of its own: the frames and stacks it
+    // leaves out of a profile are in one of its earlier files, stored first.
+    let n = batch.readers.clamp(1, paths.len().max(1));
+    let ahead: Vec<ReadAhead> = (0..n)
+        .map(|_| ReadAhead::new(batch.read_ahead_bytes / n))
+        .collect();
+    let ahead = &ahead[..];
     std::thread::scope(|scope| -> Result<FilesSummary> {
-        // Each reader a few files ahead: none waits on a short insert, and
-        // memory stays bounded by the batch. Reader k reads files k, k + n,
-        // ... with a cache of its own: the frames and stacks it leaves out
-        // of a profile are in one of its earlier files, stored first.
-        let n = batch.readers.clamp(1, paths.len().max(1));
+        let _close = CloseOnDrop(ahead);
         let mut rxs = Vec::with_capacity(n);
-        for k in 0..n {
+        for (k, ahead) in ahead.iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Read>(32);
             rxs.push(rx);
             let reader_opts = opts.clone();
@@ -901,7 +980,11 @@ pub fn load_files(
                     let mut cache = LoadCache::default();
                     for p in paths.iter().skip(k).step_by(n) {
                         let r = read_one(p, &reader_opts, &mut cache);
-                        if tx.send((p.clone(), r)).is_err() {
+                        let bytes = r
+                            .as_ref()
+                            .map_or(0, |rows| rows.iter().map(|(r, _)| r.approx_bytes()).sum());
+                        ahead.hold(bytes);
+                        if tx.send((p.clone(), r, bytes)).is_err() {
                             break;
                         }
                     }
@@ -977,9 +1060,10 @@ pub fn load_files(
         // The first batches are smaller (see `BatchOptions::batch_rows`).
         let mut threshold = first_batch_rows(batch.batch_rows);
         for i in 0..paths.len() {
-            let Ok((path, r)) = rxs[i % n].recv() else {
+            let Ok((path, r, bytes)) = rxs[i % n].recv() else {
                 break; // a reader panicked: its files are not loaded
             };
+            ahead[i % n].release(bytes);
             settle(&mut out, report, false)?;
             let profiles = match r {
                 Ok(p) => p,
@@ -1045,6 +1129,39 @@ pub fn load_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader holding bytes waits for a file past its share until they
+    /// are released, or the load closes; holding nothing, it never waits.
+    #[test]
+    fn read_ahead_waits_for_what_is_taken() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::time::Duration;
+        let a = ReadAhead::new(100);
+        a.hold(500); // nothing held: through, whatever the size
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                a.hold(10);
+                done.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!done.load(Ordering::SeqCst), "waits while 500 are held");
+            a.release(500);
+        });
+        assert!(done.load(Ordering::SeqCst));
+        a.hold(80); // 90 held of 100: through
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                a.hold(20);
+                done.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!done.load(Ordering::SeqCst), "90 + 20 is past 100");
+            a.close();
+        });
+        assert!(done.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn unhex_reads_clickhouse_hex() {

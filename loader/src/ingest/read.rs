@@ -8,13 +8,13 @@
 use super::batch::{flush, Batch, Pending, Spare};
 use super::intern::Interner;
 use super::memhawk::Deltas;
-use super::symbols::symbolize_stack;
+use super::symbols::symbolize_shared;
 use super::writer::{delete_process, MergePause};
 use super::{LoadOptions, LoadSummary, Progress};
 use crate::error::{Error, Result};
 use crate::formats::{self, ProfileReader};
 use crate::model::{Event, Frame, ValueSemantics};
-use crate::storage::rows::{stable_hash, FrameRow, ProcessRow};
+use crate::storage::rows::{stable_hash, ProcessRow};
 use crate::storage::Backend;
 use crate::symbolize::{ModuleMap, Symbolizer};
 use std::path::{Path, PathBuf};
@@ -129,10 +129,9 @@ pub(super) fn read_file(
         interner: Interner::default(),
         pending: Pending::new(spare),
     };
-    // Scratch buffers of a new stack's frames, labels and rows.
+    // Scratch buffers of a new stack's frames and rows.
     let mut frames: Vec<Frame> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
-    let mut rows: Vec<FrameRow> = Vec::new();
+    let mut rows = Vec::new();
     // Whether the source (MemHawk's header record) was read.
     let mut started = false;
     // The main program: a --binary given by the user is a path on this
@@ -320,8 +319,8 @@ pub(super) fn read_file(
                 st.deltas
                     .apply(st.process_id, &snap, ts, replay, &mut st.pending, |key| {
                         reader.stack(key, &mut frames);
-                        symbolize_stack(&mut sym, &frames, &mut labels, &mut rows);
-                        interner.intern(&labels, &rows)
+                        symbolize_shared(&mut sym, frames.iter(), &mut interner.table, &mut rows);
+                        interner.intern(&mut rows)
                     });
                 if !replay {
                     summary.snapshots_stored += 1;

@@ -8,23 +8,6 @@ use crate::storage::rows::{stable_hash, FrameRow};
 use crate::symbolize::Symbolizer;
 use std::sync::Arc;
 
-/// The frames of `stack` (leaf first, as readers give them) into `labels`
-/// and `rows`, root first (both cleared first). An address can expand to
-/// several frames (inlined calls).
-pub(super) fn symbolize_stack(
-    sym: &mut Symbolizer,
-    stack: &[Frame],
-    labels: &mut Vec<String>,
-    rows: &mut Vec<FrameRow>,
-) {
-    labels.clear();
-    rows.clear();
-    each_frame(sym, stack.iter(), |row| {
-        labels.push(row.label.clone());
-        rows.push(row);
-    });
-}
-
 /// The frames of one load, one row per frame id, shared by every stack
 /// holding the frame: a deep stack costs a pointer per frame, not a copy
 /// of its frames' names.
@@ -44,17 +27,18 @@ impl FrameTable {
     }
 }
 
-/// [`symbolize_stack`] into `out` (cleared first, root first), each frame
-/// the row `table` holds for its id (the first row made for the id, as the
-/// frames dictionary keeps one).
-pub(super) fn symbolize_shared(
+/// The frames of `stack` (leaf first, as readers give them) into `out`
+/// (cleared first), root first, each the row `table` holds for its id (the
+/// first row made for the id, as the frames dictionary keeps one). An
+/// address can expand to several frames (inlined calls).
+pub(super) fn symbolize_shared<'a>(
     sym: &mut Symbolizer,
-    stack: &[&Frame],
+    stack: impl DoubleEndedIterator<Item = &'a Frame> + ExactSizeIterator,
     table: &mut FrameTable,
     out: &mut Vec<Arc<FrameRow>>,
 ) {
     out.clear();
-    each_frame(sym, stack.iter().copied(), |row| {
+    each_frame(sym, stack, |row| {
         out.push(
             table
                 .rows
@@ -140,8 +124,9 @@ mod tests {
                 ..Symbol::default()
             }),
         ];
-        let (mut labels, mut rows) = (vec!["stale".to_string()], Vec::new());
-        symbolize_stack(&mut sym, &stack, &mut labels, &mut rows);
+        let (mut table, mut rows) = (FrameTable::default(), Vec::new());
+        symbolize_shared(&mut sym, stack.iter(), &mut table, &mut rows);
+        let labels: Vec<&str> = rows.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(labels, ["main", "handle (handler.c:42)", "0x1234"]);
         assert_eq!(rows[1].function, "handle");
         assert_eq!(rows[1].file, "/src/srv/handler.c");

@@ -4,10 +4,31 @@
 //! ([`MergePause`]), and deleting what is stored for a process.
 
 use super::batch::{Batch, Spare};
+use super::continuous::ResolvedStack;
 use crate::error::Result;
 use crate::storage::ident::Ident;
-use crate::storage::rows::{ProcessStackRow, RowBinary, SampleRow};
+use crate::storage::rows::{string, uleb, ProcessStackRow, RowBinary, SampleRow};
 use crate::storage::{insert, Backend};
+
+/// A [`ProcessStackRow`] of a stack of the batch, its labels read from the
+/// stack's frames (not copied: a deep stack's labels are most of a batch).
+struct ProcessStack<'a> {
+    process_id: u64,
+    stack: &'a ResolvedStack,
+}
+
+impl RowBinary for ProcessStack<'_> {
+    const TABLE: &'static str = ProcessStackRow::TABLE;
+    const STRUCTURE: &'static str = ProcessStackRow::STRUCTURE;
+    fn encode(&self, b: &mut Vec<u8>) {
+        b.extend_from_slice(&self.process_id.to_le_bytes());
+        b.extend_from_slice(&self.stack.stack_id.to_le_bytes());
+        uleb(b, self.stack.frames.len() as u64);
+        for l in self.stack.labels() {
+            string(b, l);
+        }
+    }
+}
 
 /// The embedded engine's background merges paused (`SYSTEM STOP MERGES`)
 /// on the tables of the load's database until [`MergePause::resume`] or
@@ -100,14 +121,10 @@ pub(super) fn write_batch(backend: &dyn Backend, db: &Ident, b: Batch) -> Result
     // one of its batches (`Interner`), and replayed records' stacks were
     // sent by the load that stored them.
     let process_id = b.intent.process_id;
-    let process_stacks: Vec<ProcessStackRow> = b
+    let process_stacks: Vec<ProcessStack> = b
         .stacks
-        .into_iter()
-        .map(|s| ProcessStackRow {
-            process_id,
-            stack_id: s.stack_id,
-            labels: s.labels,
-        })
+        .iter()
+        .map(|stack| ProcessStack { process_id, stack })
         .collect();
     insert(
         backend,

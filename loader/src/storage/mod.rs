@@ -11,7 +11,7 @@ pub mod server;
 use crate::error::{file_err, Error, Result};
 use crate::storage::engine::Engine;
 use crate::storage::ident::Ident;
-use crate::storage::rows::{encode_all, RowBinary};
+use crate::storage::rows::RowBinary;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -65,17 +65,43 @@ pub struct Insert {
     pub token: String,
 }
 
-/// Inserts typed rows through `backend` as one deduplicated block.
+/// Largest RowBinary block of one insert. A table's rows past it go in
+/// several inserts, each encoded as it is sent, so that the loader's and
+/// the engine's memory stay bounded whatever the profile: the arrays of
+/// deep distinct stacks cost the engine several times their bytes.
+pub const MAX_INSERT_BYTES: usize = 16 << 20;
+
+/// Inserts typed rows through `backend` as deduplicated blocks of at most
+/// [`MAX_INSERT_BYTES`] (a row larger than that is a block of its own),
+/// each encoded as it is sent. The first block's token is `token` (rows
+/// that fit one block are stored as they always were), the next ones
+/// `token#1`, `token#2`, ...: the same rows sent again cut the same blocks
+/// and deduplicate.
 pub fn insert<R: RowBinary>(
     backend: &dyn Backend,
     db: &Ident,
     rows: &[R],
     token: &str,
 ) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
+    let mut rows = rows.iter().peekable();
+    let mut bytes = Vec::new();
+    let mut block = 0usize;
+    while rows.peek().is_some() {
+        bytes.clear();
+        for r in rows.by_ref() {
+            r.encode(&mut bytes);
+            if bytes.len() >= MAX_INSERT_BYTES {
+                break;
+            }
+        }
+        let token = match block {
+            0 => token.to_string(),
+            n => format!("{token}#{n}"),
+        };
+        backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &bytes, &token)?;
+        block += 1;
     }
-    backend.insert_rowbinary(db, R::TABLE, R::STRUCTURE, &encode_all(rows), token)
+    Ok(())
 }
 
 /// Quotes a name for SQL as a backquoted identifier (for names read back

@@ -340,15 +340,6 @@ impl RowBinary for ProgressRow {
     }
 }
 
-/// Encodes `rows` as one RowBinary block.
-pub fn encode_all<R: RowBinary>(rows: &[R]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    for r in rows {
-        r.encode(&mut buf);
-    }
-    buf
-}
-
 /// FNV-1a 64: a stable id hash (the same on every machine and version).
 pub fn stable_hash(parts: &[&[u8]]) -> u64 {
     stable_hash_of(parts.iter().copied())
