@@ -452,51 +452,45 @@ mod tests {
         };
         let all = TextOptions::unlimited();
         assert_eq!(run(all).unwrap(), 3);
-        let with = |set: fn(&mut TextOptions, u64), n| {
-            let mut t = all;
-            set(&mut t, n);
-            t
-        };
-        let cases = [
-            (with(|t, n| t.max_stacks = n, 3), None),
+        // Each limit: at `at` the file loads; one below it is refused,
+        // naming the file, what is past the limit and the option.
+        type Set = fn(&mut TextOptions, u64);
+        let limits: [(Set, u64, &str, &str); 4] = [
             (
-                with(|t, n| t.max_stacks = n, 2),
-                Some("more than 2 distinct stacks"),
+                |t, n| t.max_stacks = n,
+                3,
+                "more than 2 distinct stacks",
+                "--max-stacks",
             ),
-            (with(|t, n| t.max_frames = n, 4), None),
             (
-                with(|t, n| t.max_frames = n, 3),
-                Some("more than 3 distinct frames"),
+                |t, n| t.max_frames = n,
+                4,
+                "more than 3 distinct frames",
+                "--max-frames",
             ),
-            (with(|t, n| t.max_stack_frames = n, 5), None),
             (
-                with(|t, n| t.max_stack_frames = n, 4),
-                Some("more than 4 frames in its distinct stacks"),
+                |t, n| t.max_stack_frames = n,
+                5,
+                "more than 4 frames in its distinct stacks",
+                "--max-stack-frames",
             ),
-            (with(|t, n| t.max_stack_depth = n, 2), None),
             (
-                with(|t, n| t.max_stack_depth = n, 1),
-                Some("more than 1 frames in one stack"),
+                |t, n| t.max_stack_depth = n,
+                2,
+                "more than 1 frames in one stack",
+                "--max-stack-depth",
             ),
         ];
-        for (limits, refused) in cases {
-            match (run(limits), refused) {
-                (Ok(n), None) => assert_eq!(n, 3, "{limits:?}"),
-                (Err(e), Some(what)) => {
-                    let e = e.to_string();
-                    let option = [
-                        "--max-stacks",
-                        "--max-frames",
-                        "--max-stack-frames",
-                        "--max-stack-depth",
-                    ]
-                    .into_iter()
-                    .find(|o| e.ends_with(&format!("{o} raises it)")));
-                    assert!(e.starts_with(&format!("/p/f: {what} (the limit")), "{e}");
-                    assert!(option.is_some(), "{e}");
-                }
-                (r, _) => panic!("{limits:?}: {r:?}"),
-            }
+        for (set, at, what, option) in limits {
+            let with = |n| {
+                let mut t = all;
+                set(&mut t, n);
+                t
+            };
+            assert_eq!(run(with(at)).unwrap(), 3, "{option} {at}");
+            let e = run(with(at - 1)).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("/p/f: {what} (the limit")), "{e}");
+            assert!(e.ends_with(&format!("{option} raises it)")), "{e}");
         }
     }
 

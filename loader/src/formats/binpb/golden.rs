@@ -50,6 +50,18 @@ fn cat(parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
+/// A reader of `bytes` (a file named `name`) with `options`, past its
+/// header record.
+fn past_header<'a>(
+    bytes: &'a [u8],
+    name: &str,
+    options: crate::formats::binpb::reader::ReaderOptions,
+) -> BinpbReader<Cursor<&'a [u8]>> {
+    let mut reader = BinpbReader::with_options(Cursor::new(bytes), name, options);
+    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    reader
+}
+
 // Varints of the values used (little-endian base-128).
 const TS0: [u8; 9] = [0x80, 0x80, 0xa8, 0xb1, 0xe3, 0x9f, 0xe7, 0xcb, 0x17]; // 1_700_000_000_000_000_000
 const TS1: [u8; 9] = [0x80, 0x94, 0x93, 0x8e, 0xe7, 0x9f, 0xe7, 0xcb, 0x17]; // 1_700_000_001_000_000_000
@@ -490,8 +502,7 @@ fn a_snapshot_of_more_entries_than_the_limit_is_refused_before_decoding() {
         max_entries: 99,
         ..Default::default()
     };
-    let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "bomb.binpb", options);
-    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    let mut reader = past_header(&bytes, "bomb.binpb", options);
     let e = reader.next_record().unwrap_err().to_string();
     let at = record(&header_payload()).len();
     assert!(
@@ -506,8 +517,7 @@ fn a_snapshot_of_more_entries_than_the_limit_is_refused_before_decoding() {
         max_entries: 100,
         ..Default::default()
     };
-    let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "ok.binpb", options);
-    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    let mut reader = past_header(&bytes, "ok.binpb", options);
     assert!(reader.next_record().is_ok());
 }
 
@@ -531,8 +541,7 @@ fn a_snapshot_of_deeper_stacks_than_the_limits_is_refused_before_decoding() {
             max_stack_depth,
             ..Default::default()
         };
-        let mut reader = BinpbReader::with_options(Cursor::new(&bytes[..]), "deep.binpb", options);
-        assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+        let mut reader = past_header(&bytes, "deep.binpb", options);
         reader.next_record().map(|_| ()).map_err(|e| e.to_string())
     };
     assert_eq!(read(4, 3), Ok(()));
@@ -549,8 +558,7 @@ fn a_snapshot_of_deeper_stacks_than_the_limits_is_refused_before_decoding() {
         max_stack_frames: 7,
         ..Default::default()
     };
-    let mut reader = BinpbReader::with_options(Cursor::new(&twice[..]), "twice.binpb", options);
-    assert!(matches!(reader.next_record(), Ok(Some(Record::Header(_)))));
+    let mut reader = past_header(&twice, "twice.binpb", options);
     assert!(reader.next_record().is_ok());
     let e = reader.next_record().unwrap_err().to_string();
     assert!(
