@@ -419,6 +419,68 @@ fn load_warns_of_profiles_older_than_the_retention() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A profile whose day plus the retention is past the engine's last Date
+/// (2149-06-06) would be dropped at the next merge (the TTL's date wraps
+/// to 1970): it is not stored, with a warning saying why, as a profile
+/// older than the retention is; a profile of today is stored and kept.
+#[test]
+fn a_profile_whose_ttl_date_wraps_is_not_stored() {
+    let dir = temp_path("cpingest-wrap");
+    let data = dir.join("data");
+    let now = recent_ms();
+    let day = 86_400_000i64;
+    let today = dir.join("today.pb.gz");
+    let far = dir.join("far.pb.gz");
+    let want = write_profile(&today, 1, now);
+    // 2050-01-01 + 36,500 days is 2149-12-06.
+    let far_ms = 29_220 * day;
+    write_profile(&far, 2, far_ms);
+    let run = |args: &[&str]| {
+        let out = Command::new(bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    run(&["init", "--retention", "36500"]);
+    let (far_s, today_s) = (far.display().to_string(), today.display().to_string());
+    let (out, err) = run(&["load", &today_s, &far_s]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&far_s)
+            && err.contains(&flamehouse::flame::format_utc_ms(far_ms))
+            && err.contains("2149-06-06")
+            && err.contains("36500 days")
+            && err.contains("not stored"),
+        "{err}"
+    );
+    assert!(
+        out.contains("1 older than the retention, not stored"),
+        "{out}"
+    );
+    let sql = |s: &str| run(&["sql", s]).0.trim().to_string();
+    let stored = || {
+        sql("SELECT count(), sum(value) FROM flamehouse.cp_samples \
+             WHERE profile_type = 'cpu:nanoseconds'")
+    };
+    let (rows, sum) = stored()
+        .split_once('\t')
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .unwrap();
+    assert_eq!(sum, want.to_string(), "only today's profile: {rows} rows");
+    assert_eq!(sql("SELECT count() FROM flamehouse.cp_profiles WHERE ts < '2000-01-01' OR ts > '2049-01-01'"), "0");
+    // Merged (the TTL applies): today's profile stays whole.
+    run(&["compact"]);
+    assert_eq!(stored(), format!("{rows}\t{want}"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The first batches of a load are small and grow (1/32 of `batch_rows`,
 /// then twice the last): the engine stores them while the readers go on.
 /// The batch count is the one a plain simulation of that rule over the

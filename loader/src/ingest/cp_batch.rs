@@ -904,9 +904,24 @@ fn read_one(
 /// (days since the epoch, the engine's date): its day partition (its UTC
 /// date) is dropped by the TTL (`toDate(ts) + INTERVAL days DAY`) as soon
 /// as it is written.
+/// A profile whose TTL date wraps ([`ttl_wraps`]) is expired too: the TTL
+/// would drop it at the next merge all the same.
 #[must_use]
 pub fn expired(ts_ms: i64, days: u32, today: i64) -> bool {
-    ts_ms.div_euclid(86_400_000) + i64::from(days) <= today
+    ts_ms.div_euclid(86_400_000) + i64::from(days) <= today || ttl_wraps(ts_ms, days)
+}
+
+/// The engine's last `Date`, 2149-06-06, in days since the epoch.
+pub const LAST_DATE: i64 = 65_535;
+
+/// Whether the TTL date of a profile at `ts_ms` under a retention of
+/// `days` (`toDate(ts) + INTERVAL days DAY`) is past [`LAST_DATE`]: a
+/// `Date` is 16 bits, so it wraps to the 1970s and the row would be
+/// dropped at the next merge (a profile of 2050 under `--retention
+/// 36500`, of 2149-05-20 under the default 30 days).
+#[must_use]
+pub fn ttl_wraps(ts_ms: i64, days: u32) -> bool {
+    ts_ms.div_euclid(86_400_000) + i64::from(days) > LAST_DATE
 }
 
 /// Loads many files of additive formats (pprof, perf script, bpftrace,
@@ -1196,5 +1211,14 @@ mod tests {
         assert!(!expired((today - 29) * day, 30, today));
         assert!(!expired(today * day, 1, today));
         assert!(expired((today - 1) * day + day - 1, 1, today));
+        // `SELECT toDate('2149-05-20') + INTERVAL 30 DAY` is 1970-01-13 in
+        // the engine: such a TTL date wraps, and the row would be dropped.
+        let may_20_2149 = 65_518i64;
+        assert!(ttl_wraps(may_20_2149 * day, 30) && expired(may_20_2149 * day, 30, today));
+        assert!(!ttl_wraps(may_20_2149 * day, 17) && !expired(may_20_2149 * day, 17, today));
+        assert!(ttl_wraps(may_20_2149 * day, 18));
+        // 2050-01-01 + 36,500 days is 2149-12-06: past the last Date.
+        assert!(ttl_wraps(29_220 * day, 36_500));
+        assert!(!ttl_wraps(today * day, 36_500));
     }
 }
