@@ -917,8 +917,9 @@ pub const LAST_DATE: i64 = 65_535;
 /// Whether the TTL date of a profile at `ts_ms` under a retention of
 /// `days` (`toDate(ts) + INTERVAL days DAY`) is past [`LAST_DATE`]: a
 /// `Date` is 16 bits, so it wraps to the 1970s and the row would be
-/// dropped at the next merge (a profile of 2050 under `--retention
-/// 36500`, of 2149-05-20 under the default 30 days).
+/// dropped at the next merge. Loads refuse profile times after
+/// 2106-02-07 (day 49,710), so it takes a retention of more than 15,825
+/// days: `--retention 36500` wraps every profile from 2049-07-01 on.
 #[must_use]
 pub fn ttl_wraps(ts_ms: i64, days: u32) -> bool {
     ts_ms.div_euclid(86_400_000) + i64::from(days) > LAST_DATE
@@ -1212,7 +1213,8 @@ mod tests {
         assert!(!expired(today * day, 1, today));
         assert!(expired((today - 1) * day + day - 1, 1, today));
         // `SELECT toDate('2149-05-20') + INTERVAL 30 DAY` is 1970-01-13 in
-        // the engine: such a TTL date wraps, and the row would be dropped.
+        // the engine: such a TTL date wraps, and the row would be dropped
+        // (+ 17 days is 2149-06-06, + 18 1970-01-01).
         let may_20_2149 = 65_518i64;
         assert!(ttl_wraps(may_20_2149 * day, 30) && expired(may_20_2149 * day, 30, today));
         assert!(!ttl_wraps(may_20_2149 * day, 17) && !expired(may_20_2149 * day, 17, today));
