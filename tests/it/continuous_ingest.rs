@@ -339,6 +339,21 @@ fn bin() -> PathBuf {
     flamehouse_tests::cli_binary()
 }
 
+/// Runs `flamehouse ARGS --data DATA`: exit code, stdout, stderr.
+fn cli(data: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `flamehouse load` of many files: a profile older than the retention is
 /// one warning line (the file, its time, the retention), counted in the
 /// summary and not stored; a bad file in the middle is one line naming it;
@@ -357,19 +372,7 @@ fn load_warns_of_profiles_older_than_the_retention() {
     let old_ms = now - 10 * day;
     write_profile(&old, 3, old_ms);
     std::fs::write(&bad, b"\x1f\x8b\x08\x00garbage").unwrap();
-    let run = |args: &[&str]| {
-        let out = Command::new(bin())
-            .args(args)
-            .arg("--data")
-            .arg(&data)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| cli(&data, args);
     let (code, out, _) = run(&["init", "--retention", "7"]);
     assert_eq!(code, Some(0), "{out}");
     let paths: Vec<String> = [&new1, &old, &bad, &new2]
@@ -436,17 +439,9 @@ fn a_profile_whose_ttl_date_wraps_is_not_stored() {
     let far_ms = 29_220 * day;
     write_profile(&far, 2, far_ms);
     let run = |args: &[&str]| {
-        let out = Command::new(bin())
-            .args(args)
-            .arg("--data")
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
-        (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, out, err) = cli(&data, args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        (out, err)
     };
     run(&["init", "--retention", "36500"]);
     let (far_s, today_s) = (far.display().to_string(), today.display().to_string());

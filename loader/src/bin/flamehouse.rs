@@ -990,22 +990,23 @@ fn run() -> anyhow::Result<()> {
                         source,
                         ts_ms,
                         retention_days,
-                    } if cp_batch::ttl_wraps(ts_ms, retention_days) => eprintln!(
-                        "flamehouse: warning: {source}: profile at {}: its day plus the retention \
-                         ({retention_days} days) is past 2149-06-06, the engine's last date, where \
-                         the TTL's date wraps to 1970 and would drop it: not stored (lower it with \
-                         init --retention)",
-                        flame::format_utc_ms(ts_ms)
-                    ),
-                    FileEvent::Expired {
-                        source,
-                        ts_ms,
-                        retention_days,
-                    } => eprintln!(
-                        "flamehouse: warning: {source}: profile at {} is older than the retention \
-                         ({retention_days} days): not stored (raise it with init --retention)",
-                        flame::format_utc_ms(ts_ms)
-                    ),
+                    } => {
+                        let at = flame::format_utc_ms(ts_ms);
+                        if cp_batch::ttl_wraps(ts_ms, retention_days) {
+                            eprintln!(
+                                "flamehouse: warning: {source}: profile at {at}: its day plus the \
+                                 retention ({retention_days} days) is past 2149-06-06, the \
+                                 engine's last date, where the TTL's date wraps to 1970 and would \
+                                 drop it: not stored (lower it with init --retention)"
+                            );
+                        } else {
+                            eprintln!(
+                                "flamehouse: warning: {source}: profile at {at} is older than the \
+                                 retention ({retention_days} days): not stored (raise it with init \
+                                 --retention)"
+                            );
+                        }
+                    }
                 })?;
                 failed += s.failed;
                 // Always, so scripts can read it; after the files loaded

@@ -389,10 +389,7 @@ impl RowBinary for CpStackRow {
         string(b, &self.service);
         b.extend_from_slice(&self.date.to_le_bytes());
         b.extend_from_slice(&self.stack_id.to_le_bytes());
-        uleb(b, self.stack.frames.len() as u64);
-        for f in &self.stack.frames {
-            string(b, &f.label);
-        }
+        self.stack.encode_labels(b);
     }
 }
 
@@ -749,6 +746,15 @@ impl ResolvedStack {
     pub fn labels(&self) -> impl Iterator<Item = &str> {
         self.frames.iter().map(|f| f.label.as_str())
     }
+
+    /// Appends the labels as a RowBinary `Array(String)` (the `labels`
+    /// column of `stacks`, `process_stacks` and `cp_stacks`).
+    pub fn encode_labels(&self, b: &mut Vec<u8>) {
+        uleb(b, self.frames.len() as u64);
+        for l in self.labels() {
+            string(b, l);
+        }
+    }
 }
 
 impl RowBinary for ResolvedStack {
@@ -760,10 +766,7 @@ impl RowBinary for ResolvedStack {
         for f in &self.frames {
             b.extend_from_slice(&f.frame_id.to_le_bytes());
         }
-        uleb(b, self.frames.len() as u64);
-        for f in &self.frames {
-            string(b, &f.label);
-        }
+        self.encode_labels(b);
     }
 }
 
@@ -1657,8 +1660,7 @@ fn retentions_of(backend: &dyn Backend, db: &Ident, tables: &[&str]) -> Result<V
             let t = t
                 .strip_suffix(crate::storage::schema::LOCAL_SUFFIX)
                 .unwrap_or(t);
-            let known = RETENTION_TABLES.iter().any(|(r, _)| *r == t);
-            Some((t.to_string(), d.parse::<u32>().ok().filter(|_| known)?))
+            Some((t.to_string(), d.parse::<u32>().ok()?))
         })
         .collect())
 }
@@ -1715,10 +1717,6 @@ mod tests {
         )
     }
 
-    /// A reader that fails after its first batch's rows were built gives no
-    /// rows: what that batch added to the load's cache is taken back, so a
-    /// later file of the load still carries those frames and stacks (else
-    /// nobody would store them). Fails without the cache's journal.
     /// Past `max_series` distinct label sets a profile is refused, naming
     /// the option (a label with a value per sample, 1.5 M samples, took
     /// 4.3 GB); at the limit it is built. Three samples of three `req`
@@ -1783,6 +1781,10 @@ mod tests {
         assert_eq!(b, e);
     }
 
+    /// A reader that fails after its first batch's rows were built gives no
+    /// rows: what that batch added to the load's cache is taken back, so a
+    /// later file of the load still carries those frames and stacks (else
+    /// nobody would store them). Fails without the cache's journal.
     #[test]
     fn a_failed_file_leaves_its_frames_and_stacks_to_later_files() {
         let opts = ContinuousOptions::default();

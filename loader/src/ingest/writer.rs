@@ -7,7 +7,7 @@ use super::batch::{Batch, Spare};
 use super::continuous::ResolvedStack;
 use crate::error::Result;
 use crate::storage::ident::Ident;
-use crate::storage::rows::{string, uleb, ProcessStackRow, RowBinary, SampleRow};
+use crate::storage::rows::{ProcessStackRow, RowBinary, SampleRow};
 use crate::storage::{insert, Backend};
 
 /// A [`ProcessStackRow`] of a stack of the batch, its labels read from the
@@ -23,10 +23,7 @@ impl RowBinary for ProcessStack<'_> {
     fn encode(&self, b: &mut Vec<u8>) {
         b.extend_from_slice(&self.process_id.to_le_bytes());
         b.extend_from_slice(&self.stack.stack_id.to_le_bytes());
-        uleb(b, self.stack.frames.len() as u64);
-        for l in self.stack.labels() {
-            string(b, l);
-        }
+        self.stack.encode_labels(b);
     }
 }
 

@@ -378,16 +378,18 @@ impl<R: Read> BinpbReader<R> {
         // one-byte id is a word decoded and a frame of a stack after.
         let frames = crate::formats::wire::count_nested_varints(&bytes, 4, 2);
         let stack_frames = self.stack_frames.saturating_add(frames.total);
-        for (n, what, limit, option) in [
+        for (n, what, in_all, limit, option) in [
             (
                 stack_frames,
-                "the stack traces defined up to this record hold {n} frames in all",
+                "the stack traces defined up to this record hold",
+                " in all",
                 self.options.max_stack_frames,
                 "--max-stack-frames",
             ),
             (
                 frames.most,
-                "a stack trace of this record holds {n} frames",
+                "a stack trace of this record holds",
+                "",
                 self.options.max_stack_depth,
                 "--max-stack-depth",
             ),
@@ -396,9 +398,8 @@ impl<R: Read> BinpbReader<R> {
                 return Err(self.framing(
                     offset,
                     format!(
-                        "{}, more than the limit of {limit} (raise it: `flamehouse load \
-                         {option}`)",
-                        what.replace("{n}", &n.to_string())
+                        "{what} {n} frames{in_all}, more than the limit of {limit} (raise \
+                         it: `flamehouse load {option}`)"
                     ),
                 ));
             }

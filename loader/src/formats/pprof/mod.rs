@@ -682,8 +682,6 @@ fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
     )
 }
 
-/// Resolves string indexes and ids of a decoded message; the error says
-/// which sample, location or field is wrong.
 /// Refuses `total` frames in all or `most` in one stack past the limits of
 /// `options` (`how` says how they were counted).
 fn check_frames(
@@ -748,6 +746,8 @@ fn names_bytes(p: &proto::Profile) -> u64 {
             .sum::<u64>()
 }
 
+/// Resolves string indexes and ids of a decoded message; the error says
+/// which sample, location or field is wrong.
 fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
     let strings = &p.string_table;
     match strings.first() {
