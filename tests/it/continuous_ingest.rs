@@ -476,6 +476,29 @@ fn a_profile_whose_ttl_date_wraps_is_not_stored() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `init --retention` over stored profiles whose day plus the retention
+/// wraps past 2149-06-06 says so, not that they are old (it counted them
+/// as older than the retention: the wrapped day is in 1970).
+#[test]
+fn a_retention_that_wraps_stored_profiles_says_so() {
+    let dir = temp_path("cpingest-wrap-init");
+    let data = dir.join("data");
+    let far = dir.join("far.pb.gz");
+    // 2050-01-01: stored under the default retention.
+    let far_ms = 29_220 * 86_400_000i64;
+    write_profile(&far, 2, far_ms);
+    let (code, _, err) = cli(&data, &["load", &far.display().to_string()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = cli(&data, &["init", "--retention", "36500"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("older than"), "{err}");
+    assert!(
+        err.contains("1 stored profiles (2050-01-01 to 2050-01-01) are dated so late that 36500 days after them is past 2149-06-06"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The first batches of a load are small and grow (1/32 of `batch_rows`,
 /// then twice the last): the engine stores them while the readers go on.
 /// The batch count is the one a plain simulation of that rule over the

@@ -321,7 +321,7 @@ enum Command {
         /// pprof: the most MiB its names and labels may take as decoded,
         /// each string counted every time a function, mapping or sample
         /// label names it (checked before they are resolved).
-        #[arg(long, default_value_t = flamehouse::formats::pprof::DEFAULT_MAX_NAMES_BYTES >> 20,
+        #[arg(long, value_name = "MIB", default_value_t = flamehouse::formats::pprof::DEFAULT_MAX_NAMES_BYTES >> 20,
               value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
         max_names_mib: u64,
         /// Continuous profiles: the most series (distinct label sets) of
@@ -811,6 +811,13 @@ fn run() -> anyhow::Result<()> {
                 {
                     eprintln!(
                         "flamehouse: warning: {profiles} stored profiles ({first} to {last}) are older than {days} days: the TTL drops their days at the next merge"
+                    );
+                }
+                if let Some((profiles, first, last)) =
+                    continuous::ttl_wrapping(&*engine, &schema.database, days)?
+                {
+                    eprintln!(
+                        "flamehouse: warning: {profiles} stored profiles ({first} to {last}) are dated so late that {days} days after them is past 2149-06-06, where the TTL's date wraps to 1970: the TTL drops their days at the next merge"
                     );
                 }
                 continuous::set_retention(&*engine, &schema.options(), days)?;

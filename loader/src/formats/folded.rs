@@ -503,6 +503,9 @@ mod tests {
         let e = parse("main;a 123\nmain;b 45", Path::new("/p/f.folded"), 0, &o).unwrap_err();
         assert_eq!(e.line(), Some(2));
         assert!(e.to_string().contains("cut short"), "{e}");
+        // Blanks after the last line end are no cut line.
+        let r = parse("main;a 123\nmain;b 456\n  \t", Path::new("f"), 0, &o).unwrap();
+        assert_eq!(r.stack_count(), 2);
     }
 
     #[test]

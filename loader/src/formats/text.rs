@@ -173,12 +173,15 @@ impl Default for TextOptions {
 
 /// Refuses `text` unless it ends its last line: every writer of the text
 /// formats ends its lines, so a file that stops inside one was cut short,
-/// maybe inside its last count (`456` stored as `45`) or a stack.
+/// maybe inside its last count (`456` stored as `45`) or a stack. A last
+/// line of blanks alone (an editor's indent left at the end) holds nothing
+/// to cut, so it passes.
 ///
 /// # Errors
 /// [`Error::Line`] naming the last line.
 pub fn ends_whole(text: &str, path: &Path, format: &'static str) -> Result<(), Error> {
-    if text.is_empty() || text.ends_with('\n') {
+    let last = &text[text.rfind('\n').map_or(0, |i| i + 1)..];
+    if last.trim().is_empty() {
         return Ok(());
     }
     Err(Error::Line {

@@ -955,8 +955,13 @@ fn batch_rows(
     if !(0..=LAST_TIME_MS).contains(&ts) {
         return Err(Error::Usage(format!(
             "its time ({} s since 1970) is outside what the engine stores, 1970-01-01 to \
-             2106-02-07 06:28:15 UTC: give --time",
-            ts.div_euclid(1000)
+             2106-02-07 06:28:15 UTC{}",
+            ts.div_euclid(1000),
+            if opts.time_ns.is_some() {
+                ""
+            } else {
+                ": give --time"
+            }
         )));
     }
     let mut out = ProfileRows::default();
@@ -1481,10 +1486,48 @@ pub fn older_than(
     db: &Ident,
     days: u32,
 ) -> Result<Option<(u64, String, String)>> {
+    // Counted in day numbers: `Date + days` wraps past 2149-06-06, and a
+    // wrapped day is not an old one (`ttl_wrapping` counts those).
+    profiles_where(
+        backend,
+        db,
+        &format!("toUInt32(toDate(ts)) + {days} <= toUInt32(toDate(now(), serverTimezone()))"),
+    )
+}
+
+/// The stored continuous profiles whose day plus `days` is past the
+/// engine's last `Date` (2149-06-06), where a TTL of `days` wraps to 1970
+/// and drops them at the next merge (a load would refuse them:
+/// [`crate::ingest::cp_batch::ttl_wraps`]): how many, and the first and
+/// last day; `None` when there are none.
+///
+/// # Errors
+/// The engine's error.
+pub fn ttl_wrapping(
+    backend: &dyn Backend,
+    db: &Ident,
+    days: u32,
+) -> Result<Option<(u64, String, String)>> {
+    profiles_where(
+        backend,
+        db,
+        &format!(
+            "toUInt32(toDate(ts)) + {days} > {}",
+            crate::ingest::cp_batch::LAST_DATE
+        ),
+    )
+}
+
+/// How many stored profiles match `condition`, with their first and last
+/// day.
+fn profiles_where(
+    backend: &dyn Backend,
+    db: &Ident,
+    condition: &str,
+) -> Result<Option<(u64, String, String)>> {
     let row = backend.query_tsv(&format!(
         "SELECT uniqExact(profile_id), toString(min(toDate(ts))), toString(max(toDate(ts))) \
-         FROM {db}.cp_profiles \
-         WHERE toDate(ts) + toIntervalDay({days}) <= toDate(now(), serverTimezone())"
+         FROM {db}.cp_profiles WHERE {condition}"
     ))?;
     let f: Vec<&str> = row.trim_end().split('\t').collect();
     match f.as_slice() {
