@@ -476,6 +476,40 @@ fn a_profile_whose_ttl_date_wraps_is_not_stored() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A profile whose own time is past what the engine's `DateTime` holds
+/// (2106-02-07) is refused in one line naming the file and asking for
+/// --time, the other files still loaded; with --time it loads.
+#[test]
+fn a_profile_dated_past_2106_asks_for_time() {
+    let dir = temp_path("cpingest-late");
+    let data = dir.join("data");
+    let (late, today) = (dir.join("late.pb.gz"), dir.join("today.pb.gz"));
+    // 2107-01-01.
+    write_profile(&late, 1, 50_038 * 86_400_000);
+    write_profile(&today, 2, recent_ms());
+    let (late_s, today_s) = (late.display().to_string(), today.display().to_string());
+    let (code, out, err) = cli(&data, &["load", &late_s, &today_s]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains(&late_s))
+        .unwrap_or_default();
+    assert!(
+        line.contains("outside what the engine stores") && line.ends_with("give --time"),
+        "{err}"
+    );
+    assert!(err.contains("1 of 2 files failed to load"), "{err}");
+    assert!(out.contains("1 profiles"), "{out}");
+    let at = (recent_ms() / 1000).to_string();
+    let (code, out, err) = cli(&data, &["load", &late_s, "--time", &at]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("1 profiles (0 already stored, 0 older"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `init --retention` over stored profiles whose day plus the retention
 /// wraps past 2149-06-06 says so, not that they are old (it counted them
 /// as older than the retention: the wrapped day is in 1970).

@@ -663,16 +663,18 @@ fn folded_type_time_and_duration() {
         format!("folded:count\t{total}")
     );
     // A time the rollups cannot hold (their minutes are `DateTime`, to
-    // 2106-02-07): one line naming the file, nothing stored (it was
-    // listed, then never found by a range, or dropped by a wrapped TTL).
+    // 2106-02-07): refused as a bad --time before any file is read (it
+    // was listed, then never found by a range, or dropped by a wrapped
+    // TTL), nothing stored.
     for late in ["2107-01-01T00:00:00Z", "2150-06-01T00:00:00Z"] {
         let out = fh_out(&data, &["load", &file, "--time", late]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{late}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{late}: {err}");
+        let first = err.lines().next().unwrap_or_default();
         assert!(
-            err.trim().lines().count() == 1
-                && err.contains("is outside what the engine stores")
-                && err.contains("work.raw.txt"),
+            first.contains("--time")
+                && first.contains(late)
+                && first.contains("after 2106-02-07 06:28:15 UTC"),
             "{late}: {err}"
         );
     }

@@ -266,25 +266,45 @@ const LOOKUP_CHUNK: usize = 10_000;
 
 /// Runs `sql_of(chunk)` for chunks of `ids` (each query text stays small)
 /// and gives every output line.
-fn lookup<T: ToString>(
+fn lookup(
     backend: &dyn Backend,
-    ids: &[T],
-    sql_of: impl Fn(&str) -> String,
+    ids: &[u64],
+    sql_of: impl Fn(&[u64]) -> String,
     mut line: impl FnMut(&str),
 ) -> Result<()> {
     for chunk in ids.chunks(LOOKUP_CHUNK) {
-        let list: Vec<String> = chunk.iter().map(ToString::to_string).collect();
-        let tsv = backend.query_tsv(&sql_of(&list.join(",")))?;
+        let tsv = backend.query_tsv(&sql_of(chunk))?;
         tsv.lines().for_each(&mut line);
     }
     Ok(())
 }
 
+/// `ids` as literals for `IN (...)`: what a skip index (the bloom filters
+/// on `profile_id`) reads.
+fn id_list(ids: &[u64]) -> String {
+    let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+    list.join(",")
+}
+
+/// `ids` as a sub-query for `IN (...)`, for lookups by a primary key (the
+/// engine builds its set before choosing granules): one string literal,
+/// which the engine parses several times faster than as many number
+/// literals (10,000 ids: 9.4 against 25.5 ms in the embedded engine).
+fn id_set(ids: &[u64]) -> String {
+    format!(
+        "SELECT arrayJoin(CAST(splitByChar(',', '{}') AS Array(UInt64)))",
+        id_list(ids)
+    )
+}
+
+/// The query of an [`Ask`] for some of its ids.
+type SqlOf<'a> = Box<dyn Fn(&[u64]) -> String + 'a>;
+
 /// One question of a batch to the engine: rows of `(tag, a, b, c)` for
 /// `ids`, as [`Held::line`] reads them.
 struct Ask<'a> {
     ids: Vec<u64>,
-    sql_of: Box<dyn Fn(&str) -> String + 'a>,
+    sql_of: SqlOf<'a>,
 }
 
 /// What the engine holds of a batch, asked before any of its inserts
@@ -345,13 +365,7 @@ impl Held {
             return Ok(held);
         }
         if asks.iter().map(|a| a.ids.len()).sum::<usize>() <= LOOKUP_CHUNK {
-            let sql: Vec<String> = asks
-                .iter()
-                .map(|a| {
-                    let list: Vec<String> = a.ids.iter().map(u64::to_string).collect();
-                    (a.sql_of)(&list.join(","))
-                })
-                .collect();
+            let sql: Vec<String> = asks.iter().map(|a| (a.sql_of)(&a.ids)).collect();
             let tsv = backend.query_tsv(&sql.join(" UNION ALL "))?;
             tsv.lines().for_each(|l| held.line(l));
         } else {
@@ -513,19 +527,22 @@ fn store_batch_with(
     let asks = [
         Ask {
             ids: frames.iter().map(|f| f.frame_id).collect(),
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_set(ids);
                 format!("SELECT DISTINCT 'f', toString(frame_id), '', '' FROM {db}.frames WHERE frame_id IN ({l})")
             }),
         },
         Ask {
             ids: stacks.iter().map(|s| s.stack_id).collect(),
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_set(ids);
                 format!("SELECT DISTINCT 's', toString(stack_id), '', '' FROM {db}.stacks WHERE stack_id IN ({l})")
             }),
         },
         Ask {
             ids: distinct(&mut series_keys.iter().map(|k| k.1)),
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_set(ids);
                 format!(
                     "SELECT DISTINCT 'r', toString(series_id), toString(toUInt16(date)), '' FROM {db}.cp_series \
                      WHERE toUInt16(date) IN ({series_dates}) AND series_id IN ({l})"
@@ -535,7 +552,8 @@ fn store_batch_with(
         // Services come back as hex: any byte, no escaping.
         Ask {
             ids: distinct(&mut cp_keys.iter().map(|k| k.2)),
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_set(ids);
                 format!(
                     "SELECT DISTINCT 'k', toString(stack_id), toString(toUInt16(date)), hex(service) FROM {db}.cp_stacks \
                      WHERE service IN ({cp_services}) AND toUInt16(date) IN ({cp_dates}) AND stack_id IN ({l})"
@@ -544,7 +562,8 @@ fn store_batch_with(
         },
         Ask {
             ids: pids.clone(),
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_list(ids);
                 format!(
                     "SELECT DISTINCT 'p', toString(profile_id), CAST(profile_type AS String), '' FROM {db}.cp_profiles \
                      WHERE profile_id IN ({l})"
@@ -553,7 +572,8 @@ fn store_batch_with(
         },
         Ask {
             ids: pids,
-            sql_of: Box::new(|l| {
+            sql_of: Box::new(|ids| {
+                let l = id_list(ids);
                 format!(
                     "SELECT 'c', toString(profile_id), toString(count()), '' FROM {db}.cp_samples \
                      WHERE profile_id IN ({l}) GROUP BY profile_id"
@@ -622,7 +642,8 @@ fn store_batch_with(
     lookup(
         backend,
         &partial,
-        |l| {
+        |ids| {
+            let l = id_list(ids);
             format!(
                 "SELECT profile_id, profile_type, series_id, stack_id, toString(num_labels) \
                  FROM {db}.cp_samples WHERE profile_id IN ({l})"
