@@ -9,6 +9,7 @@
 use flamehouse::ingest::{load_file, LoadOptions};
 use flamehouse::storage::server::{ServerBackend, ServerOptions};
 use flamehouse::storage::Backend;
+use flamehouse_fixtures::testing::temp_path;
 use flamehouse_fixtures::workload::{compile_workload, generate, FixtureOptions};
 use flamehouse_tests::*;
 use std::collections::BTreeMap;
@@ -38,10 +39,7 @@ impl Serve {
     /// A server on a fresh directory with users `writer` (file, plain
     /// password) and `reader` (file, sha256 by `sha256sum`).
     fn start(tag: &str, extra: &[&str]) -> Serve {
-        let dir =
-            std::env::temp_dir().join(format!("flamehouse-serve-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_path(&format!("serve-{tag}"));
         let mut sha = Command::new("sha256sum")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -278,9 +276,7 @@ fn percent(s: &str) -> String {
 
 /// A fixture `name.binpb` in its own directory.
 fn fixture(tag: &str, name: &str, pid: u32, snapshots: usize) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flamehouse-servefx-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path(&format!("servefx-{tag}"));
     let bin = compile_workload(&dir).unwrap();
     let mut o = FixtureOptions::new(&bin, dir.join(format!("{name}.binpb")));
     o.snapshots = snapshots;
@@ -1147,9 +1143,7 @@ fn light_compose_entrypoint_serves_the_dashboards_user() {
     let args: Vec<String> =
         serde_json::from_str(line.trim_start().trim_start_matches("entrypoint:").trim()).unwrap();
     assert_eq!(&args[..2], ["/bin/sh", "-c"]);
-    let dir = std::env::temp_dir().join(format!("flamehouse-serve-compose-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("serve-compose");
     let bin_dir = bin("flamehouse").parent().unwrap().to_path_buf();
     let script = args[2]
         .replace("/opt/flamehouse", bin_dir.to_str().unwrap())
@@ -1206,7 +1200,7 @@ fn light_compose_entrypoint_serves_the_dashboards_user() {
 /// listens on loopback only.
 #[test]
 fn serve_without_users_refuses_a_public_address() {
-    let dir = std::env::temp_dir().join(format!("flamehouse-serve-public-{}", std::process::id()));
+    let dir = temp_path("serve-public").join("data");
     let out = Command::new(bin("flamehouse"))
         .args(["serve", "--listen", "0.0.0.0:0", "--data"])
         .arg(&dir)
@@ -1234,9 +1228,7 @@ fn serve_speaks_https_with_a_given_certificate() {
         .unwrap()
         .self_signed(&key)
         .unwrap();
-    let dir =
-        std::env::temp_dir().join(format!("flamehouse-serve-tlsfiles-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_path("serve-tlsfiles");
     let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&cert_path, cert.pem()).unwrap();
     std::fs::write(&key_path, key.serialize_pem()).unwrap();
