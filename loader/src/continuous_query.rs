@@ -842,6 +842,10 @@ pub struct SelectionSql {
     /// Whether time columns are cast to `DateTime64(3, 'UTC')` (parts of
     /// different tables in one query).
     pub uniform_time: bool,
+    /// Whether `fine_parts` give a profile's minute, not its time (the
+    /// per-minute rollup), a boolean expression: a time series' step is
+    /// then rounded up to whole minutes (`SelectionSql::step_key`).
+    pub by_minute: String,
 }
 
 /// What to read: a profile type, a range `[from_ms, to_ms)` and a selector.
@@ -1029,6 +1033,7 @@ impl Selection {
             },
             // Raw edges and rollup minutes in one time series.
             uniform_time: long && !raw_only,
+            by_minute: if long && !raw_only { "1" } else { "0" }.into(),
         }
     }
 }
@@ -1136,6 +1141,22 @@ impl SelectionSql {
                 sql_string(GAUGE_TYPE_PATTERN)
             )),
             uniform_time: true,
+            by_minute: long,
+        }
+    }
+
+    /// The time key of a series with points every `step_seconds` (an
+    /// integer expression): over minutes ([`SelectionSql::by_minute`]) the
+    /// step is rounded up to whole minutes, so that every point sums whole
+    /// minutes and the answer stays exact (`--step 5` over a day gives a
+    /// point a minute; a 90 s step, 120 s).
+    fn step_key(&self, step_seconds: &str) -> Key {
+        Key {
+            alias: "time",
+            expr: format!(
+                "toStartOfInterval({{time}}, toIntervalSecond(if({m}, intDiv({step_seconds} + 59, 60) * 60, {step_seconds})))",
+                m = self.by_minute
+            ),
         }
     }
 
@@ -1872,13 +1893,7 @@ pub fn by_label_sql_of(
     step_seconds: Option<&str>,
 ) -> String {
     let (time, parts) = match step_seconds {
-        Some(step) => (
-            Key {
-                alias: "time",
-                expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step}))"),
-            },
-            &sel.fine_parts,
-        ),
+        Some(step) => (sel.step_key(step), &sel.fine_parts),
         None => (
             Key {
                 alias: "time",
@@ -1965,13 +1980,7 @@ pub fn function_series_sql_of(
     functions: &str,
     step_seconds: &str,
 ) -> String {
-    let keys = [
-        Key {
-            alias: "time",
-            expr: format!("toStartOfInterval({{time}}, toIntervalSecond({step_seconds}))"),
-        },
-        Key::stack(),
-    ];
+    let keys = [s.step_key(step_seconds), Key::stack()];
     // The selection's stacks through the functions, from its own service
     // and days of `cp_stacks` (not every stack of `stack_functions`).
     let filter = format!(

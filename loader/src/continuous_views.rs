@@ -185,6 +185,7 @@ fn raw_only_if(
         sel.profiles
     );
     sel.profile_time = format!("if({raw_only}, ts, {})", sel.profile_time);
+    sel.by_minute = format!("(NOT ({raw_only}) AND {})", sel.by_minute);
     sel
 }
 

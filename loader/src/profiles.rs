@@ -1329,7 +1329,9 @@ pub struct SeriesArgs {
     #[arg(long = "function")]
     pub functions: Vec<String>,
     /// Seconds per point. 0 with --by: one point per value for the whole
-    /// range, at its start.
+    /// range, at its start. Over a range longer than 6 hours (read from
+    /// the per-minute rollup) it is rounded up to whole minutes, so that
+    /// each point is exact.
     #[arg(long, default_value_t = DEFAULT_SERIES_STEP)]
     pub step: u32,
 }

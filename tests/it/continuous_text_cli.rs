@@ -1093,3 +1093,77 @@ fn deep_distinct_stacks_load_whole_and_their_limits_are_options() {
     stacks.sort_unstable();
     assert!(got == stacks, "the stored stacks are the file's");
 }
+
+/// `profile series` over a range read from the per-minute rollup (over 6
+/// hours) rounds its step up to whole minutes, so every point sums whole
+/// minutes: `--step 7` gave points at 7-second marks holding whole
+/// minutes' profiles (one dated before any of them), `--step 90` likewise.
+/// The points are compared with sums made here from the profiles' times;
+/// a short range keeps the step as given.
+#[test]
+fn series_steps_over_the_minute_rollup_are_whole_minutes() {
+    let data = temp_path("cptext-steps");
+    let base_s = (flamehouse::profiles::now_ms() / 3_600_000 - 30) * 3_600;
+    // Six profiles 37 s apart from hh:02:08: two or one per minute.
+    let times: Vec<i64> = (0..6).map(|k| base_s + 128 + k * 37).collect();
+    for (k, t) in times.iter().enumerate() {
+        let f = data.join(format!("p{k}.folded"));
+        std::fs::write(&f, format!("a;b {}\n", k + 1)).unwrap();
+        fh(
+            &data,
+            &[
+                "load",
+                "--label",
+                "rel=x",
+                "--time",
+                &t.to_string(),
+                &f.display().to_string(),
+            ],
+        );
+    }
+    let points = |from: &str, to: &str, step: &str| -> BTreeMap<String, i64> {
+        let out = fh(
+            &data,
+            &[
+                "profile",
+                "series",
+                "--type",
+                "folded:count",
+                "--from",
+                from,
+                "--to",
+                to,
+                "--by",
+                "rel",
+                "--step",
+                step,
+            ],
+        );
+        out.lines()
+            .skip(1)
+            .map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                (f[0].to_string(), f[2].parse().unwrap())
+            })
+            .collect()
+    };
+    let want = |step: i64| -> BTreeMap<String, i64> {
+        let mut m = BTreeMap::new();
+        for (k, t) in times.iter().enumerate() {
+            let at = t.div_euclid(step) * step * 1000;
+            let text = flamehouse::flame::format_utc_ms(at);
+            *m.entry(text[..19].to_string()).or_default() += k as i64 + 1;
+        }
+        m
+    };
+    for (step, whole) in [(7, 60), (60, 60), (90, 120), (5, 60)] {
+        assert_eq!(
+            points("now-30d", "now", &step.to_string()),
+            want(whole),
+            "--step {step} over 30 days"
+        );
+    }
+    // Read raw (a range under 6 hours): the step as given.
+    let (from, to) = (base_s.to_string(), (base_s + 3_600).to_string());
+    assert_eq!(points(&from, &to, "7"), want(7), "--step 7 over 1 hour");
+}
