@@ -1292,6 +1292,16 @@ pub fn sandwich_command(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<()> {
+    // One path for both trees: the second would replace the first (a
+    // file) or follow it unmarked (`-`).
+    if let (Some(a), Some(b)) = (&args.callers, &args.callees) {
+        if a == b {
+            return Err(Error::Usage(format!(
+                "--callers and --callees are both {}: give each tree its own output",
+                a.display()
+            )));
+        }
+    }
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     let (up, down) = sandwich(backend, opts, &s, &args.function, args.max_nodes)?;

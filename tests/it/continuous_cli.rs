@@ -528,6 +528,36 @@ fn profile_queries_equal_go_tool_pprof() {
     let (callers, callees) = parse_peek(&golden("cpu.peek.fib.txt"), "main.fib");
     assert_eq!(level1(&up), callers);
     assert_eq!(level1(&down), callees);
+    // Both trees to one path: refused before anything is written (the
+    // callees replaced the callers' file; to `-` they followed unmarked).
+    for same in [data.join("same.folded").display().to_string(), "-".into()] {
+        let o = fh_out(
+            &data,
+            &[
+                "profile",
+                "sandwich",
+                "--type",
+                ty,
+                "--from",
+                &from,
+                "--to",
+                &to,
+                "--function",
+                "main.fib",
+                "--callers",
+                &same,
+                "--callees",
+                &same,
+            ],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && o.stdout.is_empty(), "{same}: {err}");
+        assert!(
+            err.lines().count() == 1 && err.contains("--callers and --callees are both"),
+            "{same}: {err}"
+        );
+        assert!(!data.join("same.folded").exists());
+    }
 
     // The list, and opening one profile: its flame graph is the file's.
     let list = fh(
