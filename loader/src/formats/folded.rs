@@ -521,6 +521,9 @@ mod tests {
             Sniff::No
         );
         assert_eq!(Folded.sniff(&[0x1f, 0x8b, 8, 0]), Sniff::No);
+        // A short file with a Latin-1 name: text (the same line later in a
+        // longer file was, and --format folded reads it).
+        assert_eq!(Folded.sniff(b"a;b 10\na;\xffc 3\n"), Sniff::Yes);
         // A tab before the count, as FlameGraph's flamegraph.pl takes it.
         assert_eq!(Folded.sniff(b"main;foo;bar\t12\n"), Sniff::Yes);
         // A bad count: folded all the same, for the reader to name the line.

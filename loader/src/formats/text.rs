@@ -775,11 +775,11 @@ pub fn basename(path: &str) -> &str {
 
 /// Whether `first` (a file's first bytes) is text: without control bytes
 /// but tab and newlines, and UTF-8 but for a rare invalid sequence (at
-/// most one in 16 bytes: a name in Latin-1; a character cut at the end
-/// is none), which [`read_text`] replaces.
+/// most one in 16 bytes, and one in a shorter file: a name in Latin-1; a
+/// character cut at the end is none), which [`read_text`] replaces.
 #[must_use]
 pub fn looks_like_text(first: &[u8]) -> bool {
-    invalid_utf8(first) * 16 <= first.len()
+    invalid_utf8(first) <= (first.len() / 16).max(1)
         && first
             .iter()
             .all(|&b| b >= 0x20 || b == b'\t' || b == b'\n' || b == b'\r')
