@@ -753,6 +753,17 @@ fn write_tree(
                 path.display()
             )));
         }
+        // A differential graph's widths are the comparison's (`a;b A B`,
+        // as flamegraph.pl draws difffolded output): with none, inferno
+        // has nothing to draw.
+        if diff && lines.iter().all(|l| l.ends_with(" 0")) {
+            return Err(Error::Usage(format!(
+                "{}: the comparison has no samples of type {profile_type:?}, and a differential \
+                 flame graph's widths are the comparison's: nothing to draw, not written \
+                 (swap the two sides to draw the baseline as all new, or write .folded)",
+                path.display()
+            )));
+        }
         let labels = crate::render::SvgOptions {
             title: title.to_string(),
             count_name: profile_type

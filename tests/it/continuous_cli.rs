@@ -1494,6 +1494,35 @@ fn empty_answers_say_why() {
             "{err}"
         );
     }
+    // To an SVG, an empty comparison is flamehouse's error naming the
+    // file, not inferno's "No stack counts found"; nothing is written.
+    let svg = data.join("d.svg");
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "diff",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &from,
+            "--to",
+            &to,
+            "--selector-b",
+            "{version=\"9.9.9\"}",
+            "--out",
+            &svg.display().to_string(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nothing matched in the comparison")
+            && err.contains("the comparison has no samples of type \"cpu:nanoseconds\"")
+            && !err.contains("No stack counts"),
+        "{err}"
+    );
+    assert!(!svg.exists());
     // A diff whose narrowing left nothing of either side says so (it
     // blamed both selectors).
     let err = run(&[
