@@ -947,6 +947,39 @@ fn export_keeps_files_and_lines() {
     assert_eq!(traces(&out), traces(&input));
 }
 
+/// A file loaded at the default granularity and again at `--granularity
+/// line` is two profiles (the second was found stored and its lines never
+/// came); each loaded again is stored once.
+#[test]
+fn another_granularity_is_another_profile() {
+    let data = temp_path("cpcli-granularity");
+    let input = dir().join("cpu.pb.gz").display().to_string();
+    let line = ["load", &input, "--granularity", "line"];
+    for (args, stored) in [
+        (&["load", &input][..], "0 already stored"),
+        (&line[..], "0 already stored"),
+        (&line[..], "1 already stored"),
+    ] {
+        let out = fh(&data, args);
+        assert!(
+            out.contains(&format!("1 profiles ({stored}")),
+            "{args:?}: {out}"
+        );
+    }
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT uniqExact(profile_id) FROM flamehouse.cp_profiles"
+        ),
+        "2"
+    );
+    let lines = sql(
+        &data,
+        "SELECT count() FROM flamehouse.frames WHERE position(label, 'main.go:') > 0",
+    );
+    assert_ne!(lines, "0", "frames with their lines");
+}
+
 /// The export's time, duration and period are those of the profiles the
 /// selection read: the same CPU profile stored for two services, an hour
 /// apart, exported for the later one, says the later time (it said the

@@ -50,7 +50,8 @@
 //! - **Profiles**: one per batch of the reader (pprof: one); the id hashes
 //!   the source identity (pprof: the file's bytes, and `--time` /
 //!   `--duration` when given), the batch's index after the first, the
-//!   service, the user labels and the span keys when not the default.
+//!   service, the user labels, and the span keys and the symbolizer's
+//!   granularity when not the default.
 //!   `frame_id` and `stack_id` are the memory loader's hashes, so one stack
 //!   is one row whatever profile uses it.
 //! - **Rows**: samples with the same series, stack and numeric labels are
@@ -889,6 +890,7 @@ fn rows_cached(
             },
             e => e,
         })?;
+        let granularity = format!("{:?}", opts.symbolizer.granularity);
         let id_of = |identity: &[Vec<u8>]| {
             let mut id_parts: Vec<&[u8]> = identity.iter().map(Vec::as_slice).collect();
             let idx = index.to_le_bytes();
@@ -903,6 +905,12 @@ fn rows_cached(
             if !default_span_labels {
                 id_parts.push(b"span_labels");
                 id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
+            }
+            // Frames labelled with their lines are other frames: another
+            // profile (it was found stored, and the lines never came).
+            if opts.symbolizer.granularity != crate::symbolize::Granularity::default() {
+                id_parts.push(b"granularity");
+                id_parts.push(granularity.as_bytes());
             }
             stable_hash(&id_parts)
         };
