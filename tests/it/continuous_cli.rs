@@ -2273,3 +2273,29 @@ fn sql_answers_with_this_binarys_views() {
     );
     assert_eq!(root.trim(), "590000000");
 }
+
+/// A query of a data directory that does not exist is one line saying
+/// so, and makes no directory (a typo in --data left a new engine
+/// directory behind); the same for the memory `flame`.
+#[test]
+fn a_query_of_no_data_directory_makes_none() {
+    let data = temp_path("cpcli-nodata").join("typo").join("deep");
+    for args in [
+        &["profile", "top", "--type", "cpu:nanoseconds"][..],
+        &["flame", "peak", "--process", "1", "--out", "-"][..],
+    ] {
+        let o = Command::new(bin())
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.lines().count() == 1 && err.contains("no data directory at"),
+            "{args:?}: {err}"
+        );
+        assert!(!data.parent().unwrap().exists(), "{args:?}");
+    }
+}

@@ -143,6 +143,27 @@ impl TargetArgs {
             None => Box::new(Engine::open(&self.data.options())?),
         })
     }
+
+    /// [`TargetArgs::backend`] for a command that only reads: an embedded
+    /// data directory that does not exist is an error, not made (a typo
+    /// in --data left a new engine directory behind).
+    fn existing_backend(&self) -> anyhow::Result<Box<dyn Backend>> {
+        if self.server.options().is_none() {
+            let dir = self
+                .data
+                .options()
+                .data_dir
+                .unwrap_or_else(flamehouse::storage::engine::default_data_dir);
+            if !dir.exists() {
+                anyhow::bail!(
+                    "no data directory at {}: nothing is loaded there yet (`flamehouse load` or \
+                     `flamehouse init` makes it; check --data)",
+                    dir.display()
+                );
+            }
+        }
+        self.backend()
+    }
 }
 
 /// A `--granularity` value.
@@ -541,7 +562,7 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = std::io::stderr();
-    let backend = command.target().backend()?;
+    let backend = command.target().existing_backend()?;
     let b = &*backend;
     let r = match &command {
         ProfileCommand::Flame { args, at } => {
@@ -1127,7 +1148,7 @@ fn run() -> anyhow::Result<()> {
             database,
             target,
         } => {
-            let engine = target.backend()?;
+            let engine = target.existing_backend()?;
             let f = flame::flame(&*engine, &database, &request)?;
             note_namesakes(&request.process, &f.process);
             if out.extension().is_some_and(|e| e == "svg") {
