@@ -521,8 +521,9 @@ pub fn sniff(first: &[u8]) -> String {
             .into();
     }
     if first.starts_with(&ZSTD_MAGIC) {
-        return "it starts with a bare zstd frame; every .binpb record starts with its \
-                8-byte big-endian length"
+        return "it starts with a bare zstd frame whose start does not decompress as a pprof \
+                profile (a zstd-compressed pprof cut short? `--format pprof` names the byte \
+                where it breaks); every .binpb record starts with its 8-byte big-endian length"
             .into();
     }
     if !first.is_empty()
