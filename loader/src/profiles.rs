@@ -923,7 +923,8 @@ fn require_type(backend: &dyn Backend, opts: &QueryOptions, profile_type: &str) 
 }
 
 fn is_svg(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "svg")
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
 }
 
 /// Whether a tree holds no value (the tree of no samples is a root of 0).
@@ -1656,6 +1657,20 @@ pub fn labels_command(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--out x.SVG` draws, as `x.svg` does (it wrote folded text).
+    #[test]
+    fn svg_outputs_are_known_in_any_case() {
+        for (p, svg) in [
+            ("a.svg", true),
+            ("a.SVG", true),
+            ("a.Svg", true),
+            ("a.folded", false),
+            ("svg", false),
+        ] {
+            assert_eq!(is_svg(Path::new(p)), svg, "{p}");
+        }
+    }
 
     #[test]
     fn times_parse() {

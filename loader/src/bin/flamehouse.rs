@@ -1151,7 +1151,10 @@ fn run() -> anyhow::Result<()> {
             let engine = target.existing_backend()?;
             let f = flame::flame(&*engine, &database, &request)?;
             note_namesakes(&request.process, &f.process);
-            if out.extension().is_some_and(|e| e == "svg") {
+            if out
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("svg"))
+            {
                 // inferno draws no negative width: say what the picture
                 // leaves out (memory views may hold brief negative values).
                 let negative: Vec<i64> = f
