@@ -220,9 +220,22 @@ pub fn parse_within(
         let (stack, count) =
             split_count(line).ok_or_else(|| err(n, "no count (`a;b;c COUNT`)".into()))?;
         if split_count(stack).is_some_and(|(s, c)| is_count(c) && !s.trim().is_empty()) {
+            // The line's end as it is (`a;b 10 12`), not the whole stack.
+            let tail: String = {
+                let chars: Vec<char> = line.chars().collect();
+                let from = chars.len().saturating_sub(40);
+                let t: String = chars[from..].iter().collect();
+                if from > 0 {
+                    format!("...{t}")
+                } else {
+                    t
+                }
+            };
             return Err(err(
                 n,
-                "two counts (`a;b 10 12`): a differential folded file (difffolded.pl); load each side on its own".into(),
+                format!(
+                    "two counts (`{tail}`): a differential folded file (difffolded.pl); load each side on its own"
+                ),
             ));
         }
         let count: i64 = match count.parse::<i64>() {
@@ -415,8 +428,14 @@ mod tests {
             ),
             ("a;b -99999999999999999999\n", 1, "no non-negative integer"),
             ("a;;b 3\n", 1, "empty frame"),
-            ("a;b 1\na;b 10 12\n", 2, "two counts"),
+            ("a;b 1\na;b 10 12\n", 2, "two counts (`a;b 10 12`)"),
             ("a;b 1\na;b\t10\t12\n", 2, "two counts"),
+            // A long stack: its last 40 characters.
+            (
+                &format!("{} 3 4\n", "f;".repeat(40) + "main.leaf"),
+                1,
+                "two counts (`...;f;f;f;f;f;f;f;f;f;f;f;f;f;main.leaf 3 4`)",
+            ),
         ] {
             let e = parse(
                 input,
