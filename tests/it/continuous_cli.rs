@@ -496,25 +496,29 @@ fn profile_queries_equal_go_tool_pprof() {
 
     // Sandwich of main.fib = -peek: its callers and callees with values.
     let (up, down) = (data.join("up.folded"), data.join("down.folded"));
-    fh(
-        &data,
-        &[
-            "profile",
-            "sandwich",
-            "--type",
-            ty,
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--function",
-            "main.fib",
-            "--callers",
-            &up.display().to_string(),
-            "--callees",
-            &down.display().to_string(),
-        ],
-    );
+    let sandwich = |callers: &str, callees: &str| {
+        fh_out(
+            &data,
+            &[
+                "profile",
+                "sandwich",
+                "--type",
+                ty,
+                "--from",
+                &from,
+                "--to",
+                &to,
+                "--function",
+                "main.fib",
+                "--callers",
+                callers,
+                "--callees",
+                callees,
+            ],
+        )
+    };
+    let o = sandwich(&up.display().to_string(), &down.display().to_string());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let level1 = |p: &Path| -> BTreeMap<String, i64> {
         let mut m = BTreeMap::new();
         for (s, v) in parse_folded(&std::fs::read_to_string(p).unwrap()) {
@@ -531,25 +535,7 @@ fn profile_queries_equal_go_tool_pprof() {
     // Both trees to one path: refused before anything is written (the
     // callees replaced the callers' file; to `-` they followed unmarked).
     for same in [data.join("same.folded").display().to_string(), "-".into()] {
-        let o = fh_out(
-            &data,
-            &[
-                "profile",
-                "sandwich",
-                "--type",
-                ty,
-                "--from",
-                &from,
-                "--to",
-                &to,
-                "--function",
-                "main.fib",
-                "--callers",
-                &same,
-                "--callees",
-                &same,
-            ],
-        );
+        let o = sandwich(&same, &same);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success() && o.stdout.is_empty(), "{same}: {err}");
         assert!(
