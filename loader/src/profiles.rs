@@ -471,6 +471,8 @@ pub fn export_pprof(
     if merged.is_empty() {
         let hint = match types.as_slice() {
             [t] => unknown_type_hint(backend, opts, t)?,
+            // No type has a profile in the range: what is stored, and when.
+            [] => Some(stored_types_note(backend, opts)?),
             _ => None,
         };
         return Err(Error::Usage(hint.unwrap_or_else(|| {
@@ -635,6 +637,38 @@ pub fn unknown_type_hint(
             types.join(", ")
         )
     }))
+}
+
+/// What `export` says when no type has a profile in its range: the stored
+/// types, each with the times of its first and last profile (UTC).
+///
+/// # Errors
+/// The engine's.
+fn stored_types_note(backend: &dyn Backend, opts: &QueryOptions) -> Result<String> {
+    let db = &opts.database;
+    let rows = backend.query_tsv(&format!(
+        "SELECT profile_type, formatDateTime(min(ts), '%F %T', 'UTC'), \
+         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles \
+         GROUP BY profile_type ORDER BY profile_type"
+    ))?;
+    let stored: Vec<String> = rows
+        .lines()
+        .map(|l| {
+            let f: Vec<String> = l.split('\t').map(unescape_tsv).collect();
+            match f.as_slice() {
+                [t, a, b] => format!("{t} from {a} to {b}"),
+                _ => l.to_string(),
+            }
+        })
+        .collect();
+    Ok(if stored.is_empty() {
+        "nothing to export: no continuous profile is stored".to_string()
+    } else {
+        format!(
+            "nothing to export: no profile in the selection's time range; stored (UTC): {}",
+            stored.join("; ")
+        )
+    })
 }
 
 // ---------------------------------------------------------------------
@@ -1307,7 +1341,7 @@ pub fn sandwich_command(
     // One path for both trees: the second would replace the first (a
     // file) or follow it unmarked (`-`).
     if let (Some(a), Some(b)) = (&args.callers, &args.callees) {
-        if a == b {
+        if same_output(a, b) {
             return Err(Error::Usage(format!(
                 "--callers and --callees are both {}: give each tree its own output",
                 a.display()
@@ -1334,6 +1368,28 @@ pub fn sandwich_command(
         write_tree(&down, p, &title, &s.profile_type, true, false, out)?;
     }
     Ok(())
+}
+
+/// Whether two output paths name one file: equal as given, or after
+/// resolving their directories (`./a`, `a`, `d/../a`, a symlinked
+/// directory); `-` (standard output) only equals itself.
+fn same_output(a: &Path, b: &Path) -> bool {
+    let dash = |p: &Path| p == Path::new("-");
+    if a == b || dash(a) || dash(b) {
+        return a == b;
+    }
+    // A file that does not exist yet: its directory resolved, its name kept.
+    let resolve = |p: &Path| -> Option<PathBuf> {
+        if let Ok(c) = std::fs::canonicalize(p) {
+            return Some(c);
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// `flamehouse profile series`: values over time, one series per value of
@@ -1670,6 +1726,22 @@ mod tests {
         ] {
             assert_eq!(is_svg(Path::new(p)), svg, "{p}");
         }
+    }
+
+    /// `sandwich` refuses one file for both trees however it is spelled.
+    #[test]
+    fn one_output_file_is_known_however_spelled() {
+        let dir = std::env::temp_dir().join(format!("flamehouse-same-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        let p = |s: &str| dir.join(s);
+        assert!(same_output(&p("a.svg"), &p("./a.svg")));
+        assert!(same_output(&p("a.svg"), &p("d/../a.svg")));
+        assert!(!same_output(&p("a.svg"), &p("d/a.svg")));
+        assert!(same_output(Path::new("-"), Path::new("-")));
+        assert!(!same_output(Path::new("-"), Path::new("./-")));
+        // Relative to the working directory, as the CLI gets them.
+        assert!(same_output(Path::new("x.folded"), Path::new("./x.folded")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1644,6 +1644,32 @@ fn empty_answers_say_why() {
         err.contains("every sample of the selection has an empty stack (its total is 12)"),
         "{err}"
     );
+    // An export of a range with no profile of any type names what is
+    // stored and when; nothing is written.
+    let pb = data.join("none.pb.gz");
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--from",
+            "2000-01-01T00:00:00Z",
+            "--to",
+            "2000-01-02T00:00:00Z",
+            "--out",
+            &pb.display().to_string(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no profile in the selection's time range; stored (UTC): ")
+            && err.contains(&format!("cpu:nanoseconds from {}", &from[..19]))
+            && err.contains("threads:count from"),
+        "{err}"
+    );
+    assert!(!pb.exists());
 }
 
 /// `profile top`, `profile flame` and `profile diff` with `--focus` and
@@ -1870,7 +1896,7 @@ fn a_profile_loaded_again_after_its_day_expired_is_stored() {
     let first = counts();
     assert!(!first.starts_with("0\t"), "{first}");
     // The day expires (kept 5 days, merged), then the retention is back.
-    fh(&data, &["init", "--retention", "5"]);
+    fh(&data, &["init", "--retention", "5", "--expire-now"]);
     fh(&data, &["compact"]);
     assert!(counts().starts_with("0\t0\t0\t"), "{}", counts());
     fh(&data, &["init", "--retention", "30"]);
@@ -1985,16 +2011,47 @@ fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
             "SELECT toString(toDate(min(ts))) FROM flamehouse.cp_profiles",
         ],
     );
-    for (days, warned) in [("20", false), ("5", true)] {
-        let o = fh_out(&data, &["init", "--retention", days]);
-        assert!(o.status.success());
-        let err = String::from_utf8_lossy(&o.stderr);
-        let want = format!(
-            "1 stored profiles ({0} to {0}) are older than 5 days",
-            day.trim()
-        );
-        assert_eq!(err.contains(&want), warned, "--retention {days}: {err}");
-    }
+    let stored = || {
+        fh(
+            &data,
+            &["sql", "SELECT count() FROM flamehouse.cp_profiles"],
+        )
+    };
+    let retention = || {
+        fh(
+            &data,
+            &[
+                "sql",
+                "SELECT engine_full LIKE '%TTL%toIntervalDay(20)%' FROM system.tables \
+                 WHERE database = 'flamehouse' AND name = 'cp_samples'",
+            ],
+        )
+    };
+    let before = stored();
+    assert_ne!(before.trim(), "0");
+    let o = fh_out(&data, &["init", "--retention", "20"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stderr).is_empty());
+    assert_eq!(retention().trim(), "1");
+    let want = format!(
+        "1 stored profile ({0} to {0}) older than 5 days",
+        day.trim()
+    );
+    // A retention that would delete stored days is refused unless asked:
+    // the engine deletes them at once, not at some later merge.
+    let o = fh_out(&data, &["init", "--retention", "5"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("--retention 5 would delete {want} at once"))
+            && err.contains("--expire-now"),
+        "{err}"
+    );
+    assert_eq!((stored(), retention().trim()), (before, "1"));
+    let o = fh_out(&data, &["init", "--retention", "5", "--expire-now"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("deleted {want}")), "{err}");
+    assert_eq!(stored().trim(), "0");
 }
 
 /// pprof allows any string as a function name: `profile top`'s table

@@ -524,10 +524,10 @@ fn a_retention_that_wraps_stored_profiles_says_so() {
     let (code, _, err) = cli(&data, &["load", &far.display().to_string()]);
     assert_eq!(code, Some(0), "{err}");
     let (code, _, err) = cli(&data, &["init", "--retention", "36500"]);
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert!(!err.contains("older than"), "{err}");
     assert!(
-        err.contains("1 stored profiles (2050-01-01 to 2050-01-01) are dated so late that 36500 days after them is past 2149-06-06"),
+        err.contains("1 stored profile (2050-01-01 to 2050-01-01) dated so late that 36500 days after them is past 2149-06-06"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -99,7 +99,7 @@ fn perf_windows_time_and_comm_pid_tid_flags() {
     assert_eq!(out.lines().count(), want.len() + 1, "{out}");
     assert!(
         out.lines().last().is_some_and(
-            |l| l.starts_with(&format!("continuous: 1 files, {} profiles", want.len()))
+            |l| l.starts_with(&format!("continuous: 1 file, {} profiles", want.len()))
         ),
         "{out}"
     );
@@ -709,6 +709,30 @@ fn invalid_text_flags_exit_2() {
         assert!(
             line.starts_with("error: ") && line.contains(flag) && line.contains(value),
             "{flag} {value}: {err}"
+        );
+    }
+    // Keys given twice, or the service's: the same kind of error.
+    for (flags, says) in [
+        (
+            &["--bpftrace-labels=comm,comm"][..],
+            "--bpftrace-labels comm",
+        ),
+        (&["--bpftrace-labels=service"], "--service"),
+        (
+            &["--label=comm=x", "--bpftrace-labels=comm"],
+            "--label comm",
+        ),
+        (&["--label=a=1", "--label=a=2"], "--label a"),
+    ] {
+        let mut args = vec!["load", file.as_str()];
+        args.extend_from_slice(flags);
+        let out = fh_out(&data, &args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err.lines().next().unwrap_or_default();
+        assert!(
+            line.starts_with("error: ") && line.contains(says),
+            "{flags:?}: {err}"
         );
     }
     // Refused before the engine is opened: the data directory stays empty.

@@ -232,6 +232,12 @@ enum Command {
         /// the engine's last Date, 2149-06-06, would wrap and drop everything).
         #[arg(long)]
         retention: Option<u32>,
+        /// Apply a --retention that expires stored profiles: the engine
+        /// applies a changed TTL to the days already stored, so they are
+        /// deleted at once. Without it such a retention is refused, naming
+        /// what it would delete, and the retention stays as it was.
+        #[arg(long, requires = "retention")]
+        expire_now: bool,
         /// Print the SQL that builds a new database (every migration
         /// rendered for --database and --cluster, then --retention's
         /// ALTERs) and run nothing: a cluster's DDL reviewed before it runs.
@@ -649,6 +655,15 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `1 file`, `2 files`; `1 batch`, `2 batches`.
+fn plural(n: usize, one: &str) -> String {
+    match (n, one.ends_with("ch")) {
+        (1, _) => format!("1 {one}"),
+        (_, true) => format!("{n} {one}es"),
+        _ => format!("{n} {one}s"),
+    }
+}
+
 fn print_continuous(s: &ContinuousSummary) {
     say!(
         "{}: profile {:016x} | types {} | {} sample rows | {} series | {} stacks | {} frames | symbolized {:.1}%",
@@ -806,6 +821,7 @@ fn run() -> anyhow::Result<()> {
         Command::Init {
             schema,
             retention,
+            expire_now,
             target,
             ..
         } => {
@@ -826,25 +842,41 @@ fn run() -> anyhow::Result<()> {
                 say!("schema {}: applied migrations {applied:?}", schema.database);
             }
             if let Some(days) = retention {
-                // A shorter retention drops stored days: say which.
-                if let Some((profiles, first, last)) =
-                    continuous::older_than(&*engine, &schema.database, days)?
-                {
-                    eprintln!(
-                        "flamehouse: warning: {profiles} stored profiles ({first} to {last}) are older than {days} days: the TTL drops their days at the next merge"
-                    );
-                }
-                if let Some((profiles, first, last)) =
-                    continuous::ttl_wrapping(&*engine, &schema.database, days)?
-                {
-                    eprintln!(
-                        "flamehouse: warning: {profiles} stored profiles ({first} to {last}) are dated so late that {days} days after them is past 2149-06-06, where the TTL's date wraps to 1970: the TTL drops their days at the next merge"
-                    );
+                // A shorter retention deletes stored days at once (the
+                // engine materializes a changed TTL): only when asked.
+                let older = continuous::older_than(&*engine, &schema.database, days)?.map(
+                    |(n, first, last)| {
+                        format!(
+                            "{} ({first} to {last}) older than {days} days",
+                            plural(n as usize, "stored profile")
+                        )
+                    },
+                );
+                let wrapping = continuous::ttl_wrapping(&*engine, &schema.database, days)?.map(
+                    |(n, first, last)| {
+                        format!(
+                            "{} ({first} to {last}) dated so late that {days} days after them is \
+                             past 2149-06-06, where the TTL's date wraps to 1970",
+                            plural(n as usize, "stored profile")
+                        )
+                    },
+                );
+                let dropped: Vec<String> = older.into_iter().chain(wrapping).collect();
+                if !dropped.is_empty() && !expire_now {
+                    return Err(flamehouse::Error::Usage(format!(
+                        "--retention {days} would delete {} at once; give --expire-now to apply \
+                         it, or a longer retention (the retention is unchanged)",
+                        dropped.join(", and ")
+                    ))
+                    .into());
                 }
                 continuous::set_retention(&*engine, &schema.options(), days)?;
+                for d in &dropped {
+                    eprintln!("flamehouse: --expire-now: deleted {d}");
+                }
             }
             match continuous::retention_days(&*engine, &schema.database)? {
-                Some(d) => say!("continuous profiles kept {d} days"),
+                Some(d) => say!("continuous profiles kept {}", plural(d as usize, "day")),
                 None => say!("continuous profiles kept forever (no TTL)"),
             }
             Ok(())
@@ -883,7 +915,16 @@ fn run() -> anyhow::Result<()> {
         } => {
             // Before anything is read: a key given twice is the user's
             // mistake, the same for every file.
-            continuous::check_label_keys(&labels, &text.bpftrace_labels)?;
+            // Refused as clap refuses a bad key: a usage error, exit 2.
+            if let Err(flamehouse::Error::Usage(m)) =
+                continuous::check_label_keys(&labels, &text.bpftrace_labels)
+            {
+                let cmd = Cli::command();
+                let load = cmd.find_subcommand("load").expect("the load command");
+                let mut load = load.clone().bin_name("flamehouse load");
+                load.error(clap::error::ErrorKind::ArgumentConflict, m)
+                    .exit();
+            }
             // `/dev/stdin` as `-`; a named pipe refused (read twice).
             let files = stdin::inputs(files)?;
             if watch && files.iter().any(|f| f.as_os_str() == stdin::STDIN_NAME) {
@@ -1040,15 +1081,16 @@ fn run() -> anyhow::Result<()> {
                 // Always, so scripts can read it; after the files loaded
                 // one by one, whose lines would otherwise follow it.
                 batch_summary = Some(format!(
-                        "continuous: {} files, {} profiles ({} already stored, {} older than the retention, not stored), {} sample rows in {} batches{}",
-                        s.files,
-                        s.profiles,
-                        s.already_stored,
-                        s.expired,
-                        s.sample_rows,
-                        s.batches,
+                    "continuous: {}, {} profiles ({} already stored, {} older than the retention, \
+                     not stored), {} sample rows in {}{}",
+                    plural(s.files, "file"),
+                    s.profiles,
+                    s.already_stored,
+                    s.expired,
+                    s.sample_rows,
+                    plural(s.batches, "batch"),
                     if s.failed > 0 {
-                        format!(", {} files failed", s.failed)
+                        format!(", {} failed", plural(s.failed, "file"))
                     } else {
                         String::new()
                     }
@@ -1181,7 +1223,11 @@ fn run() -> anyhow::Result<()> {
                 std::fs::write(&out, f.lines.join("\n") + "\n")
                     .with_context(|| format!("writing {}", out.display()))?;
             }
-            say!("wrote {} ({} stacks)", out.display(), f.lines.len());
+            say!(
+                "wrote {} ({})",
+                out.display(),
+                plural(f.lines.len(), "stack")
+            );
             Ok(())
         }
         Command::Profile { command } => run_profile(command),

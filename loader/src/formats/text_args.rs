@@ -203,7 +203,7 @@ fn parse_time(s: &str) -> Result<u64, String> {
     // The rollups' minutes and hours are 32-bit `DateTime`s: a later time
     // is refused here, in one line, rather than by every file of the load.
     let in_range = |ns: u64| {
-        if ns / 1_000_000_000 > u64::from(u32::MAX) {
+        if ns / 1_000_000 > crate::ingest::continuous::LAST_TIME_MS as u64 {
             Err(format!(
                 "`{s}` is after 2106-02-07 06:28:15 UTC, the last time the engine stores"
             ))
@@ -360,7 +360,13 @@ mod tests {
             parse_time("2106-02-07T06:28:15Z"),
             Ok(u64::from(u32::MAX) * 1_000_000_000)
         );
-        for late in ["2106-02-07T06:28:16Z", "4294967296", "2200-01-01 00:00:00"] {
+        for late in [
+            "2106-02-07T06:28:16Z",
+            "4294967296",
+            "4294967295.5",
+            "2106-02-07T06:28:15.001Z",
+            "2200-01-01 00:00:00",
+        ] {
             let e = parse_time(late).unwrap_err();
             assert!(e.contains("after 2106-02-07 06:28:15 UTC"), "{late}: {e}");
         }
