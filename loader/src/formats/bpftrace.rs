@@ -386,16 +386,22 @@ pub fn parse_within(
                 Some("hist") => Some("histogram"),
                 _ => continue, // not a map: printf output, probes attached
             };
-            let data = v
-                .get("data")
-                .and_then(serde_json::Value::as_object)
-                .ok_or_else(|| err(n, "a map without its `data` object".into()))?;
-            for (name, m) in data {
+            if !v.get("data").is_some_and(serde_json::Value::is_object) {
+                return Err(err(n, "a map without its `data` object".into()));
+            }
+            // Read again keeping every member: bpftrace prints one key
+            // twice when two stack ids print alike (the same frames by
+            // name), and a JSON object (`serde_json::Map`) keeps the last.
+            let data = serde_json::from_str::<MapLine>(line)
+                .map_err(|e| err(n, format!("bad JSON: {e}")))?
+                .data
+                .0;
+            for (name, m) in &data {
                 if let Some(what) = skipped_as {
                     skip(name, what);
                     continue;
                 }
-                let Some(m) = m.as_object() else {
+                let Some(m) = &m.0 else {
                     skip(name, "no key");
                     continue;
                 };
@@ -542,6 +548,87 @@ pub fn parse_within(
         source,
         text.len() as u64,
     ))
+}
+
+/// A `-f json` map line: `{"type": "map", "data": {"@name": {...}}}`.
+#[derive(serde::Deserialize)]
+struct MapLine {
+    data: Members<Entries>,
+}
+
+/// A JSON object's members in order, a name given twice kept twice.
+struct Members<T>(Vec<(String, T)>);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Members<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for V<T> {
+            type Value = Members<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(kv) = m.next_entry::<String, T>()? {
+                    out.push(kv);
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// A map's value in a map line: its keyed entries in order (`None`: no
+/// object, a scalar map's value or a histogram's buckets).
+struct Entries(Option<Vec<(String, serde_json::Value)>>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map's value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> std::result::Result<Entries, A::Error> {
+                let members: Members<serde_json::Value> = serde::Deserialize::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(m),
+                )?;
+                Ok(Entries(Some(members.0)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> std::result::Result<Entries, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Entries(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_str<E>(self, _: &str) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Entries, E> {
+                Ok(Entries(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[cfg(test)]

@@ -564,3 +564,23 @@ fn a_file_cut_inside_its_last_line_is_refused() {
     let whole = json.trim_end_matches('\n');
     assert!(parse(whole, Path::new("j"), 0, &BpftraceOptions::default()).is_ok());
 }
+
+/// bpftrace prints one key twice when two stack ids print alike (seen in
+/// a real `-f json` recording: `mix64+7` twice, 1 each): both counts
+/// count, in JSON as in text (the JSON reader kept the last, as a JSON
+/// object does).
+#[test]
+fn a_key_printed_twice_counts_twice_in_json_and_text() {
+    let json = "{\"type\": \"attached_probes\", \"data\": {\"probes\": 1}}\n\
+        {\"type\": \"map\", \"data\": {\"@\": {\"\\n    f+1\\n    main+2\\n,app\": 3, \
+        \"\\n    g+1\\n    main+2\\n,app\": 1, \"\\n    f+1\\n    main+2\\n,app\": 4}}}\n";
+    let txt = "@[\n    f+1\n    main+2\n, app]: 3\n@[\n    g+1\n    main+2\n, app]: 1\n\
+        @[\n    f+1\n    main+2\n, app]: 4\n\n";
+    let want: BTreeMap<String, i64> =
+        [("app;main;f".to_string(), 7), ("app;main;g".to_string(), 1)]
+            .into_iter()
+            .collect();
+    let opts = BpftraceOptions::default();
+    assert_eq!(folded(&mut parse_str(json, &opts)).remove(0), want);
+    assert_eq!(folded(&mut parse_str(txt, &opts)).remove(0), want);
+}
