@@ -189,12 +189,24 @@ pub fn stacks(nodes: &[Node], with_root: bool) -> Vec<(Vec<String>, i64, i64)> {
 /// as the root's label.
 #[must_use]
 pub fn folded(nodes: &[Node], with_root: bool, diff: bool) -> Vec<String> {
+    fold_lines(nodes, with_root, diff, None)
+}
+
+/// The frame an SVG draws a value on the root as: inferno drops an
+/// empty-stack line (the root would lose its value), and a frame named as
+/// the root would read as a second root.
+pub const SVG_EMPTY_STACK: &str = "[empty stack]";
+
+/// [`folded`], an empty path written as `empty` when given.
+fn fold_lines(nodes: &[Node], with_root: bool, diff: bool, empty: Option<&str>) -> Vec<String> {
     let clean = |s: &str| s.replace(';', ":").replace(['\n', '\r'], " ");
     stacks(nodes, with_root)
         .into_iter()
         .map(|(p, a, b)| {
             let path = if p.is_empty() {
-                nodes.first().map(|n| clean(&n.label)).unwrap_or_default()
+                empty
+                    .map(str::to_string)
+                    .unwrap_or_else(|| nodes.first().map(|n| clean(&n.label)).unwrap_or_default())
             } else {
                 p.iter().map(|s| clean(s)).collect::<Vec<_>>().join(";")
             };
@@ -777,8 +789,9 @@ fn write_tree(
     diff: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let lines = folded(nodes, with_root, diff);
-    if is_svg(path) {
+    let svg = is_svg(path);
+    let lines = fold_lines(nodes, with_root, diff, svg.then_some(SVG_EMPTY_STACK));
+    if svg {
         // inferno draws nothing from no stacks: say why, write no file (a
         // folded output is an empty file instead).
         if lines.is_empty() {

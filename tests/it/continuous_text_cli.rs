@@ -662,6 +662,48 @@ fn folded_type_time_and_duration() {
         ),
         format!("folded:count\t{total}")
     );
+    // The file's empty-stack line (` 5`, py-spy's idle samples) is the
+    // root's own value: the SVG draws it as `[empty stack]` (a frame named
+    // as the root read as a second root; inferno drops an empty line).
+    let svg = data.join("work.svg");
+    fh(
+        &data,
+        &[
+            "profile",
+            "flame",
+            "--type",
+            "folded:count",
+            "--from",
+            &t0.to_string(),
+            "--to",
+            &(t0 + 1).to_string(),
+            "--out",
+            &svg.display().to_string(),
+        ],
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    let titles: Vec<&str> = drawn
+        .split("<title>")
+        .skip(1)
+        .filter_map(|t| t.split_once("</title>").map(|(t, _)| t))
+        .collect();
+    let empty = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(' ')?.parse::<i64>().ok())
+        .sum::<i64>();
+    assert!(empty > 0, "the fixture has an empty-stack line");
+    assert_eq!(
+        titles.iter().filter(|t| t.starts_with("total (")).count(),
+        1,
+        "{titles:?}"
+    );
+    assert!(
+        titles.contains(&format!("total ({total} count, 100%)").as_str())
+            && titles
+                .iter()
+                .any(|t| t.starts_with(&format!("[empty stack] ({empty} count, "))),
+        "{titles:?}"
+    );
     // A time the rollups cannot hold (their minutes are `DateTime`, to
     // 2106-02-07): refused as a bad --time before any file is read (it
     // was listed, then never found by a range, or dropped by a wrapped
