@@ -715,11 +715,12 @@ pub struct SelectionArgs {
     /// lists a type's labels).
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss` (UTC; or
-    /// `YYYY-MM-DDThh:mm:ssZ`), `now`, `now-15m`, `now-1h`, `now-7d`. A
-    /// range over 6 hours reads the per-minute rollup and is widened to
-    /// whole minutes (`--from` to its minute's start, `--to` to the next
-    /// minute's): give such ranges minute boundaries to tile them.
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss[.fff]` (UTC;
+    /// or `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date
+    /// +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`,
+    /// `now-30s`, `now-15m`, `now-1h`, `now-7d`. Every range is exact to
+    /// the millisecond (long ones read the rollups for their whole
+    /// minutes and hours, the raw samples for the ends).
     #[arg(long, default_value = DEFAULT_FROM)]
     pub from: String,
     /// End of the range (exclusive), same forms.

@@ -277,6 +277,26 @@ fn perf_annotations() {
         &["load", &unknown.display().to_string(), "--time", &t],
     );
     assert!(out.contains("| 4 frames | symbolized 75.0%"), "{out}");
+    // Per window, each window's own frames (every window said 0.0% when
+    // the file had more unnamed addresses than a window has frames: the
+    // share read the file's symbolizer counts).
+    let data = temp_path("cptext-unknown-windows");
+    let out = fh(
+        &data,
+        &[
+            "load",
+            &unknown.display().to_string(),
+            "--time",
+            &t,
+            "--perf-window",
+            "0.000001",
+        ],
+    );
+    assert!(
+        out.contains("| 3 frames | symbolized 100.0%")
+            && out.contains("| 2 frames | symbolized 50.0%"),
+        "{out}"
+    );
 }
 
 /// bpftrace: `--bpftrace-labels comm` makes the key's `comm` part a label

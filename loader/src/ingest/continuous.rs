@@ -533,6 +533,8 @@ pub struct ProfileRows {
     pub stack_count: usize,
     /// Distinct frames of the profile.
     pub frame_count: usize,
+    /// Of which are addresses the symbolizer could not name.
+    pub unnamed_count: usize,
     /// The id earlier builds gave the same profile, when the reader gave a
     /// legacy identity ([`crate::model::Source::legacy_identity`]): see
     /// [`adopt_legacy_ids`].
@@ -1025,8 +1027,13 @@ fn batch_rows(
         if stacks_seen.insert(stack_id) {
             by_stack.insert(stack_id, r.clone());
             for row in &r.frames {
-                if frames_seen.insert(row.frame_id) && cache.send_frame(row.frame_id) {
-                    out.frames.push(row.clone());
+                if frames_seen.insert(row.frame_id) {
+                    if cache.frames.is_unnamed(row.frame_id) {
+                        out.unnamed_count += 1;
+                    }
+                    if cache.send_frame(row.frame_id) {
+                        out.frames.push(row.clone());
+                    }
                 }
             }
             if cache.send_stack(stack_id) {
@@ -1411,12 +1418,13 @@ pub fn load_reader(
     Ok(out)
 }
 
-/// [`ContinuousSummary::symbolized_percent`] of `frames` distinct frames:
-/// text formats name most frames themselves, so the share of the
-/// addresses the symbolizer tried (one `[unknown]` frame in a perf script
-/// of named ones: 0%) would say nothing of the profile.
-fn named_percent(frames: usize, stats: &crate::symbolize::SymbolizerStats) -> f64 {
-    let unnamed = stats.distinct_addresses.saturating_sub(stats.symbolized);
+/// [`ContinuousSummary::symbolized_percent`] of `frames` distinct frames,
+/// `unnamed` of them addresses the symbolizer could not name: text formats
+/// name most frames themselves, so the share of the addresses the
+/// symbolizer tried (one `[unknown]` frame in a perf script of named ones:
+/// 0%) would say nothing of the profile. Counted per profile (a file's
+/// windows share one symbolizer, whose counts are the file's).
+fn named_percent(frames: usize, unnamed: usize) -> f64 {
     if frames == 0 {
         return 100.0;
     }
@@ -1441,7 +1449,7 @@ pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> Con
         series: rows.series.len(),
         stacks: rows.stack_count,
         frames: rows.frame_count,
-        symbolized_percent: named_percent(rows.frame_count, &sym.stats()),
+        symbolized_percent: named_percent(rows.frame_count, rows.unnamed_count),
         missing_modules: sym
             .missing_modules()
             .iter()

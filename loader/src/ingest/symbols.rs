@@ -14,6 +14,9 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub(super) struct FrameTable {
     rows: rustc_hash::FxHashMap<u64, Arc<FrameRow>>,
+    /// The ids of frames the symbolizer could not name (an address's
+    /// fallback label), for a profile's "symbolized" share.
+    unnamed: rustc_hash::FxHashSet<u64>,
 }
 
 impl FrameTable {
@@ -24,6 +27,12 @@ impl FrameTable {
 
     pub(super) fn clear(&mut self) {
         self.rows.clear();
+        self.unnamed.clear();
+    }
+
+    /// Whether frame `id` is an address the symbolizer could not name.
+    pub(super) fn is_unnamed(&self, id: u64) -> bool {
+        self.unnamed.contains(&id)
     }
 }
 
@@ -38,7 +47,10 @@ pub(super) fn symbolize_shared<'a>(
     out: &mut Vec<Arc<FrameRow>>,
 ) {
     out.clear();
-    each_frame(sym, stack, |row| {
+    each_frame(sym, stack, |row, named| {
+        if !named {
+            table.unnamed.insert(row.frame_id);
+        }
         out.push(
             table
                 .rows
@@ -53,7 +65,7 @@ pub(super) fn symbolize_shared<'a>(
 fn each_frame<'a>(
     sym: &mut Symbolizer,
     stack: impl DoubleEndedIterator<Item = &'a Frame> + ExactSizeIterator,
-    mut f: impl FnMut(FrameRow),
+    mut f: impl FnMut(FrameRow, bool),
 ) {
     for (depth, frame) in stack.enumerate().rev() {
         match frame {
@@ -71,26 +83,33 @@ fn each_frame<'a>(
                     sym.symbolize_caller(*addr)
                 };
                 for s in frames {
-                    f(FrameRow {
-                        frame_id: stable_hash(&[s.label.as_bytes()]),
-                        label: s.label.clone(),
-                        function: s.function.clone(),
-                        file: s.file.clone().unwrap_or_default(),
-                        line: s.line.unwrap_or(0),
-                        module: module.clone(),
-                    });
+                    let named = s.source != crate::symbolize::FrameSource::Unsymbolized;
+                    f(
+                        FrameRow {
+                            frame_id: stable_hash(&[s.label.as_bytes()]),
+                            label: s.label.clone(),
+                            function: s.function.clone(),
+                            file: s.file.clone().unwrap_or_default(),
+                            line: s.line.unwrap_or(0),
+                            module: module.clone(),
+                        },
+                        named,
+                    );
                 }
             }
             Frame::Symbol(s) => {
                 let n = sym.named_frame(&s.function, s.file.as_deref(), s.line);
-                f(FrameRow {
-                    frame_id: stable_hash(&[n.label.as_bytes()]),
-                    label: n.label,
-                    function: n.function,
-                    file: n.file.unwrap_or_default(),
-                    line: n.line.unwrap_or(0),
-                    module: s.module.clone().unwrap_or_default(),
-                });
+                f(
+                    FrameRow {
+                        frame_id: stable_hash(&[n.label.as_bytes()]),
+                        label: n.label,
+                        function: n.function,
+                        file: n.file.unwrap_or_default(),
+                        line: n.line.unwrap_or(0),
+                        module: s.module.clone().unwrap_or_default(),
+                    },
+                    true,
+                );
             }
         }
     }
