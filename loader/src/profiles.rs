@@ -1423,7 +1423,10 @@ pub struct SeriesArgs {
     /// Seconds per point. 0 with --by: one point per value for the whole
     /// range, at its start. Over a range longer than 6 hours (read from
     /// the per-minute rollup) it is rounded up to whole minutes, so that
-    /// each point is exact.
+    /// each point is exact. Points fall on multiples of the step since
+    /// 1970 (UTC), as `toStartOfInterval` and Grafana's `$__timeInterval`
+    /// align them: the first may be before --from, holding only the part
+    /// of its step inside the range.
     #[arg(long, default_value_t = DEFAULT_SERIES_STEP)]
     pub step: u32,
 }

@@ -1223,6 +1223,30 @@ fn bad_input_reload_raw_and_retention() {
         err.contains("stacks.txt") && err.contains("not a pprof profile"),
         "{err}"
     );
+    // Forced as another format than its content shows: said, with the
+    // format it shows (a perf script read as folded stacks was blamed for
+    // its "two counts", a differential folded file's).
+    let perf = dir().join("../perf/burn.fp.perf-script.txt");
+    let out = fh_out(
+        &data,
+        &["load", &perf.display().to_string(), "--format", "folded"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("burn.fp.perf-script.txt")
+            && err.contains("forced as folded by --format, but the file looks like perf"),
+        "{err}"
+    );
+    // A file given as the data directory: said so (it was "File exists").
+    let out = Command::new(bin())
+        .args(["sql", "SELECT 1", "--data"])
+        .arg(&perf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a directory"), "{err}");
     assert_eq!(count(&data), want);
     // A bad label key is refused by the argument parser.
     let out = fh_out(&data, &["load", &args[1], "--label", "a b=c"]);
@@ -1255,15 +1279,17 @@ fn bad_input_reload_raw_and_retention() {
     )
     .contains("toIntervalDay(7)"));
     let out = fh_out(&data, &["init", "--retention", "0"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     // Past the engine's last Date the TTL's day wraps to 1970 and every
     // profile would go: refused in one line, the 7 days kept. The longest
     // taken does not wrap for today's profiles.
     let out = fh_out(&data, &["init", "--retention", "45000"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("at most 36500 days") && err.trim().lines().count() == 1,
+        err.lines().next().is_some_and(|l| l.starts_with("error: ")
+            && l.contains("--retention")
+            && l.contains("at most 36500 days")),
         "{err}"
     );
     let ttl = "SELECT create_table_query FROM system.tables WHERE database = 'flamehouse' AND name = 'cp_profiles'";
@@ -1997,7 +2023,7 @@ fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
             .arg(&new)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert_eq!(o.status.code(), Some(2), "{bad}");
         assert!(!new.exists(), "--retention {bad} made {}", new.display());
     }
     let file = dir().join("cpu.pb.gz").display().to_string();

@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use flamehouse::continuous_query::QueryOptions;
 use flamehouse::flame;
+use flamehouse::formats;
 use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
 use flamehouse::ingest::cp_batch::{self, BatchOptions, FileEvent};
 use flamehouse::ingest::{self, stdin, LoadOptions, LoadSummary, Loaded};
@@ -23,7 +24,7 @@ use flamehouse::storage::Backend;
 use flamehouse::symbolize::{Granularity, SymbolizerOptions};
 use flamehouse::Ident;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A line of the command's report on stdout. A reader that went away
@@ -230,7 +231,7 @@ enum Command {
         /// whole day partitions dropped). When not given, the retention in
         /// place is kept (a new schema's is 30 days). At most 36,500 (a TTL past
         /// the engine's last Date, 2149-06-06, would wrap and drop everything).
-        #[arg(long)]
+        #[arg(long, value_name = "DAYS", value_parser = parse_retention)]
         retention: Option<u32>,
         /// Apply a --retention that expires stored profiles: the engine
         /// applies a changed TTL to the days already stored, so they are
@@ -544,6 +545,16 @@ fn parse_batch_rows(s: &str) -> Result<usize, String> {
 
 /// A service names every series it loads: an empty or blank one would be
 /// a series no picker shows.
+/// `--retention`: refused by the parser (exit 2), so a bad one changes
+/// nothing, not even a new database.
+fn parse_retention(s: &str) -> Result<u32, String> {
+    let days: u32 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is no number of days"))?;
+    continuous::check_retention(days).map_err(|e| e.to_string())?;
+    Ok(days)
+}
+
 fn parse_service(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         Err("the service must not be empty".into())
@@ -653,6 +664,36 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
         anyhow::bail!("--data is the embedded engine's directory: it does nothing with --url");
     }
     Ok(())
+}
+
+/// One line for a file that failed to load, naming it (unless the error
+/// already does); with `--format` forcing another format than the file's
+/// content shows, says so (a perf script read as folded stacks failed on
+/// its "two counts", which pointed at difffolded files).
+/// `name` names standard input's copy `-`.
+fn report_failed(
+    f: &Path,
+    e: &flamehouse::Error,
+    forced: Option<formats::Format>,
+    name: &dyn Fn(String) -> String,
+) {
+    let mut m = name(e.to_string().replace('\n', " "));
+    if !e.names_file() {
+        m = format!("loading {}: {m}", name(f.display().to_string()));
+    }
+    let detected = forced
+        .filter(|_| !matches!(e, flamehouse::Error::File { .. }))
+        .and_then(|_| std::fs::File::open(f).ok())
+        .and_then(|file| formats::recognize_open(&file, f).ok().flatten());
+    if let (Some(forced), Some(found)) = (forced, detected) {
+        if forced != found {
+            m.push_str(&format!(
+                " (forced as {forced} by --format, but the file looks like {found}: drop \
+                 --format, or give --format {found})"
+            ));
+        }
+    }
+    eprintln!("flamehouse: {m}");
 }
 
 /// `1 file`, `2 files`; `1 batch`, `2 batches`.
@@ -825,10 +866,6 @@ fn run() -> anyhow::Result<()> {
             target,
             ..
         } => {
-            // A bad retention changes nothing, not even a new database.
-            if let Some(days) = retention {
-                continuous::check_retention(days)?;
-            }
             let engine = target.backend()?;
             let applied = schema::migrate(&*engine, &schema.options())?;
             // `init` re-creates every view of migration 9 (a load only the
@@ -1044,17 +1081,7 @@ fn run() -> anyhow::Result<()> {
                             print_continuous(p);
                         }
                     }
-                    FileEvent::Failed(f, e) => {
-                        let m = name_stdin(e.to_string().replace('\n', " "));
-                        if e.names_file() {
-                            eprintln!("flamehouse: {m}");
-                        } else {
-                            eprintln!(
-                                "flamehouse: loading {}: {m}",
-                                name_stdin(f.display().to_string())
-                            );
-                        }
-                    }
+                    FileEvent::Failed(f, e) => report_failed(f, &e, format, &name_stdin),
                     FileEvent::Expired {
                         source,
                         ts_ms,
@@ -1143,15 +1170,7 @@ fn run() -> anyhow::Result<()> {
                     // already does); the other files are still loaded.
                     Err(e) => {
                         failed += 1;
-                        let m = name_stdin(e.to_string().replace('\n', " "));
-                        if e.names_file() {
-                            eprintln!("flamehouse: {m}");
-                        } else {
-                            eprintln!(
-                                "flamehouse: loading {}: {m}",
-                                name_stdin(f.display().to_string())
-                            );
-                        }
+                        report_failed(f, &e, format, &name_stdin);
                     }
                 }
             }

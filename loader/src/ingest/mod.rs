@@ -289,11 +289,12 @@ pub fn load_any(
     };
     if format == Format::Binpb {
         if recognized && (copts.service.is_some() || !copts.labels.is_empty()) {
-            return Err(Error::Usage(format!(
-                "{}: --service and --label apply to continuous profiles (pprof); a MemHawk \
-                 file is labelled by its process",
-                abs.display()
-            )));
+            // The CLI says `loading FILE: ` before it.
+            return Err(Error::Usage(
+                "--service and --label apply to continuous profiles (pprof); a MemHawk file is \
+                 labelled by its process"
+                    .into(),
+            ));
         }
         return Ok(Loaded::Memory(follow_file(backend, path, opts, progress)?));
     }

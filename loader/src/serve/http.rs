@@ -47,22 +47,9 @@ impl ChError {
             .and_then(|r| r.split('.').next())
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or(1001);
-        // chDB nests the server's text in its own: `Code: 164.
-        // DB::Exception: Code: 164. DB::Exception: ...`; one is enough.
-        let prefix = format!("Code: {code}. DB::Exception: ");
-        let mut message = message;
-        while message.starts_with(&prefix) && message[prefix.len()..].starts_with(&prefix) {
-            message = &message[prefix.len()..];
-        }
-        // ... and repeats its trailer: `. (UNKNOWN_FORMAT) (version V).
-        // (UNKNOWN_FORMAT) (version V). (UNKNOWN_FORMAT)`; ClickHouse ends
-        // at the first.
-        let trailer =
-            regex::Regex::new(r"\([A-Z][A-Z0-9_]*\) \(version [^)]*\)").expect("a valid regex");
-        let message = match trailer.find(message) {
-            Some(m) => &message[..m.end()],
-            None => message,
-        };
+        // One prefix and one trailer, as a server says it.
+        let message = crate::storage::engine::clean_error(message);
+        let message = message.as_str();
         let message = if message.starts_with("Code: ") {
             message.to_string()
         } else {

@@ -416,6 +416,14 @@ impl Drop for Engine {
 /// directory prepared before opens; a write that is needed and fails says
 /// which file and why.
 pub fn prepare_data_dir(dir: &Path, udf: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    // `create_dir_all` on a file says only "File exists".
+    if dir.exists() && !dir.is_dir() {
+        return Err(crate::error::Error::Usage(format!(
+            "{}: is not a directory (a data directory is the engine's; give --data a \
+             directory, new or made by flamehouse)",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(file_err(dir))?;
     let dir = std::fs::canonicalize(dir).map_err(file_err(dir))?;
     let scripts = dir.join("user_scripts");
@@ -557,6 +565,33 @@ fn writable(dir: &Path) -> bool {
 /// the reason and the scope, not 30 raw addresses.
 pub fn clean_error(msg: &str) -> String {
     let mut one_line = msg.trim().replace('\n', " ");
+    // chDB nests the server's text in its own (`Code: 73. DB::Exception:
+    // Code: 73. DB::Exception: ...`) and repeats its trailer (`(NAME)
+    // (version V). (NAME) (version V). (NAME)`): one of each, as a
+    // server says it.
+    if let Some(code) = one_line
+        .strip_prefix("Code: ")
+        .and_then(|r| r.split_once('.'))
+        .map(|(n, _)| n.to_string())
+    {
+        let prefix = format!("Code: {code}. DB::Exception: ");
+        while one_line.starts_with(&prefix) && one_line[prefix.len()..].starts_with(&prefix) {
+            one_line.drain(..prefix.len());
+        }
+        let trailer =
+            regex::Regex::new(r"\([A-Z][A-Z0-9_]*\) \(version [^)]*\)").expect("a valid regex");
+        if let Some(m) = trailer.find(&one_line) {
+            one_line.truncate(m.end());
+        }
+    }
+    // The expression dump of a failed function (`: while executing
+    // 'FUNCTION or(or(match(...` , a kilobyte for a view's selector)
+    // says nothing the message before it does not.
+    if let Some(a) = one_line.find(": while executing '") {
+        if let Some(b) = one_line[a..].rfind("'. (").map(|b| a + b) {
+            one_line = format!("{}{}", &one_line[..a], &one_line[b + 1..]);
+        }
+    }
     // A view's throwIf message is the point; the expression dump after it
     // repeats it three times.
     if let (Some(a), Some(b)) = (
@@ -577,6 +612,30 @@ pub fn clean_error(msg: &str) -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    /// chDB's nested and repeated error text, and a function's expression
+    /// dump, come out as a server's one message.
+    #[test]
+    fn engine_errors_are_said_once() {
+        assert_eq!(
+            clean_error(
+                "Code: 73. DB::Exception: Code: 73. DB::Exception: Code: 73. DB::Exception: \
+                 Unknown format Bogus. Maybe you meant: []. (UNKNOWN_FORMAT) (version 26.5.1.1). \
+                 (UNKNOWN_FORMAT) (version 26.5.1.1). (UNKNOWN_FORMAT)"
+            ),
+            "Code: 73. DB::Exception: Unknown format Bogus. Maybe you meant: []. \
+             (UNKNOWN_FORMAT) (version 26.5.1.1)"
+        );
+        assert_eq!(
+            clean_error(
+                "Code: 427. DB::Exception: OptimizedRegularExpression: cannot compile re2: (, \
+                 error: missing ): (: while executing 'FUNCTION or(or(match(labels['a'], '('))) \
+                 :: 1) -> or(...) UInt8 : 3'. (CANNOT_COMPILE_REGEXP) (version 26.5.1.1)"
+            ),
+            "Code: 427. DB::Exception: OptimizedRegularExpression: cannot compile re2: (, \
+             error: missing ): (. (CANNOT_COMPILE_REGEXP) (version 26.5.1.1)"
+        );
+    }
 
     /// Preparing a directory twice rewrites nothing (the link and the XML
     /// keep their inodes, so a directory prepared before and then made
