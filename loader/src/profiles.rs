@@ -483,9 +483,27 @@ pub fn export_pprof(
     if merged.is_empty() {
         let hint = match types.as_slice() {
             [t] => unknown_type_hint(backend, opts, t)?,
-            // No type has a profile in the range: what is stored, and when.
-            [] => Some(stored_types_note(backend, opts)?),
             _ => None,
+        };
+        // No profile of the types in the range: what is stored, and when.
+        let hint = match hint {
+            Some(h) => Some(h),
+            None => {
+                let in_range = backend.query_tsv(&format!(
+                    "SELECT count() FROM {db}.cp_profiles WHERE ts >= {t1} AND ts < {t2} \
+                     AND (profile_type IN ({}) OR {})",
+                    std::iter::once("''".to_string())
+                        .chain(types.iter().map(|t| sql_string(t)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    u8::from(types.is_empty())
+                ))?;
+                if in_range.trim() == "0" {
+                    Some(stored_types_note(backend, opts, &types)?)
+                } else {
+                    None
+                }
+            }
         };
         return Err(Error::Usage(hint.unwrap_or_else(|| {
             format!(
@@ -651,16 +669,33 @@ pub fn unknown_type_hint(
     }))
 }
 
-/// What `export` says when no type has a profile in its range: the stored
-/// types, each with the times of its first and last profile (UTC).
+/// What `export` says when no profile of `types` (none: of any type) is in
+/// its range: those types, each with the times of its first and last
+/// profile (UTC).
 ///
 /// # Errors
 /// The engine's.
-fn stored_types_note(backend: &dyn Backend, opts: &QueryOptions) -> Result<String> {
+fn stored_types_note(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    types: &[String],
+) -> Result<String> {
     let db = &opts.database;
+    let filter = if types.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "WHERE profile_type IN ({})",
+            types
+                .iter()
+                .map(|t| sql_string(t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let rows = backend.query_tsv(&format!(
         "SELECT profile_type, formatDateTime(min(ts), '%F %T', 'UTC'), \
-         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles \
+         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles {filter} \
          GROUP BY profile_type ORDER BY profile_type"
     ))?;
     let stored: Vec<String> = rows
@@ -1384,13 +1419,19 @@ pub fn sandwich_command(
     Ok(())
 }
 
-/// Whether two output paths name one file: equal as given, or after
-/// resolving their directories (`./a`, `a`, `d/../a`, a symlinked
-/// directory); `-` (standard output) only equals itself.
+/// Whether two output paths name one file: equal as given, one existing
+/// file (a hard or symbolic link), or after resolving their directories
+/// (`./a`, `a`, `d/../a`, a symlinked directory); `-` (standard output)
+/// only equals itself.
 fn same_output(a: &Path, b: &Path) -> bool {
     let dash = |p: &Path| p == Path::new("-");
     if a == b || dash(a) || dash(b) {
         return a == b;
+    }
+    // Two names of one existing file (a hard link too).
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
     // A file that does not exist yet: its directory resolved, its name kept.
     let resolve = |p: &Path| -> Option<PathBuf> {
@@ -1749,11 +1790,17 @@ mod tests {
     #[test]
     fn one_output_file_is_known_however_spelled() {
         let dir = std::env::temp_dir().join(format!("flamehouse-same-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("d")).unwrap();
         let p = |s: &str| dir.join(s);
         assert!(same_output(&p("a.svg"), &p("./a.svg")));
         assert!(same_output(&p("a.svg"), &p("d/../a.svg")));
         assert!(!same_output(&p("a.svg"), &p("d/a.svg")));
+        std::fs::write(p("f.folded"), "").unwrap();
+        std::fs::hard_link(p("f.folded"), p("d/hard.folded")).unwrap();
+        std::fs::write(p("d/other.folded"), "").unwrap();
+        assert!(same_output(&p("f.folded"), &p("d/hard.folded")));
+        assert!(!same_output(&p("f.folded"), &p("d/other.folded")));
         assert!(same_output(Path::new("-"), Path::new("-")));
         assert!(!same_output(Path::new("-"), Path::new("./-")));
         // Relative to the working directory, as the CLI gets them.

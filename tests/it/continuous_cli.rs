@@ -948,7 +948,7 @@ fn another_granularity_is_another_profile() {
     ] {
         let out = fh(&data, args);
         assert!(
-            out.contains(&format!("1 profiles ({stored}")),
+            out.contains(&format!("1 profile ({stored}")),
             "{args:?}: {out}"
         );
     }
@@ -1559,26 +1559,28 @@ fn empty_answers_say_why() {
     }
     // To an SVG, an empty comparison is flamehouse's error naming the
     // file, not inferno's "No stack counts found"; nothing is written.
+    // A refused command: exit 1, what it said.
+    let refused = |args: &[&str]| {
+        let out = fh_out(&data, args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        err
+    };
     let svg = data.join("d.svg");
-    let out = fh_out(
-        &data,
-        &[
-            "profile",
-            "diff",
-            "--type",
-            "cpu:nanoseconds",
-            "--from",
-            &from,
-            "--to",
-            &to,
-            "--selector-b",
-            "{version=\"9.9.9\"}",
-            "--out",
-            &svg.display().to_string(),
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused(&[
+        "profile",
+        "diff",
+        "--type",
+        "cpu:nanoseconds",
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--selector-b",
+        "{version=\"9.9.9\"}",
+        "--out",
+        &svg.display().to_string(),
+    ]);
     assert!(
         err.contains("nothing matched in the comparison")
             && err.contains("the comparison has no samples of type \"cpu:nanoseconds\"")
@@ -1673,26 +1675,41 @@ fn empty_answers_say_why() {
     // An export of a range with no profile of any type names what is
     // stored and when; nothing is written.
     let pb = data.join("none.pb.gz");
-    let out = fh_out(
-        &data,
-        &[
-            "profile",
-            "export",
-            "--from",
-            "2000-01-01T00:00:00Z",
-            "--to",
-            "2000-01-02T00:00:00Z",
-            "--out",
-            &pb.display().to_string(),
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = refused(&[
+        "profile",
+        "export",
+        "--from",
+        "2000-01-01T00:00:00Z",
+        "--to",
+        "2000-01-02T00:00:00Z",
+        "--out",
+        &pb.display().to_string(),
+    ]);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
         err.contains("no profile in the selection's time range; stored (UTC): ")
             && err.contains(&format!("cpu:nanoseconds from {}", &from[..19]))
             && err.contains("threads:count from"),
+        "{err}"
+    );
+    // Of a type given: that type's times alone.
+    let err = refused(&[
+        "profile",
+        "export",
+        "--type",
+        "cpu:nanoseconds",
+        "--from",
+        "2000-01-01T00:00:00Z",
+        "--to",
+        "2000-01-02T00:00:00Z",
+        "--out",
+        &pb.display().to_string(),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "stored (UTC): cpu:nanoseconds from {}",
+            &from[..19]
+        )) && !err.contains("threads:count"),
         "{err}"
     );
     assert!(!pb.exists());

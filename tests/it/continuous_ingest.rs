@@ -499,12 +499,12 @@ fn a_profile_dated_past_2106_asks_for_time() {
         "{err}"
     );
     assert!(err.contains("1 of 2 files failed to load"), "{err}");
-    assert!(out.contains("1 profiles"), "{out}");
+    assert!(out.contains("1 profile ("), "{out}");
     let at = (recent_ms() / 1000).to_string();
     let (code, out, err) = cli(&data, &["load", &late_s, "--time", &at]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.contains("1 profiles (0 already stored, 0 older"),
+        out.contains("1 profile (0 already stored, 0 older"),
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);

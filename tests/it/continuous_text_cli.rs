@@ -634,7 +634,7 @@ fn text_size_cap_is_an_option() {
         &data,
         &["load", &big_s, "--time", &t, "--max-text-mib", "3"],
     );
-    assert!(out.contains("1 profiles"), "{out}");
+    assert!(out.contains("1 profile ("), "{out}");
     let o = fh_out(&data, &["load", &big_s, "--max-text-mib", "0"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
@@ -1154,7 +1154,7 @@ fn deep_distinct_stacks_load_whole_and_their_limits_are_options() {
     assert_eq!(stored("stacks"), "0");
 
     let out = fh(&data, &["load", &file_s, "--time", &t]);
-    assert!(out.contains("1 profiles"), "{out}");
+    assert!(out.contains("1 profile ("), "{out}");
     assert_eq!(stored("cp_stacks"), n.to_string());
     assert_eq!(
         sql(

@@ -67,7 +67,7 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
         args.extend_from_slice(flags);
         let out = fh(&data, &args);
         assert!(
-            closing(&out).starts_with(&format!("continuous: 1 files, 1 profiles {want}")),
+            closing(&out).starts_with(&format!("continuous: 1 file, 1 profile {want}")),
             "{flags:?}: {out}"
         );
     }
@@ -357,8 +357,8 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
     assert!(!out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        closing(&stdout).starts_with("continuous: 2 files, 1 profiles (0 already stored")
-            && closing(&stdout).ends_with("1 files failed"),
+        closing(&stdout).starts_with("continuous: 2 files, 1 profile (0 already stored")
+            && closing(&stdout).ends_with("1 file failed"),
         "{stdout}"
     );
     assert_eq!(

@@ -687,10 +687,24 @@ fn report_failed(
         .and_then(|file| formats::recognize_open(&file, f).ok().flatten());
     if let (Some(forced), Some(found)) = (forced, detected) {
         if forced != found {
-            m.push_str(&format!(
-                " (forced as {forced} by --format, but the file looks like {found}: drop \
+            let hint = format!(
+                "(forced as {forced} by --format, but the file looks like {found}: drop \
                  --format, or give --format {found})"
-            ));
+            );
+            // MemHawk's reader says what an unrecognized file looks like
+            // ("no text format claims it"): untrue when it was forced.
+            if let flamehouse::Error::Format(formats::Error::Binpb(
+                formats::binpb::Error::NotBinpb { path, .. },
+            )) = e
+            {
+                m = name(format!(
+                    "{}: not a MemHawk .binpb stream {hint}",
+                    path.display()
+                ));
+            } else {
+                m.push(' ');
+                m.push_str(&hint);
+            }
         }
     }
     eprintln!("flamehouse: {m}");
@@ -1108,13 +1122,13 @@ fn run() -> anyhow::Result<()> {
                 // Always, so scripts can read it; after the files loaded
                 // one by one, whose lines would otherwise follow it.
                 batch_summary = Some(format!(
-                    "continuous: {}, {} profiles ({} already stored, {} older than the retention, \
-                     not stored), {} sample rows in {}{}",
+                    "continuous: {}, {} ({} already stored, {} older than the retention, not \
+                     stored), {} in {}{}",
                     plural(s.files, "file"),
-                    s.profiles,
+                    plural(s.profiles, "profile"),
                     s.already_stored,
                     s.expired,
-                    s.sample_rows,
+                    plural(s.sample_rows, "sample row"),
                     plural(s.batches, "batch"),
                     if s.failed > 0 {
                         format!(", {} failed", plural(s.failed, "file"))

@@ -169,14 +169,35 @@ fn parse_label_key(s: &str) -> Result<String, String> {
 
 /// Seconds (a decimal fraction allowed) as ns.
 fn parse_seconds(s: &str) -> Result<u64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is no number of seconds"))?;
-    if v.is_finite() && v > 0.0 && v < 1e10 {
-        Ok((v * 1e9).round() as u64)
-    } else {
-        Err(format!("`{s}`: seconds must be above 0"))
+    let no = || format!("`{s}` is no number of seconds");
+    // Decimal digits read exactly: through an f64, `1796133600.25` s came
+    // out as ...249999 ns, a millisecond early.
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit());
+    if !(digits(whole) || whole.is_empty() && digits(frac)) || !(frac.is_empty() || digits(frac)) {
+        return Err(no());
     }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| no())?
+    };
+    // Nanoseconds: the first nine digits, rounded at the tenth.
+    let mut ns: u64 = 0;
+    for i in 0..9 {
+        ns = ns * 10 + frac.as_bytes().get(i).map_or(0, |c| u64::from(c - b'0'));
+    }
+    if frac.as_bytes().get(9).is_some_and(|&c| c >= b'5') {
+        ns += 1;
+    }
+    if whole >= 10_000_000_000 {
+        return Err(format!("`{s}`: seconds must be below 10^10"));
+    }
+    let v = whole * 1_000_000_000 + ns;
+    if v == 0 {
+        return Err(format!("`{s}`: seconds must be above 0"));
+    }
+    Ok(v)
 }
 
 /// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
@@ -355,6 +376,25 @@ mod tests {
         );
         assert_eq!(parse_time("1970-01-01T00:00:00.25Z"), Ok(250_000_000));
         assert_eq!(parse_time("1796133600"), Ok(1_796_133_600_000_000_000));
+        // Exact to the nanosecond (an f64 made .25 a millisecond early).
+        assert_eq!(parse_time("1796133600.25"), Ok(1_796_133_600_250_000_000));
+        assert_eq!(parse_time("1796133600.001"), Ok(1_796_133_600_001_000_000));
+        assert_eq!(parse_seconds("2.5"), Ok(2_500_000_000));
+        assert_eq!(parse_seconds(".5"), Ok(500_000_000));
+        assert_eq!(parse_seconds("1.0000000015"), Ok(1_000_000_002));
+        for bad in [
+            "",
+            ".",
+            "0",
+            "0.0",
+            "-1",
+            "1e3",
+            "inf",
+            "1.2.3",
+            "10000000000",
+        ] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
         // The last second the engine's 32-bit `DateTime` holds, and past it.
         assert_eq!(
             parse_time("2106-02-07T06:28:15Z"),
