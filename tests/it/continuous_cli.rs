@@ -1247,6 +1247,14 @@ fn bad_input_reload_raw_and_retention() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a directory"), "{err}");
+    let out = Command::new(bin())
+        .args(["sql", "SELECT 1", "--data"])
+        .arg(perf.join("sub"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a part of this path is a file"), "{err}");
     assert_eq!(count(&data), want);
     // A bad label key is refused by the argument parser.
     let out = fh_out(&data, &["load", &args[1], "--label", "a b=c"]);

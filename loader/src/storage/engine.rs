@@ -424,7 +424,18 @@ pub fn prepare_data_dir(dir: &Path, udf: &Path) -> Result<(PathBuf, PathBuf, Pat
             dir.display()
         )));
     }
-    std::fs::create_dir_all(dir).map_err(file_err(dir))?;
+    std::fs::create_dir_all(dir).map_err(|cause| {
+        // A file on the way (`--data some.file/sub`): "Not a directory".
+        if cause.raw_os_error() == Some(libc::ENOTDIR) {
+            crate::error::Error::Usage(format!(
+                "{}: a part of this path is a file, not a directory (give --data a directory, \
+                 new or made by flamehouse)",
+                dir.display()
+            ))
+        } else {
+            file_err(dir)(cause)
+        }
+    })?;
     let dir = std::fs::canonicalize(dir).map_err(file_err(dir))?;
     let scripts = dir.join("user_scripts");
     let configs = dir.join("udf");
