@@ -691,11 +691,15 @@ fn report_failed(
                 "(forced as {forced} by --format, but the file looks like {found}: drop \
                  --format, or give --format {found})"
             );
-            // MemHawk's reader says what an unrecognized file looks like
+            // MemHawk's reader says what an unrecognized text looks like
             // ("no text format claims it"): untrue when it was forced.
-            if let flamehouse::Error::Format(formats::Error::Binpb(
-                formats::binpb::Error::NotBinpb { path, .. },
-            )) = e
+            if let (
+                flamehouse::Error::Format(formats::Error::Binpb(formats::binpb::Error::NotBinpb {
+                    path,
+                    ..
+                })),
+                formats::Format::Perf | formats::Format::Bpftrace | formats::Format::Folded,
+            ) = (e, found)
             {
                 m = name(format!(
                     "{}: not a MemHawk .binpb stream {hint}",

@@ -515,9 +515,8 @@ impl<R: Read> BinpbReader<R> {
 pub fn sniff(first: &[u8]) -> String {
     const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
     if first.starts_with(&[0x1f, 0x8b]) {
-        return "it is gzip-compressed, and what it holds does not start as a pprof profile \
-                either (`--format pprof` names the byte where it breaks); MemHawk writes \
-                length-prefixed zstd records"
+        return "it is gzip-compressed, and MemHawk writes length-prefixed zstd records (a \
+                gzipped pprof loads as pprof: `--format pprof` names the byte where one breaks)"
             .into();
     }
     if first.starts_with(&ZSTD_MAGIC) {
