@@ -1212,13 +1212,17 @@ fn bad_input_reload_raw_and_retention() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(what) && !err.contains("--service"), "{err}");
     }
+    // A file forced as `format`: exit 1, what it said.
+    let forced = |file: &Path, format: &str| {
+        let out = fh_out(
+            &data,
+            &["load", &file.display().to_string(), "--format", format],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
     // Forced as pprof: pprof's message.
-    let out = fh_out(
-        &data,
-        &["load", &text.display().to_string(), "--format", "pprof"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = forced(&text, "pprof");
     assert!(
         err.contains("stacks.txt") && err.contains("not a pprof profile"),
         "{err}"
@@ -1227,34 +1231,27 @@ fn bad_input_reload_raw_and_retention() {
     // format it shows (a perf script read as folded stacks was blamed for
     // its "two counts", a differential folded file's).
     let perf = dir().join("../perf/burn.fp.perf-script.txt");
-    let out = fh_out(
-        &data,
-        &["load", &perf.display().to_string(), "--format", "folded"],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = forced(&perf, "folded");
     assert!(
         err.contains("burn.fp.perf-script.txt")
             && err.contains("forced as folded by --format, but the file looks like perf"),
         "{err}"
     );
-    // A file given as the data directory: said so (it was "File exists").
-    let out = Command::new(bin())
-        .args(["sql", "SELECT 1", "--data"])
-        .arg(&perf)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is not a directory"), "{err}");
-    let out = Command::new(bin())
-        .args(["sql", "SELECT 1", "--data"])
-        .arg(perf.join("sub"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("a part of this path is a file"), "{err}");
+    // A file as the data directory, or on its path: said so (it was the
+    // OS's "File exists", "Not a directory").
+    for (at, says) in [
+        (perf.clone(), "is not a directory"),
+        (perf.join("sub"), "a part of this path is a file"),
+    ] {
+        let out = Command::new(bin())
+            .args(["sql", "SELECT 1", "--data"])
+            .arg(&at)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
     assert_eq!(count(&data), want);
     // A bad label key is refused by the argument parser.
     let out = fh_out(&data, &["load", &args[1], "--label", "a b=c"]);
