@@ -332,6 +332,11 @@ mod tests {
             Some(Format::Perf)
         );
         assert_eq!(detect(&[0x28, 0xb5, 0x2f, 0xfd]), None);
+        // Short text no text format claims is no raw pprof either (`hi\n`
+        // parsed as one varint field: "not a pprof profile").
+        for text in [&b"hi\n"[..], b"hello world\n", b"x\ty\r\n"] {
+            assert_eq!(detect(text), None, "{:?}", String::from_utf8_lossy(text));
+        }
     }
 
     #[test]

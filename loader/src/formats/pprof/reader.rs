@@ -113,6 +113,16 @@ pub fn sniff(first: &[u8]) -> Sniff {
     if first.is_empty() || first == [0x1f] {
         return Sniff::Unsure;
     }
+    // Text is no raw profile: a profile's `ValueType`s start with the
+    // control byte 0x08 and its string table with `""` (0x32 0x00); `hi\n`
+    // parsed as one varint field, so a tiny text file was "not a pprof
+    // profile" instead of text no format claims.
+    if first
+        .iter()
+        .all(|&b| (b >= 0x20 && b != 0x7f) || b"\t\r\n".contains(&b))
+    {
+        return Sniff::No;
+    }
     match sniff_raw(first, first.len() < crate::formats::SNIFF_LEN) {
         // 64 bytes of a raw profile hold two fields, except after a
         // single long field: other formats are asked first.
