@@ -490,13 +490,8 @@ pub fn export_pprof(
             Some(h) => Some(h),
             None => {
                 let in_range = backend.query_tsv(&format!(
-                    "SELECT count() FROM {db}.cp_profiles WHERE ts >= {t1} AND ts < {t2} \
-                     AND (profile_type IN ({}) OR {})",
-                    std::iter::once("''".to_string())
-                        .chain(types.iter().map(|t| sql_string(t)))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    u8::from(types.is_empty())
+                    "SELECT count() FROM {db}.cp_profiles WHERE ts >= {t1} AND ts < {t2} AND {}",
+                    types_filter(&types)
                 ))?;
                 if in_range.trim() == "0" {
                     Some(stored_types_note(backend, opts, &types)?)
@@ -669,6 +664,15 @@ pub fn unknown_type_hint(
     }))
 }
 
+/// The condition on `cp_profiles` of `types` (none: every type).
+fn types_filter(types: &[String]) -> String {
+    if types.is_empty() {
+        return "1".into();
+    }
+    let list: Vec<String> = types.iter().map(|t| sql_string(t)).collect();
+    format!("profile_type IN ({})", list.join(", "))
+}
+
 /// What `export` says when no profile of `types` (none: of any type) is in
 /// its range: those types, each with the times of its first and last
 /// profile (UTC).
@@ -681,22 +685,11 @@ fn stored_types_note(
     types: &[String],
 ) -> Result<String> {
     let db = &opts.database;
-    let filter = if types.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "WHERE profile_type IN ({})",
-            types
-                .iter()
-                .map(|t| sql_string(t))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
     let rows = backend.query_tsv(&format!(
         "SELECT profile_type, formatDateTime(min(ts), '%F %T', 'UTC'), \
-         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles {filter} \
-         GROUP BY profile_type ORDER BY profile_type"
+         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles WHERE {} \
+         GROUP BY profile_type ORDER BY profile_type",
+        types_filter(types)
     ))?;
     let stored: Vec<String> = rows
         .lines()

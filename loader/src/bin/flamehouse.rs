@@ -971,9 +971,8 @@ fn run() -> anyhow::Result<()> {
             // Before anything is read: a key given twice is the user's
             // mistake, the same for every file.
             // Refused as clap refuses a bad key: a usage error, exit 2.
-            if let Err(flamehouse::Error::Usage(m)) =
-                continuous::check_label_keys(&labels, &text.bpftrace_labels)
-            {
+            if let Err(e) = continuous::check_label_keys(&labels, &text.bpftrace_labels) {
+                let m = e.to_string();
                 let cmd = Cli::command();
                 let load = cmd.find_subcommand("load").expect("the load command");
                 let mut load = load.clone().bin_name("flamehouse load");
