@@ -84,7 +84,7 @@ pub enum TimeArg {
 /// The forms a time argument takes, for messages and `--help`. An offset
 /// without a unit (`+90`) is seconds, as `sleep` reads it.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot (`+90`: seconds), `start` or `end`";
+    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot (`+90`: seconds), `start` or `end`";
 
 impl std::str::FromStr for TimeArg {
     type Err = Error;
@@ -119,11 +119,19 @@ impl std::str::FromStr for TimeArg {
     }
 }
 
-/// Parses `YYYY-MM-DD hh:mm:ss[.fff]` (a `T` in place of the space and a
+/// Parses `YYYY-MM-DD[ hh:mm:ss[.fff]]` (a `T` in place of the space and a
 /// trailing `Z` are accepted too) into milliseconds since the epoch,
 /// checking every field's range (no 13th month, no 30 February).
 pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
     let s = s.strip_suffix('Z').unwrap_or(s);
+    // A date alone is its midnight (`--from 2026-12-01`).
+    let midnight;
+    let s = if s.len() == 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-' {
+        midnight = format!("{s} 00:00:00");
+        midnight.as_str()
+    } else {
+        s
+    };
     let b = s.as_bytes();
     let shape_ok = b.len() >= 19
         && b[4] == b'-'
@@ -449,6 +457,31 @@ pub fn escape_tsv(s: &str) -> String {
     out
 }
 
+/// The engine's TabSeparated output with its fields escaped as
+/// [`escape_tsv`] does, in every column but those of `keep` (0-based): the
+/// engine also escapes a String's quote (`o\'brien` for `o'brien`), which
+/// TSV does not. A `keep` column is a Map or Array printed as the engine's
+/// literal, whose `\'` is inside its quotes and stays.
+#[must_use]
+pub fn unquote_tsv(tsv: &str, keep: &[usize]) -> String {
+    let mut out = String::with_capacity(tsv.len());
+    for line in tsv.split_inclusive('\n') {
+        let (line, end) = line.strip_suffix('\n').map_or((line, ""), |l| (l, "\n"));
+        for (i, field) in line.split('\t').enumerate() {
+            if i > 0 {
+                out.push('\t');
+            }
+            if keep.contains(&i) || !field.contains('\\') {
+                out.push_str(field);
+            } else {
+                out.push_str(&escape_tsv(&unescape_tsv(field)));
+            }
+        }
+        out.push_str(end);
+    }
+    out
+}
+
 /// What `flamehouse flame` renders: the view, its times as typed, metric
 /// and pruning. Defaults: metric `bytes`, `max_nodes` 0 (no limit). It is
 /// also the command's arguments (these docs are its `--help`).
@@ -685,6 +718,8 @@ mod tests {
         assert_eq!(ok("+90"), TimeArg::Offset(90_000));
         assert_eq!(ok("+1.5m"), TimeArg::Offset(90_000));
         assert_eq!(ok("+2h"), TimeArg::Offset(7_200_000));
+        // A date alone is its midnight (`date -ud 2026-01-01 +%s`).
+        assert_eq!(ok("2026-01-01"), TimeArg::Utc(1_767_225_600_000));
         assert_eq!(ok("end"), TimeArg::End);
         assert_eq!(ok("start"), TimeArg::Start);
         for (bad, why) in [
@@ -692,7 +727,7 @@ mod tests {
             ("2026-02-29 00:00:00", "day 29"),
             ("2026-01-01 24:00:00", "not a time of day"),
             ("yesterday", "not a time"),
-            ("2026-01-01", "not a time"),
+            ("2026-01", "not a time"),
             ("2026-01-01 00:00:00.1234", "1 to 3 digits"),
             ("+", "not a number"),
             ("+-5s", "not a number"),

@@ -5,7 +5,7 @@
 //! commands write: folded lines (inferno and `flamegraph.pl` input, SVG via
 //! [`crate::render`]), tables, and a pprof export of a selection.
 //!
-//! Times are `YYYY-MM-DD hh:mm:ss[.fff]` (UTC), `now`, or `now-N` with a
+//! Times are `YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC), `now`, or `now-N` with a
 //! unit `s`, `m`, `h` or `d` ([`parse_time`]); the commands default to the
 //! last 24 hours, long enough for a profile loaded from a file today.
 
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD hh:mm:ss[.fff]` (UTC; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -743,8 +743,8 @@ pub struct SelectionArgs {
     /// lists a type's labels).
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss[.fff]` (UTC;
-    /// or `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss[.fff]` (UTC; a
+    /// date alone is its midnight; or `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date
     /// +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`,
     /// `now-30s`, `now-15m`, `now-1h`, `now-7d`. Every range is exact to
     /// the millisecond (long ones read the rollups for their whole
@@ -1384,9 +1384,17 @@ pub fn sandwich_command(
     // file) or follow it unmarked (`-`).
     if let (Some(a), Some(b)) = (&args.callers, &args.callees) {
         if same_output(a, b) {
+            let what = if a == b {
+                format!("--callers and --callees are both {}", a.display())
+            } else {
+                format!(
+                    "--callers {} and --callees {} are one file",
+                    a.display(),
+                    b.display()
+                )
+            };
             return Err(Error::Usage(format!(
-                "--callers and --callees are both {}: give each tree its own output",
-                a.display()
+                "{what}: give each tree its own output"
             )));
         }
     }
@@ -1415,16 +1423,29 @@ pub fn sandwich_command(
 /// Whether two output paths name one file: equal as given, one existing
 /// file (a hard or symbolic link), or after resolving their directories
 /// (`./a`, `a`, `d/../a`, a symlinked directory); `-` (standard output)
-/// only equals itself.
+/// equals itself, `/dev/stdout`, and the file standard output was
+/// redirected to.
 fn same_output(a: &Path, b: &Path) -> bool {
-    let dash = |p: &Path| p == Path::new("-");
-    if a == b || dash(a) || dash(b) {
-        return a == b;
+    if a == b {
+        return true;
     }
+    // `-` is the file standard output is (`/dev/stdout`, or the file it
+    // was redirected to): another name of it writes there too.
+    let meta = |p: &Path| {
+        std::fs::metadata(if p == Path::new("-") {
+            Path::new("/dev/stdout")
+        } else {
+            p
+        })
+    };
+    let dash = |p: &Path| p == Path::new("-");
     // Two names of one existing file (a hard link too).
-    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+    if let (Ok(x), Ok(y)) = (meta(a), meta(b)) {
         use std::os::unix::fs::MetadataExt;
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
+    }
+    if dash(a) || dash(b) {
+        return false;
     }
     // A file that does not exist yet: its directory resolved, its name kept.
     let resolve = |p: &Path| -> Option<PathBuf> {
@@ -1520,7 +1541,8 @@ pub fn series_command(
         }
     }
     writeln!(out, "time\t{column}\tvalue").map_err(out_err)?;
-    out.write_all(tsv.as_bytes()).map_err(out_err)
+    out.write_all(crate::flame::unquote_tsv(&tsv, &[]).as_bytes())
+        .map_err(out_err)
 }
 
 /// `flamehouse profile list`.
@@ -1552,6 +1574,7 @@ pub fn list_command(
     opts: &QueryOptions,
     args: &ListArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<()> {
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     let sql = cq::profile_list_sql(opts, &args.profile_type, args.service.as_deref(), f, t);
@@ -1561,13 +1584,26 @@ pub fn list_command(
     ))?;
     if tsv.is_empty() {
         require_type(backend, opts, &args.profile_type)?;
+        let service = args
+            .service
+            .as_ref()
+            .map(|s| format!(" of service {s:?}"))
+            .unwrap_or_default();
+        writeln!(
+            err,
+            "flamehouse: nothing matched: no profiles of type {}{service} from {} to {}",
+            args.profile_type, args.from, args.to
+        )
+        .map_err(out_err)?;
     }
     writeln!(
         out,
         "profile\tservice\ttime\tduration_ns\ttotal\tsample_rows\tseries\tlabels\tsource"
     )
     .map_err(out_err)?;
-    out.write_all(tsv.as_bytes()).map_err(out_err)
+    // Column 7 (labels) is a Map, printed as the engine's literal.
+    out.write_all(crate::flame::unquote_tsv(&tsv, &[7]).as_bytes())
+        .map_err(out_err)
 }
 
 /// `--max-nodes`: 0 (every node) or at least 2. The stack functions
@@ -1750,15 +1786,23 @@ pub fn labels_command(
     opts: &QueryOptions,
     args: &LabelsArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<()> {
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     let sql = cq::label_values_sql(opts, &args.profile_type, f, t);
     let tsv = backend.query_tsv(&sql)?;
     if tsv.is_empty() {
         require_type(backend, opts, &args.profile_type)?;
+        writeln!(
+            err,
+            "flamehouse: nothing matched: no samples of type {} from {} to {}",
+            args.profile_type, args.from, args.to
+        )
+        .map_err(out_err)?;
     }
     writeln!(out, "key\tvalue\tseries").map_err(out_err)?;
-    out.write_all(tsv.as_bytes()).map_err(out_err)
+    out.write_all(crate::flame::unquote_tsv(&tsv, &[]).as_bytes())
+        .map_err(out_err)
 }
 
 #[cfg(test)]
@@ -1796,6 +1840,8 @@ mod tests {
         assert!(!same_output(&p("f.folded"), &p("d/other.folded")));
         assert!(same_output(Path::new("-"), Path::new("-")));
         assert!(!same_output(Path::new("-"), Path::new("./-")));
+        assert!(same_output(Path::new("-"), Path::new("/dev/stdout")));
+        assert!(same_output(Path::new("/dev/fd/1"), Path::new("-")));
         // Relative to the working directory, as the CLI gets them.
         assert!(same_output(Path::new("x.folded"), Path::new("./x.folded")));
         let _ = std::fs::remove_dir_all(&dir);
@@ -1833,7 +1879,18 @@ mod tests {
         assert_eq!(parse_time("1764547200", now).unwrap(), day);
         assert_eq!(parse_time("1764547200.5", now).unwrap(), day + 500);
         assert_eq!(parse_time("1764547200000ms", now).unwrap(), day);
-        for bad in ["1764547200000", "1.2.3", "ms", "12a"] {
+        // A date alone is its midnight (`date -ud 2025-12-01 +%s`).
+        assert_eq!(parse_time("2025-12-01", now).unwrap(), 1_764_547_200_000);
+        assert_eq!(parse_time("2025-12-01Z", now).unwrap(), 1_764_547_200_000);
+        for bad in [
+            "1764547200000",
+            "1.2.3",
+            "ms",
+            "12a",
+            "2025-13-01",
+            "2025-02-30",
+            "2025-1-01",
+        ] {
             let e = parse_time(bad, now).unwrap_err().to_string();
             assert!(e.contains("bad time"), "{e}");
         }

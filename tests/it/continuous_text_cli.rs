@@ -973,6 +973,47 @@ fn what_matched_nothing_is_said() {
     let (code, err) = sandwich("work");
     assert_eq!((code, err.as_str()), (Some(0), ""));
     assert_eq!(std::fs::read_to_string(&folded).unwrap(), "work;main 5\n");
+    // Tables of a range with nothing in it (a date alone is its
+    // midnight): the header, and a note (they printed the header alone).
+    for (cmd, header, note) in [
+        (
+            "list",
+            "profile\tservice\ttime\tduration_ns\ttotal\tsample_rows\tseries\tlabels\tsource\n",
+            format!("flamehouse: nothing matched: no profiles of type {ty} from 2020-01-01 to 2020-01-02"),
+        ),
+        (
+            "labels",
+            "key\tvalue\tseries\n",
+            format!("flamehouse: nothing matched: no samples of type {ty} from 2020-01-01 to 2020-01-02"),
+        ),
+    ] {
+        let out = fh_out(
+            &data,
+            &["profile", cmd, "--type", ty, "--from", "2020-01-01", "--to", "2020-01-02"],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), header, "{cmd}");
+        assert_eq!(err.trim(), note, "{cmd}");
+    }
+    // One output for both trees, however spelled: standard output too.
+    let (code, err) = run(&[
+        "profile",
+        "sandwich",
+        "--type",
+        ty,
+        "--function",
+        "work",
+        "--callers",
+        "/dev/stdout",
+        "--callees",
+        "-",
+    ]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err,
+        "flamehouse: --callers /dev/stdout and --callees - are one file: give each tree its own output"
+    );
     // As SVG: nothing to draw, in one line, no file.
     let (code, err) = flame_to(&svg_s);
     assert_eq!(code, Some(1), "{err}");
@@ -985,7 +1026,8 @@ fn what_matched_nothing_is_said() {
 
 /// `--watch` and `--replace` follow MemHawk streams only: a continuous
 /// profile given with them is loaded once, with a warning naming the file
-/// and the flag (it was loaded without a word, as if followed).
+/// and the flag (it was loaded without a word, as if followed), and the
+/// closing line of every continuous load (it had none).
 #[test]
 fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
     let data = temp_path("cptext-watch");
@@ -1011,6 +1053,11 @@ fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
             )),
             "{err}"
         );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("continuous: 1 file, 1 profile (0 already stored"),
+            "{stdout}"
+        );
     }
     // Loaded once each (two services).
     assert_eq!(
@@ -1020,6 +1067,58 @@ fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
         ),
         "replace\t5\nwatch\t5"
     );
+}
+
+/// A quote in a label value or service is printed as itself in the
+/// tables of `labels`, `series` and `list` (the engine's TSV printed
+/// `o\'brien`); TSV's own escapes stay (`\\`), and `list`'s labels column
+/// stays the engine's Map literal.
+#[test]
+fn quotes_in_label_values_are_printed_as_themselves() {
+    let data = temp_path("cptext-quotes");
+    let stacks = data.join("q.folded");
+    std::fs::write(&stacks, "a;b 3\na;c 4\n").unwrap();
+    let t = recent_secs().to_string();
+    let s = stacks.display().to_string();
+    fh(
+        &data,
+        &[
+            "load",
+            &s,
+            "--time",
+            &t,
+            "--service",
+            "s'1",
+            "--label",
+            "who=o'brien",
+            "--label",
+            "path=c:\\x",
+        ],
+    );
+    let ty = "folded:count";
+    let labels = fh(&data, &["profile", "labels", "--type", ty]);
+    assert_eq!(
+        labels,
+        "key\tvalue\tseries\npath\tc:\\\\x\t1\nservice\ts'1\t1\nwho\to'brien\t1\n"
+    );
+    let series = fh(
+        &data,
+        &[
+            "profile", "series", "--type", ty, "--by", "who", "--step", "0",
+        ],
+    );
+    assert!(
+        series.lines().nth(1).unwrap().ends_with("\to'brien\t7"),
+        "{series}"
+    );
+    let list = fh(&data, &["profile", "list", "--type", ty]);
+    let row: Vec<&str> = list.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(row[1], "s'1", "{list}");
+    assert_eq!(
+        row[7], "{'path':'c:\\\\x','service':'s\\'1','who':'o\\'brien'}",
+        "{list}"
+    );
+    assert_eq!(row[8], s, "{list}");
 }
 
 /// Text as editors and other tools write it: a byte order mark before the

@@ -595,7 +595,7 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             profiles::sandwich_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::List { args, at } => {
-            profiles::list_command(b, &at.query_options(), args, &mut out)
+            profiles::list_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Open { args, at } => {
             profiles::open_command(b, &at.query_options(), args, &mut out)
@@ -607,7 +607,7 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             profiles::series_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Labels { args, at } => {
-            profiles::labels_command(b, &at.query_options(), args, &mut out)
+            profiles::labels_command(b, &at.query_options(), args, &mut out, &mut err)
         }
     }
     .and_then(|()| {
@@ -1075,7 +1075,7 @@ fn run() -> anyhow::Result<()> {
                             format.map_or("continuous", |f| f.name())
                         );
                     }
-                    continuous && !watch && !replace
+                    continuous
                 });
             if !batched.is_empty() {
                 let copts = ContinuousOptions {
