@@ -749,14 +749,14 @@ pub struct SelectionArgs {
     /// `now-30s`, `now-15m`, `now-1h`, `now-7d`. Every range is exact to
     /// the millisecond (long ones read the rollups for their whole
     /// minutes and hours, the raw samples for the ends).
-    #[arg(long, default_value = DEFAULT_FROM)]
+    #[arg(long, default_value = DEFAULT_FROM, value_parser = check_time)]
     pub from: String,
     /// End of the range (exclusive), same forms.
-    #[arg(long, default_value = DEFAULT_TO)]
+    #[arg(long, default_value = DEFAULT_TO, value_parser = check_time)]
     pub to: String,
     /// Label selector, Prometheus style: `{service="api", version=~"1\\.4.*",
     /// host!="a", region!~"eu.*"}`; empty: every series.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", value_parser = check_selector)]
     pub selector: String,
     /// Only the samples of this span (16 hex digits, as the profiler's
     /// `span_id` label; other text is hashed as the loader hashes a
@@ -764,6 +764,46 @@ pub struct SelectionArgs {
     /// the raw samples whatever the range. A diff applies it to both sides.
     #[arg(long)]
     pub span_id: Option<String>,
+}
+
+/// A time argument checked by the argument parser ([`parse_time`] against
+/// the clock now; kept as typed, as `now-1h` is taken again when the query
+/// runs): a bad one is a usage error naming its flag, exit 2, before the
+/// engine opens.
+///
+/// # Errors
+/// [`parse_time`]'s message.
+pub fn check_time(s: &str) -> std::result::Result<String, String> {
+    parse_time(s, now_ms())
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A selector checked by the argument parser, as [`check_time`].
+///
+/// # Errors
+/// [`cq::Selector::parse`]'s message.
+pub fn check_selector(s: &str) -> std::result::Result<String, String> {
+    cq::Selector::parse(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A function regex (`--focus`, `--ignore`, `--function-regex`) checked by
+/// the argument parser, as [`check_time`]; the engine's `match` runs it
+/// (RE2, whose syntax the `regex` crate shares).
+///
+/// # Errors
+/// The regex crate's reason, its last line.
+pub fn check_regex(s: &str) -> std::result::Result<String, String> {
+    regex::Regex::new(s).map(|_| s.to_owned()).map_err(|e| {
+        e.to_string()
+            .lines()
+            .last()
+            .unwrap_or("invalid")
+            .trim()
+            .to_owned()
+    })
 }
 
 /// A `[from, to)` range from its typed forms, `to` after `from`.
@@ -807,8 +847,8 @@ impl SelectionArgs {
     }
 }
 
-/// Writes a tree to `path`: `.svg` through inferno, anything else folded
-/// lines; reports `wrote PATH (N stacks)` on `out`.
+/// Writes a tree to `path` and reports `wrote PATH (N stacks)` on `out`
+/// (see [`write_tree_to`]).
 fn write_tree(
     nodes: &[Node],
     path: &Path,
@@ -818,6 +858,24 @@ fn write_tree(
     diff: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
+    match write_tree_to(nodes, path, title, profile_type, with_root, diff, out)? {
+        Some(report) => writeln!(out, "{report}").map_err(out_err),
+        None => Ok(()),
+    }
+}
+
+/// Writes a tree to `path`: `.svg` through inferno, `-` folded lines on
+/// `out`, anything else folded lines; returns the report line (`wrote
+/// PATH (N stacks)`), none for `-`.
+fn write_tree_to(
+    nodes: &[Node],
+    path: &Path,
+    title: &str,
+    profile_type: &str,
+    with_root: bool,
+    diff: bool,
+    out: &mut dyn Write,
+) -> Result<Option<String>> {
     let svg = is_svg(path);
     let lines = fold_lines(nodes, with_root, diff, svg.then_some(SVG_EMPTY_STACK));
     if svg {
@@ -856,7 +914,7 @@ fn write_tree(
         for l in &lines {
             writeln!(out, "{l}").map_err(out_err)?;
         }
-        return Ok(());
+        return Ok(None);
     } else {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(path).map_err(crate::error::file_err(path))?,
@@ -866,7 +924,20 @@ fn write_tree(
         }
         f.flush().map_err(crate::error::file_err(path))?;
     }
-    writeln!(out, "wrote {} ({} stacks)", path.display(), lines.len()).map_err(out_err)
+    Ok(Some(format!(
+        "wrote {} ({})",
+        path.display(),
+        plural(lines.len(), "stack")
+    )))
+}
+
+/// `n thing` or `n things`.
+fn plural(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 /// An empty answer. A type nothing is stored of is an error naming the
@@ -1060,11 +1131,11 @@ pub struct FlameArgs {
 pub struct FilterArgs {
     /// Only samples with a frame whose function matches this regex
     /// (pprof's -focus; totals stay of the whole selection).
-    #[arg(long)]
+    #[arg(long, value_parser = check_regex)]
     pub focus: Option<String>,
     /// Leave out samples with a frame whose function matches this regex
     /// (pprof's -ignore).
-    #[arg(long)]
+    #[arg(long, value_parser = check_regex)]
     pub ignore: Option<String>,
 }
 
@@ -1121,13 +1192,13 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// The comparison's selector (when not given: the baseline's).
-    #[arg(long)]
+    #[arg(long, value_parser = check_selector)]
     pub selector_b: Option<String>,
     /// The comparison's start (when not given: the baseline's).
-    #[arg(long)]
+    #[arg(long, value_parser = check_time)]
     pub from_b: Option<String>,
     /// The comparison's end (when not given: the baseline's).
-    #[arg(long)]
+    #[arg(long, value_parser = check_time)]
     pub to_b: Option<String>,
     /// Scale the baseline to the comparison's total (compare shapes,
     /// not volumes). `go tool pprof -normalize` scales the other way
@@ -1289,7 +1360,7 @@ pub struct TopArgs {
     pub filter: FilterArgs,
     /// Only functions matching this regex (shares stay of the whole
     /// selection).
-    #[arg(long)]
+    #[arg(long, value_parser = check_regex)]
     pub function_regex: Option<String>,
     /// At most this many rows (0: all).
     #[arg(long, default_value_t = 0)]
@@ -1408,14 +1479,34 @@ pub fn sandwich_command(
             .any(|p| is_svg(p));
         empty_answer(backend, opts, &args.sel, Some(&args.function), svg, err)?;
     }
-    if let Some(p) = &args.callers {
-        let title = format!("callers of {}", args.function);
-        // Rooted at the function: its name is the first frame.
-        write_tree(&up, p, &title, &s.profile_type, true, false, out)?;
+    // With one tree on standard output, the other's report line goes to
+    // standard error: in the folded text it read as a stack.
+    let to_stdout = [&args.callers, &args.callees]
+        .into_iter()
+        .flatten()
+        .any(|p| p == Path::new("-"));
+    let mut reports = Vec::new();
+    for (nodes, path, side) in [
+        (&up, &args.callers, "callers"),
+        (&down, &args.callees, "callees"),
+    ] {
+        if let Some(p) = path {
+            let title = format!("{side} of {}", args.function);
+            // Rooted at the function: its name is the first frame.
+            reports.extend(write_tree_to(
+                nodes,
+                p,
+                &title,
+                &s.profile_type,
+                true,
+                false,
+                out,
+            )?);
+        }
     }
-    if let Some(p) = &args.callees {
-        let title = format!("callees of {}", args.function);
-        write_tree(&down, p, &title, &s.profile_type, true, false, out)?;
+    let report: &mut dyn Write = if to_stdout { err } else { out };
+    for r in reports {
+        writeln!(report, "{r}").map_err(out_err)?;
     }
     Ok(())
 }
@@ -1555,10 +1646,10 @@ pub struct ListArgs {
     #[arg(long)]
     pub service: Option<String>,
     /// Start of the range.
-    #[arg(long, default_value = DEFAULT_FROM)]
+    #[arg(long, default_value = DEFAULT_FROM, value_parser = check_time)]
     pub from: String,
     /// End of the range.
-    #[arg(long, default_value = DEFAULT_TO)]
+    #[arg(long, default_value = DEFAULT_TO, value_parser = check_time)]
     pub to: String,
 }
 
@@ -1648,7 +1739,8 @@ pub struct OpenArgs {
     /// Keep at most this many nodes (0: all; else at least 2).
     #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
     pub max_nodes: u32,
-    /// Output file: `.svg`, or folded text.
+    /// Output file: `.svg`, or folded text; `-` writes the folded text to
+    /// standard output.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -1711,25 +1803,26 @@ pub struct ExportArgs {
     #[arg(long = "type")]
     pub types: Vec<String>,
     /// Start of the range (inclusive), as for `profile flame`.
-    #[arg(long, default_value = DEFAULT_FROM)]
+    #[arg(long, default_value = DEFAULT_FROM, value_parser = check_time)]
     pub from: String,
     /// End of the range (exclusive).
-    #[arg(long, default_value = DEFAULT_TO)]
+    #[arg(long, default_value = DEFAULT_TO, value_parser = check_time)]
     pub to: String,
     /// Label selector (as for `profile flame`); empty: every series.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", value_parser = check_selector)]
     pub selector: String,
     /// Only the samples of this span (16 hex digits), as for `profile
     /// flame`.
     #[arg(long)]
     pub span_id: Option<String>,
-    /// Output file (`x.pb.gz`).
+    /// Output file (`x.pb.gz`); `-` writes the profile to standard output
+    /// (its report line then goes to standard error).
     #[arg(long)]
     pub out: PathBuf,
 }
 
-/// Runs `profile export`: [`export_pprof`] into `args.out`, reported on
-/// `out`.
+/// Runs `profile export`: [`export_pprof`] into `args.out` (`-`: `out`),
+/// reported on `out` (`-`: on `err`).
 ///
 /// # Errors
 /// Bad arguments, an empty selection, the engine's error, writing the file.
@@ -1738,6 +1831,7 @@ pub fn export_command(
     opts: &QueryOptions,
     args: &ExportArgs,
     out: &mut dyn Write,
+    err: &mut dyn Write,
 ) -> Result<()> {
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     // A type twice would be two identical sample types in the file.
@@ -1752,9 +1846,15 @@ pub fn export_command(
     }
     check_units(backend, opts, &selector, None)?;
     let e = export_pprof(backend, opts, &args.types, f, t, &selector)?;
-    std::fs::write(&args.out, &e.bytes).map_err(crate::error::file_err(&args.out))?;
+    let report: &mut dyn Write = if args.out == Path::new("-") {
+        out.write_all(&e.bytes).map_err(out_err)?;
+        err
+    } else {
+        std::fs::write(&args.out, &e.bytes).map_err(crate::error::file_err(&args.out))?;
+        out
+    };
     writeln!(
-        out,
+        report,
         "wrote {} (types {} | {} samples)",
         args.out.display(),
         e.types.join(", "),
@@ -1770,10 +1870,10 @@ pub struct LabelsArgs {
     #[arg(long = "type")]
     pub profile_type: String,
     /// Start of the range.
-    #[arg(long, default_value = DEFAULT_FROM)]
+    #[arg(long, default_value = DEFAULT_FROM, value_parser = check_time)]
     pub from: String,
     /// End of the range.
-    #[arg(long, default_value = DEFAULT_TO)]
+    #[arg(long, default_value = DEFAULT_TO, value_parser = check_time)]
     pub to: String,
 }
 

@@ -242,6 +242,13 @@ fn fixtures_load_and_flame_graphs_from_the_command_line() {
     };
     write_peak();
     assert_eq!(folded_sum(&p, 0), peak);
+    // `--out -`: the same text on standard output, no report line (it
+    // wrote a file named `-`).
+    let stdout = run(
+        &data,
+        &["flame", "peak", "--process", "workload", "--out", "-"],
+    );
+    assert_eq!(stdout, std::fs::read_to_string(&p).unwrap());
 
     // SVG tooltips name the unit, and the root bar is labelled: checked
     // frame by frame in the parsed SVG against the process's totals.

@@ -623,7 +623,8 @@ fn top_table(out: &str) -> BTreeMap<String, (i64, i64)> {
 /// `profile top --span-id` equals `-tagfocus span_id=...`, a numeric
 /// selector on the command line `-tagfocus bytes=1kB:4kB`; `load
 /// --span-labels ''` keeps span_id a series label (`profile labels` shows
-/// every span); a bad numeric selector is one line and exit status 1.
+/// every span); a bad numeric selector is one line naming the flag and
+/// exit status 2 (a usage error).
 #[test]
 fn cli_span_id_and_numeric_selectors() {
     let data = flamehouse_fixtures::testing::temp_path("cplabels-cli");
@@ -700,7 +701,10 @@ fn cli_span_id_and_numeric_selectors() {
         ],
     );
     assert!(!ok);
-    assert!(err.contains("unknown unit \"xb\""), "{err}");
+    assert!(
+        err.contains("unknown unit \"xb\"") && err.contains("--selector"),
+        "{err}"
+    );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     // Spans as series labels, when asked.
     let (ok, _, err) = fh(

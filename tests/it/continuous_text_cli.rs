@@ -747,7 +747,9 @@ fn folded_type_time_and_duration() {
 }
 
 /// Invalid flag values: a clear error naming the flag and the value on
-/// the first line, exit 2, nothing stored.
+/// the first line, exit 2, nothing stored; the query commands' bad times,
+/// selectors and regexes the same (they exited 1 once the engine had
+/// opened the data directory).
 #[test]
 fn invalid_text_flags_exit_2() {
     let data = temp_path("cptext-bad");
@@ -795,6 +797,55 @@ fn invalid_text_flags_exit_2() {
         assert!(
             line.starts_with("error: ") && line.contains(says),
             "{flags:?}: {err}"
+        );
+    }
+    // The query commands' times, selectors and regexes: one line (clap's
+    // first: flag, value and why), exit 2.
+    for (args, flag, value) in [
+        (
+            &["flame", "--out", "-", "--from", "bogus"][..],
+            "--from",
+            "bogus",
+        ),
+        (&["top", "--to", "now-1x"], "--to", "now-1x"),
+        (
+            &["diff", "--out", "-", "--from-b", "2026-13-01"],
+            "--from-b",
+            "2026-13-01",
+        ),
+        (
+            &["flame", "--out", "-", "--selector", "{a="],
+            "--selector",
+            "{a=",
+        ),
+        (
+            &["diff", "--out", "-", "--selector-b", "{a=~\"(\"}"],
+            "--selector-b",
+            "{a=~\"(\"}",
+        ),
+        (&["top", "--function-regex", "a("], "--function-regex", "a("),
+        (
+            &["flame", "--out", "-", "--ignore", "[z-a]"],
+            "--ignore",
+            "[z-a]",
+        ),
+        (&["list", "--from", "x"], "--from", "x"),
+        (&["labels", "--to", "now-"], "--to", "now-"),
+        (
+            &["export", "--out", "-", "--selector", "}"],
+            "--selector",
+            "}",
+        ),
+    ] {
+        let mut a = vec!["profile", args[0], "--type", "folded:count"];
+        a.extend_from_slice(&args[1..]);
+        let out = fh_out(&data, &a);
+        assert_eq!(out.status.code(), Some(2), "{a:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines().count() == 1
+                && err.starts_with(&format!("error: invalid value '{value}' for '{flag} ")),
+            "{a:?}: {err}"
         );
     }
     // Refused before the engine is opened: the data directory stays empty.
@@ -1067,6 +1118,76 @@ fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
         ),
         "replace\t5\nwatch\t5"
     );
+}
+
+/// `--out -` is standard output in every command that writes a file:
+/// `profile export` writes the pprof there (it wrote a file named `-`),
+/// its report line going to standard error; a sandwich with one tree on
+/// standard output reports the other's file on standard error (the line
+/// read as a stack in the folded text).
+#[test]
+fn dash_is_standard_output_for_every_output() {
+    let data = temp_path("cptext-dash");
+    let stacks = data.join("s.folded");
+    std::fs::write(&stacks, "main;work;leaf 5\nmain;other;work 2\n").unwrap();
+    let t = recent_secs().to_string();
+    fh(
+        &data,
+        &["load", &stacks.display().to_string(), "--time", &t],
+    );
+    let ty = "folded:count";
+    let file = data.join("callees.folded");
+    let file_s = file.display().to_string();
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "sandwich",
+            "--type",
+            ty,
+            "--function",
+            "work",
+            "--callers",
+            "-",
+            "--callees",
+            &file_s,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "work;main 5\nwork;other;main 2\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("wrote {file_s} (2 stacks)\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "work 2\nwork;leaf 5\n"
+    );
+    // The same profile as written to a file, byte for byte.
+    let pb = data.join("x.pb.gz");
+    let to_file = fh_out(
+        &data,
+        &[
+            "profile",
+            "export",
+            "--type",
+            ty,
+            "--out",
+            &pb.display().to_string(),
+        ],
+    );
+    assert_eq!(to_file.status.code(), Some(0));
+    let out = fh_out(&data, &["profile", "export", "--type", ty, "--out", "-"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, std::fs::read(&pb).unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "wrote - (types folded:count | 2 samples)\n"
+    );
+    assert!(!data.join("-").exists() && !std::path::Path::new("-").exists());
 }
 
 /// A quote in a label value or service is printed as itself in the

@@ -32,9 +32,11 @@ fn closing(out: &str) -> &str {
 /// `--time` and `--duration` on a pprof file date it instead of its
 /// `time_nanos`/`duration_nanos` and make it another profile (before: the
 /// flags were ignored for pprof and the load said "1 already stored");
-/// other `--span-labels` are another profile too (they store other
-/// series). The same flags again store nothing. Oracles: `go tool pprof
-/// -raw`'s `Time:` header for the file's own time, `-top`'s total.
+/// other `--span-labels` are another profile too when the file has such a
+/// label (they store other series), the same profile when it has none
+/// (it was stored again). The same flags again store nothing. Oracles:
+/// `go tool pprof -raw`'s `Time:` header for the file's own time, `-top`'s
+/// total, `-tags`' `span_id` for a file with spans.
 #[test]
 fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
     let data = fresh("cpverify-time");
@@ -59,8 +61,9 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
         (&["--time", &ts], "(0 already stored"),
         (&["--time", &ts], "(1 already stored"),
         (&["--time", &ts, "--duration", "60"], "(0 already stored"),
-        (&["--span-labels", ""], "(0 already stored"),
+        // No sample of cpu.pb.gz has a span_id: the same rows.
         (&["--span-labels", ""], "(1 already stored"),
+        (&["--span-labels", "trace_id"], "(1 already stored"),
     ];
     for (flags, want) in runs {
         let mut args = vec!["load", file.as_str()];
@@ -78,16 +81,14 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
          ORDER BY ts, duration_ns",
     );
     let rows: Vec<Vec<&str>> = rows.lines().map(|l| l.split('\t').collect()).collect();
-    assert_eq!(rows.len(), 4, "{rows:?}");
-    // The file's own time twice (default span keys, none), then --time.
-    for r in &rows[..2] {
-        assert_eq!(r[0], own_time, "{rows:?}");
-        assert!(r[2].starts_with("13"), "go's 1.30 s: {rows:?}");
-    }
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // The file's own time, then --time.
+    assert_eq!(rows[0][0], own_time, "{rows:?}");
+    assert!(rows[0][2].starts_with("13"), "go's 1.30 s: {rows:?}");
+    assert_eq!(rows[1][1], (t * 1000).to_string(), "{rows:?}");
+    assert_eq!(rows[1][2], rows[0][2], "{rows:?}");
     assert_eq!(rows[2][1], (t * 1000).to_string(), "{rows:?}");
-    assert_eq!(rows[2][2], rows[0][2], "{rows:?}");
-    assert_eq!(rows[3][1], (t * 1000).to_string(), "{rows:?}");
-    assert_eq!(rows[3][2], "60000000000", "{rows:?}");
+    assert_eq!(rows[2][2], "60000000000", "{rows:?}");
     for r in &rows {
         assert_eq!(r[3], go_total.to_string(), "{rows:?}");
     }
@@ -108,6 +109,25 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
         ],
     );
     assert!(out.lines().count() > 1, "{out}");
+    // A file with spans (`-tags` lists its span_id values): other span
+    // keys store it otherwise, another profile.
+    let tags = std::fs::read_to_string(fixture("pprof/spans.tags.txt")).unwrap();
+    assert!(tags.contains("span_id"), "{tags}");
+    let spans = fixture("pprof/spans.pb.gz").display().to_string();
+    for (flags, want) in [
+        (&[][..], "(0 already stored"),
+        (&["--span-labels", ""], "(0 already stored"),
+        (&["--span-labels", ""], "(1 already stored"),
+        (&[], "(1 already stored"),
+    ] {
+        let mut args = vec!["load", spans.as_str()];
+        args.extend_from_slice(flags);
+        let out = fh(&data, &args);
+        assert!(
+            closing(&out).starts_with(&format!("continuous: 1 file, 1 profile {want}")),
+            "spans {flags:?}: {out}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&data);
 }
 

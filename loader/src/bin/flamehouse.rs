@@ -392,7 +392,8 @@ enum Command {
     Flame {
         #[command(flatten)]
         request: flame::FlameRequest,
-        /// Output file: `.svg` renders with inferno, anything else is folded text.
+        /// Output file: `.svg` renders with inferno, anything else is folded
+        /// text; `-` writes the folded text to standard output.
         #[arg(long)]
         out: PathBuf,
         /// Database holding the flamehouse schema (letters, digits and `_`).
@@ -601,7 +602,7 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             profiles::open_command(b, &at.query_options(), args, &mut out)
         }
         ProfileCommand::Export { args, at } => {
-            profiles::export_command(b, &at.query_options(), args, &mut out)
+            profiles::export_command(b, &at.query_options(), args, &mut out, &mut err)
         }
         ProfileCommand::Series { args, at } => {
             profiles::series_command(b, &at.query_options(), args, &mut out, &mut err)
@@ -811,8 +812,24 @@ fn main() {
     }
 }
 
+/// A value a parser of ours refused (a bad time, selector, regex, count):
+/// clap's first line alone, which holds the flag, the value and why (the
+/// rest is a blank line and "For more information, try '--help'."), exit
+/// 2. Other errors (a missing argument, whose name is on the lines after,
+/// help, version) as clap prints them.
+fn usage_exit(e: clap::Error) -> ! {
+    if e.kind() == clap::error::ErrorKind::ValueValidation {
+        let text = e.to_string();
+        eprintln!("{}", text.lines().next().unwrap_or_default());
+        std::process::exit(2);
+    }
+    e.exit()
+}
+
 fn run() -> anyhow::Result<()> {
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command()
+        .try_get_matches()
+        .unwrap_or_else(|e| usage_exit(e));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     check_unused(&matches, &cli)?;
     match cli.command {
@@ -1255,6 +1272,20 @@ fn run() -> anyhow::Result<()> {
                     root: f.root.clone(),
                 };
                 render::render_svg(&f.lines, &labels, &out)?;
+            } else if out == Path::new("-") {
+                // `--out -`: the folded text on standard output, no report
+                // line (as `profile flame`); a closed pipe ends it quietly.
+                let text = f.lines.join("\n") + "\n";
+                let mut stdout = std::io::stdout().lock();
+                return match stdout
+                    .write_all(text.as_bytes())
+                    .and_then(|()| stdout.flush())
+                {
+                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                        Err(e).context("writing standard output")
+                    }
+                    _ => Ok(()),
+                };
             } else {
                 std::fs::write(&out, f.lines.join("\n") + "\n")
                     .with_context(|| format!("writing {}", out.display()))?;

@@ -328,6 +328,19 @@ fn check_span_labels(
     Ok(())
 }
 
+/// Whether `span_labels` stores `batch` otherwise than the default span
+/// keys would: some label key of its samples is a span key under one and
+/// not the other. Only then do they join the profile id (a folded or
+/// perf script file, with no such label, loaded again with
+/// `--span-labels ''` was stored again).
+fn span_keys_matter(batch: &crate::model::Batch, span_labels: &[String]) -> bool {
+    batch
+        .label_sets
+        .iter()
+        .flat_map(|set| &set.labels)
+        .any(|l| span_labels.contains(&l.key) != DEFAULT_SPAN_LABELS.contains(&l.key.as_str()))
+}
+
 fn date(ms: i64) -> u16 {
     ms.div_euclid(86_400_000).clamp(0, i64::from(u16::MAX)) as u16
 }
@@ -856,6 +869,7 @@ fn rows_cached(
             Event::Batch(b) => b,
         };
         check_span_labels(&batch, &opts.span_labels, source)?;
+        let span_keys_matter = !default_span_labels && span_keys_matter(&batch, &opts.span_labels);
         if let Some(mappings) = &batch.mappings {
             let main = opts
                 .main_binary
@@ -904,7 +918,7 @@ fn rows_cached(
                 id_parts.push(v.as_bytes());
             }
             // Other span keys store other series and rows: another profile.
-            if !default_span_labels {
+            if span_keys_matter {
                 id_parts.push(b"span_labels");
                 id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
             }
