@@ -355,3 +355,91 @@ fn fresh_databases_skip_the_legacy_hash() {
     }
     q(&format!("DROP DATABASE {db}"));
 }
+
+/// A pprof profile's id hashes the profile as decompressed (id scheme 2):
+/// a gzipped and a raw copy of one profile are one profile. Builds before
+/// it hashed a gzipped file's compressed bytes: a gzipped file they stored
+/// is found under that id, not stored twice; a fresh database never
+/// computes the old hash.
+#[test]
+fn pprof_profiles_of_earlier_builds_are_not_stored_twice() {
+    let dir = temp_path("legacy-pprof");
+    let fixture = |f: &str| repo_root().join("fixtures/continuous/pprof").join(f);
+    let gz = dir.join("cpu.pb.gz");
+    let raw = dir.join("cpu.pb");
+    std::fs::copy(fixture("cpu.pb.gz"), &gz).unwrap();
+    std::fs::copy(fixture("cpu.pb"), &raw).unwrap();
+    // Dated an hour ago (inside the default retention), as `--time` does.
+    let time_ns = (flamehouse::profiles::now_ms() - 3_600_000) as u64 * 1_000_000;
+    let mut opts = copts("cp_legacy_pprof_ref");
+    opts.decode.time_ns = Some(time_ns);
+    let load_with = |db: &str, files: &[PathBuf]| {
+        let mut ids = Vec::new();
+        let o = ContinuousOptions {
+            database: db.parse().unwrap(),
+            ..opts.clone()
+        };
+        let s = load_files(engine(), files, &o, &BatchOptions::default(), &mut |e| {
+            if let FileEvent::Stored(p) = e {
+                ids.extend(p.iter().map(|s| s.profile_id));
+            }
+        })
+        .unwrap();
+        assert_eq!(s.failed, 0, "{s:?}");
+        (s, ids)
+    };
+
+    // This build: the raw copy of a stored gzipped file is already stored.
+    let reference = "cp_legacy_pprof_ref";
+    fresh(reference);
+    let (s, ids) = load_with(reference, &[gz.clone(), raw.clone()]);
+    assert_eq!((s.profiles, s.already_stored), (2, 1), "{s:?}");
+    assert_eq!(ids[0], ids[1]);
+    let want = state(reference);
+    let d: flamehouse::storage::ident::Ident = reference.parse().unwrap();
+    assert!(!flamehouse::ingest::continuous::holds_legacy_pprof_profiles(engine(), &d).unwrap());
+
+    // An earlier build's rows of the gzipped file: its id from the
+    // compressed bytes (and `--time`), scheme 1.
+    let db = "cp_legacy_pprof_old";
+    fresh(db);
+    let bytes = std::fs::read(&gz).unwrap();
+    let extra = format!("time={time_ns}");
+    let old_content = stable_hash(&[&bytes, extra.as_bytes()]);
+    let mut profile = flamehouse::formats::pprof::decode(&gz, &bytes, &Default::default()).unwrap();
+    profile.time_nanos = time_ns as i64;
+    let mut reader = flamehouse::formats::pprof::reader::PprofReader::new(
+        &profile,
+        old_content,
+        bytes.len() as u64,
+    );
+    let mut sym = flamehouse::symbolize::Symbolizer::new(Default::default());
+    let o = ContinuousOptions {
+        database: db.parse().unwrap(),
+        ..opts.clone()
+    };
+    let mut rows = reader_rows(&mut reader, &mut sym, &gz.display().to_string(), &o)
+        .unwrap()
+        .remove(0);
+    let old_id = rows.profile_id;
+    assert_ne!(old_id, ids[0], "the old recipe gives another id");
+    for p in &mut rows.profiles {
+        p.id_scheme = 1;
+    }
+    store(engine(), &db.parse().unwrap(), &rows).unwrap();
+    assert!(
+        with_legacy_identity(engine(), &o)
+            .unwrap()
+            .read
+            .legacy_pprof_identity
+    );
+    // Loaded again by this build: found under its old id, nothing twice.
+    let (s, again) = load_with(db, std::slice::from_ref(&gz));
+    assert_eq!((s.profiles, s.already_stored), (1, 1), "{s:?}");
+    assert_eq!(again, vec![old_id]);
+    // It holds what this build's load of the two copies holds.
+    assert_eq!(state(db), want);
+    for d in [reference, db] {
+        q(&format!("DROP DATABASE {d}"));
+    }
+}

@@ -112,6 +112,12 @@ pub struct ReadOptions {
     /// file): set by a load into a database holding profiles stored with
     /// it, so that they are not stored twice. Default: off.
     pub legacy_identity: bool,
+    /// A compressed pprof file also gives the id builds before id scheme 2
+    /// ([`crate::ingest::continuous::ID_SCHEME`]) gave it, a hash of its
+    /// compressed bytes (now of the profile they decompress to): set by a
+    /// load into a database holding pprof profiles they stored. Default:
+    /// off.
+    pub legacy_pprof_identity: bool,
 }
 
 /// A profile format.

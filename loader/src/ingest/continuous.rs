@@ -492,10 +492,13 @@ pub struct CpProfileRow {
 }
 
 /// `cp_profiles.id_scheme` of the profiles this build stores: text
-/// profiles identified by XXH3 of their bytes ([`crate::formats::text::identity`]);
-/// 0 is FNV-1a ([`crate::formats::text::legacy_identity`]), which builds
-/// before migration 10 used. pprof ids are the same under both.
-pub const ID_SCHEME: u8 = 1;
+/// profiles identified by XXH3 of their bytes ([`crate::formats::text::identity`]),
+/// pprof profiles by a hash of the profile as decompressed (a gzipped and
+/// a raw copy are one profile). 0 is text profiles' FNV-1a
+/// ([`crate::formats::text::legacy_identity`]), which builds before
+/// migration 10 used; under 0 and 1 a pprof id hashed the file's bytes as
+/// they were, compressed or not.
+pub const ID_SCHEME: u8 = 2;
 
 /// The formats whose identity changed with [`ID_SCHEME`] 1.
 pub const TEXT_FORMATS: &[&str] = &["perf", "bpftrace", "folded"];
@@ -1346,9 +1349,25 @@ pub fn holds_legacy_text_profiles(backend: &dyn Backend, db: &Ident) -> Result<b
     Ok(n.trim() != "0")
 }
 
+/// Whether `db` holds pprof profiles stored by builds before id scheme 2
+/// (`cp_profiles.id_scheme` below 2, format pprof): a compressed file's id
+/// hashed its compressed bytes.
+///
+/// # Errors
+/// The engine's error.
+pub fn holds_legacy_pprof_profiles(backend: &dyn Backend, db: &Ident) -> Result<bool> {
+    let n = backend.query_tsv(&format!(
+        "SELECT count() FROM (SELECT 1 FROM {db}.cp_profiles \
+         WHERE id_scheme < 2 AND format = 'pprof' LIMIT 1)"
+    ))?;
+    Ok(n.trim() != "0")
+}
+
 /// `opts` asking the text readers for their legacy identity too when `db`
-/// holds legacy text profiles ([`holds_legacy_text_profiles`]); as they are
-/// otherwise (a fresh database never pays for the legacy hash).
+/// holds legacy text profiles ([`holds_legacy_text_profiles`]), and the
+/// pprof reader for a compressed file's when it holds legacy pprof
+/// profiles ([`holds_legacy_pprof_profiles`]); as they are otherwise (a
+/// fresh database never pays for a legacy hash).
 ///
 /// # Errors
 /// The engine's error.
@@ -1358,6 +1377,7 @@ pub fn with_legacy_identity(
 ) -> Result<ContinuousOptions> {
     let mut opts = opts.clone();
     opts.read.legacy_identity = holds_legacy_text_profiles(backend, &opts.database)?;
+    opts.read.legacy_pprof_identity = holds_legacy_pprof_profiles(backend, &opts.database)?;
     Ok(opts)
 }
 

@@ -515,6 +515,21 @@ pub fn read_file(path: &Path, options: &DecodeOptions) -> Result<PprofProfile, E
 /// # Errors
 /// As [`read_file`].
 pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<PprofProfile, Error> {
+    decode_seeing(path, bytes, options, |_| {})
+}
+
+/// [`decode`], showing `content` the profile's bytes once decompressed
+/// (`bytes` themselves when not compressed) before they are decoded: a
+/// profile's identity is what it holds, not how it was compressed.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_seeing(
+    path: &Path,
+    bytes: &[u8],
+    options: &DecodeOptions,
+    content: impl FnOnce(&[u8]),
+) -> Result<PprofProfile, Error> {
     let decompressed;
     let (raw, where_) = if bytes.starts_with(&[0x1f, 0x8b]) {
         decompressed = gunzip(path, bytes, options.max_decompressed_bytes)?;
@@ -539,6 +554,7 @@ pub fn decode(path: &Path, bytes: &[u8], options: &DecodeOptions) -> Result<Ppro
     if raw.is_empty() {
         return Err(invalid("the file is empty".into()));
     }
+    content(raw);
     // The Profile fields that are messages: sample_type, sample, mapping,
     // location, function, period_type (not string_table's strings).
     // A sample's values count too, one each (Sample.value, field 2,

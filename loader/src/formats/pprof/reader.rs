@@ -14,7 +14,7 @@
 //! the profile has one (`cpu`, `space`, `contentions`), else the sample
 //! type's; the stored profile type is `sample:unit`.
 
-use super::{decode, PprofProfile};
+use super::{decode_seeing, PprofProfile};
 use crate::formats::{Error, Format, ProfileFormat, ProfileReader, ReadOptions, Sniff};
 use crate::model::{
     Batch, Event, Frame, Label, Mapping, NumLabel, SampleLabels, Source, Symbol, ValueSemantics,
@@ -59,7 +59,6 @@ impl ProfileFormat for Pprof {
             }
             .into());
         }
-        let mut profile = decode(path, &bytes, &options.pprof)?;
         // `--time`/`--duration` win over the file's own and join its
         // identity (as the text formats' options do), so the same file
         // dated otherwise is another profile, not "already stored".
@@ -68,19 +67,32 @@ impl ProfileFormat for Pprof {
             .iter()
             .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
             .collect();
+        let id_of = |content: &[u8]| {
+            let mut id: Vec<&[u8]> = vec![content];
+            id.extend(extra.iter().map(String::as_bytes));
+            stable_hash(&id)
+        };
+        // The id hashes the profile as decompressed: a gzipped and a raw
+        // copy are one profile (they were two, stored twice).
+        let mut content_id = 0;
+        let mut compressed = false;
+        let mut profile = decode_seeing(path, &bytes, &options.pprof, |content| {
+            content_id = id_of(content);
+            compressed = !std::ptr::eq(content, bytes.as_slice());
+        })?;
         if let Some(t) = time {
             profile.time_nanos = i64::try_from(t).unwrap_or(i64::MAX);
         }
         if let Some(d) = duration {
             profile.duration_nanos = i64::try_from(d).unwrap_or(i64::MAX);
         }
-        let mut id: Vec<&[u8]> = vec![&bytes];
-        id.extend(extra.iter().map(String::as_bytes));
-        Ok(Box::new(PprofReader::new(
-            &profile,
-            stable_hash(&id),
-            bytes.len() as u64,
-        )))
+        // Builds before id scheme 2 hashed the file's bytes as they were:
+        // a compressed file's old id, for a database holding their pprof
+        // profiles ([`ReadOptions::legacy_pprof_identity`]).
+        let legacy = (compressed && options.legacy_pprof_identity).then(|| id_of(&bytes));
+        Ok(Box::new(
+            PprofReader::new(&profile, content_id, bytes.len() as u64).with_legacy_id(legacy),
+        ))
     }
 }
 
@@ -296,6 +308,21 @@ fn basename(path: &str) -> Option<String> {
 }
 
 impl PprofReader {
+    /// The reader with `legacy` as its source's legacy identity
+    /// ([`Source::legacy_identity`]): the id an earlier build gave the file.
+    #[must_use]
+    pub fn with_legacy_id(mut self, legacy: Option<u64>) -> Self {
+        let Some(id) = legacy else { return self };
+        let mut events: Vec<Event> = self.events.collect();
+        for e in &mut events {
+            if let Event::Source(s) = e {
+                s.legacy_identity = vec![b"pprof".to_vec(), id.to_le_bytes().to_vec()];
+            }
+        }
+        self.events = events.into_iter();
+        self
+    }
+
     /// The events of a decoded profile; `content_id` identifies the file's
     /// bytes (the source identity), `len` is its length.
     #[must_use]
