@@ -962,12 +962,52 @@ fn empty_answer(
         // `write_tree` refuses to draw it, in one line: no note before.
         return Ok(());
     }
+    // A function named as it is not stored (`isEven` for Go's
+    // `main.isEven`): the stored names holding it, if any.
+    let hint = match function {
+        Some(f) => {
+            let like = similar_functions(backend, opts, f)?;
+            if like.is_empty() {
+                String::new()
+            } else {
+                format!("; stored functions named like it: {}", like.join(", "))
+            }
+        }
+        None => String::new(),
+    };
     writeln!(
         err,
-        "flamehouse: nothing matched: {}",
+        "flamehouse: nothing matched: {}{hint}",
         what_matched(sel, function)
     )
     .map_err(out_err)
+}
+
+/// Up to 3 stored function names holding `name` (any case; not `name`
+/// itself), shortest first: a note's hint when `name` is in no stack.
+///
+/// # Errors
+/// The engine's.
+fn similar_functions(
+    backend: &dyn Backend,
+    opts: &QueryOptions,
+    name: &str,
+) -> Result<Vec<String>> {
+    // A series' `--function a, b` is no one name.
+    if name.is_empty() || name.contains(", ") {
+        return Ok(Vec::new());
+    }
+    let tsv = backend.query_tsv(&format!(
+        "SELECT function FROM (SELECT DISTINCT function FROM {}.stack_functions \
+         WHERE positionCaseInsensitiveUTF8(function, {n}) > 0 AND function != {n}) \
+         ORDER BY length(function), function LIMIT 3",
+        opts.database,
+        n = sql_string(name)
+    ))?;
+    Ok(tsv
+        .lines()
+        .map(|l| format!("{:?}", unescape_tsv(l)))
+        .collect())
 }
 
 /// Says why an answer is empty when the selection itself has samples: a

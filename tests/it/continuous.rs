@@ -909,12 +909,16 @@ fn loads_are_exact_and_retention_is_set() {
         "{first}"
     );
     load("cpu.pb.gz", &copts(db));
-    load("cpu.pb", &copts(db)); // the same profile, raw: another file, another id
+    // The same profile raw (`cpu.pb` is `cpu.pb.gz` gunzipped): the same
+    // id, nothing new (it was another profile, stored twice).
+    let raw = load("cpu.pb", &copts(db));
+    assert_eq!(raw.profile_id, s.profile_id);
+    assert_eq!(counts(), first);
     assert_eq!(
         q(&format!(
             "SELECT uniqExact(profile_id), count() FROM {db}.cp_profiles"
         )),
-        "2\t4\n"
+        "1\t2\n"
     );
     // Same bytes again: nothing new.
     let before = counts();

@@ -1020,6 +1020,14 @@ fn what_matched_nothing_is_said() {
         ),
         "{err}"
     );
+    // A part of a stored name: the names holding it (Go's `main.isEven`
+    // asked as `isEven`).
+    let (code, err) = sandwich("ORK");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.lines().count() == 1 && err.ends_with("; stored functions named like it: \"work\""),
+        "{err}"
+    );
     // What matched is silent.
     let (code, err) = sandwich("work");
     assert_eq!((code, err.as_str()), (Some(0), ""));

@@ -886,7 +886,7 @@ fn run() -> anyhow::Result<()> {
                 writeln!(out, "{stmt};\n")?;
             }
             if let Some((days, stmts)) = retention {
-                writeln!(out, "-- retention: {days} days")?;
+                writeln!(out, "-- retention: {}", plural(days as usize, "day"))?;
                 for stmt in stmts {
                     writeln!(out, "{stmt};\n")?;
                 }
@@ -919,17 +919,19 @@ fn run() -> anyhow::Result<()> {
                 let older = continuous::older_than(&*engine, &schema.database, days)?.map(
                     |(n, first, last)| {
                         format!(
-                            "{} ({first} to {last}) older than {days} days",
-                            plural(n as usize, "stored profile")
+                            "{} ({first} to {last}) older than {}",
+                            plural(n as usize, "stored profile"),
+                            plural(days as usize, "day")
                         )
                     },
                 );
                 let wrapping = continuous::ttl_wrapping(&*engine, &schema.database, days)?.map(
                     |(n, first, last)| {
                         format!(
-                            "{} ({first} to {last}) dated so late that {days} days after them is \
+                            "{} ({first} to {last}) dated so late that {} after them is \
                              past 2149-06-06, where the TTL's date wraps to 1970",
-                            plural(n as usize, "stored profile")
+                            plural(n as usize, "stored profile"),
+                            plural(days as usize, "day")
                         )
                     },
                 );
@@ -1125,15 +1127,17 @@ fn run() -> anyhow::Result<()> {
                         if cp_batch::ttl_wraps(ts_ms, retention_days) {
                             eprintln!(
                                 "flamehouse: warning: {source}: profile at {at}: its day plus the \
-                                 retention ({retention_days} days) is past 2149-06-06, the \
+                                 retention ({}) is past 2149-06-06, the \
                                  engine's last date, where the TTL's date wraps to 1970 and would \
-                                 drop it: not stored (lower it with init --retention)"
+                                 drop it: not stored (lower it with init --retention)",
+                                plural(retention_days as usize, "day")
                             );
                         } else {
                             eprintln!(
                                 "flamehouse: warning: {source}: profile at {at} is older than the \
-                                 retention ({retention_days} days): not stored (raise it with init \
-                                 --retention)"
+                                 retention ({}): not stored (raise it with init \
+                                 --retention)",
+                                plural(retention_days as usize, "day")
                             );
                         }
                     }
