@@ -800,43 +800,23 @@ fn invalid_text_flags_exit_2() {
         );
     }
     // The query commands' times, selectors and regexes: one line (clap's
-    // first: flag, value and why), exit 2.
-    for (args, flag, value) in [
-        (
-            &["flame", "--out", "-", "--from", "bogus"][..],
-            "--from",
-            "bogus",
-        ),
-        (&["top", "--to", "now-1x"], "--to", "now-1x"),
-        (
-            &["diff", "--out", "-", "--from-b", "2026-13-01"],
-            "--from-b",
-            "2026-13-01",
-        ),
-        (
-            &["flame", "--out", "-", "--selector", "{a="],
-            "--selector",
-            "{a=",
-        ),
-        (
-            &["diff", "--out", "-", "--selector-b", "{a=~\"(\"}"],
-            "--selector-b",
-            "{a=~\"(\"}",
-        ),
-        (&["top", "--function-regex", "a("], "--function-regex", "a("),
-        (
-            &["flame", "--out", "-", "--ignore", "[z-a]"],
-            "--ignore",
-            "[z-a]",
-        ),
-        (&["list", "--from", "x"], "--from", "x"),
-        (&["labels", "--to", "now-"], "--to", "now-"),
-        (
-            &["export", "--out", "-", "--selector", "}"],
-            "--selector",
-            "}",
-        ),
+    // first: flag, value and why), exit 2. Each case ends with the flag
+    // and its value.
+    for args in [
+        &["flame", "--out", "-", "--from", "bogus"][..],
+        &["top", "--to", "now-1x"],
+        &["diff", "--out", "-", "--from-b", "2026-13-01"],
+        &["flame", "--out", "-", "--selector", "{a="],
+        &["diff", "--out", "-", "--selector-b", "{a=~\"(\"}"],
+        &["top", "--function-regex", "a("],
+        &["flame", "--out", "-", "--ignore", "[z-a]"],
+        &["list", "--from", "x"],
+        &["labels", "--to", "now-"],
+        &["export", "--out", "-", "--selector", "}"],
     ] {
+        let [.., flag, value] = args else {
+            unreachable!()
+        };
         let mut a = vec!["profile", args[0], "--type", "folded:count"];
         a.extend_from_slice(&args[1..]);
         let out = fh_out(&data, &a);
