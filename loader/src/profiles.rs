@@ -1570,9 +1570,14 @@ fn same_output(a: &Path, b: &Path) -> bool {
         })
     };
     let dash = |p: &Path| p == Path::new("-");
-    // Two names of one existing file (a hard link too).
+    // Two names of one existing file (a hard link too); `/dev/null` is no
+    // file two trees could mix in.
     if let (Ok(x), Ok(y)) = (meta(a), meta(b)) {
         use std::os::unix::fs::MetadataExt;
+        let null = std::fs::metadata("/dev/null").ok();
+        if null.is_some_and(|n| x.rdev() == n.rdev() && x.rdev() != 0) {
+            return false;
+        }
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
     if dash(a) || dash(b) {
@@ -1895,10 +1900,10 @@ pub fn export_command(
     };
     writeln!(
         report,
-        "wrote {} (types {} | {} samples)",
+        "wrote {} (types {} | {})",
         args.out.display(),
         e.types.join(", "),
-        e.samples
+        plural(e.samples, "sample")
     )
     .map_err(out_err)
 }
@@ -1982,6 +1987,11 @@ mod tests {
         assert!(!same_output(Path::new("-"), Path::new("./-")));
         assert!(same_output(Path::new("-"), Path::new("/dev/stdout")));
         assert!(same_output(Path::new("/dev/fd/1"), Path::new("-")));
+        // Nothing is written to mix in /dev/null.
+        assert!(!same_output(
+            Path::new("/dev/null"),
+            Path::new("/dev/null/../null")
+        ));
         // Relative to the working directory, as the CLI gets them.
         assert!(same_output(Path::new("x.folded"), Path::new("./x.folded")));
         let _ = std::fs::remove_dir_all(&dir);

@@ -1454,23 +1454,45 @@ fn an_unknown_type_names_the_stored_ones() {
 /// bare "Database flamehouse does not exist": it now says what makes the
 /// schema, in one line, exit 1, for the continuous and memory commands.
 /// A data directory that does not exist is that line too, and is not made
-/// (a typo in --data left a new engine directory behind).
+/// (a typo in --data left a new engine directory behind); an empty one
+/// too, left empty (the engine's files were left there).
 #[test]
 fn a_query_before_any_load_says_what_makes_the_schema() {
     let data = temp_path("cpcli-noschema");
     std::fs::create_dir_all(&data).unwrap();
-    for args in [
+    let queries = [
         &["profile", "list", "--type", "cpu:nanoseconds"][..],
         &["profile", "top", "--type", "cpu:nanoseconds"][..],
         &["flame", "peak", "--process", "x", "--out", "x.folded"][..],
-    ] {
+    ];
+    let run = |args: &[&str]| {
         // Not fh_out: it would init the directory first.
-        let out = Command::new(bin())
+        Command::new(bin())
             .args(args)
             .arg("--data")
             .arg(&data)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    for args in queries {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.trim().lines().count() == 1
+                && err.contains("is empty: nothing is loaded there yet")
+                && err.contains("`flamehouse init`"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            std::fs::read_dir(&data).unwrap().next().is_none(),
+            "{args:?}"
+        );
+    }
+    // An engine's directory without the schema.
+    assert!(run(&["sql", "SELECT 1"]).status.success());
+    for args in queries {
+        let out = run(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");

@@ -828,6 +828,23 @@ fn invalid_text_flags_exit_2() {
             "{a:?}: {err}"
         );
     }
+    // A value holding a line end: still one line, the flag named after it.
+    let out = fh_out(
+        &data,
+        &[
+            "profile",
+            "top",
+            "--type",
+            "folded:count",
+            "--focus",
+            "(\nx",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: invalid value '(\\nx' for '--focus <FOCUS>': error: unclosed group\n"
+    );
     // Refused before the engine is opened: the data directory stays empty.
     assert!(std::fs::read_dir(&data).unwrap().next().is_none());
 }
@@ -1094,7 +1111,8 @@ fn watch_and_replace_say_they_apply_to_memhawk_streams_only() {
         );
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
-            stdout.contains("continuous: 1 file, 1 profile (0 already stored"),
+            stdout.contains("continuous: 1 file, 1 profile (0 already stored")
+                && stdout.contains("| 1 sample row | 1 series | 1 stack | 2 frames |"),
             "{stdout}"
         );
     }

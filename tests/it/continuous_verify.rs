@@ -119,6 +119,10 @@ fn a_pprof_file_at_another_time_or_with_other_span_keys_is_another_profile() {
         (&["--span-labels", ""], "(0 already stored"),
         (&["--span-labels", ""], "(1 already stored"),
         (&[], "(1 already stored"),
+        // Keys the file does not have change nothing: the same rows as
+        // `''`, and as the default.
+        (&["--span-labels", "other"], "(1 already stored"),
+        (&["--span-labels", "x,span_id"], "(1 already stored"),
     ] {
         let mut args = vec!["load", spans.as_str()];
         args.extend_from_slice(flags);

@@ -162,6 +162,15 @@ impl TargetArgs {
                     dir.display()
                 );
             }
+            // An empty directory: the engine would leave its files there
+            // for a read that can only fail.
+            if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none()) {
+                anyhow::bail!(
+                    "{} is empty: nothing is loaded there yet (`flamehouse load` or `flamehouse \
+                     init` fills it; check --data)",
+                    dir.display()
+                );
+            }
         }
         self.backend()
     }
@@ -726,14 +735,14 @@ fn plural(n: usize, one: &str) -> String {
 
 fn print_continuous(s: &ContinuousSummary) {
     say!(
-        "{}: profile {:016x} | types {} | {} sample rows | {} series | {} stacks | {} frames | symbolized {:.1}%",
+        "{}: profile {:016x} | types {} | {} | {} series | {} | {} | symbolized {:.1}%",
         s.source,
         s.profile_id,
         s.types.join(", "),
-        s.sample_rows,
+        plural(s.sample_rows, "sample row"),
         s.series,
-        s.stacks,
-        s.frames,
+        plural(s.stacks, "stack"),
+        plural(s.frames, "frame"),
         s.symbolized_percent,
     );
     for m in &s.missing_modules {
@@ -813,14 +822,21 @@ fn main() {
 }
 
 /// A value a parser of ours refused (a bad time, selector, regex, count):
-/// clap's first line alone, which holds the flag, the value and why (the
-/// rest is a blank line and "For more information, try '--help'."), exit
-/// 2. Other errors (a missing argument, whose name is on the lines after,
+/// clap's message on one line, which holds the flag, the value and why
+/// (without the blank line and "For more information, try '--help'."
+/// after it), exit 2. Other errors (a missing argument, whose name is on the lines after,
 /// help, version) as clap prints them.
 fn usage_exit(e: clap::Error) -> ! {
     if e.kind() == clap::error::ErrorKind::ValueValidation {
         let text = e.to_string();
-        eprintln!("{}", text.lines().next().unwrap_or_default());
+        // A value holding a line end is shown with `\n`: the flag's name
+        // comes after it.
+        let text = text
+            .split_once("\n\nFor more information")
+            .map_or(text.as_str(), |(m, _)| m)
+            .trim_end()
+            .replace('\n', "\\n");
+        eprintln!("{text}");
         std::process::exit(2);
     }
     e.exit()

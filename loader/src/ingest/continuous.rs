@@ -328,17 +328,36 @@ fn check_span_labels(
     Ok(())
 }
 
-/// Whether `span_labels` stores `batch` otherwise than the default span
-/// keys would: some label key of its samples is a span key under one and
-/// not the other. Only then do they join the profile id (a folded or
-/// perf script file, with no such label, loaded again with
-/// `--span-labels ''` was stored again).
-fn span_keys_matter(batch: &crate::model::Batch, span_labels: &[String]) -> bool {
-    batch
+/// The span keys of `span_labels` that `batch`'s samples have (in their
+/// given order, which counts: a sample's span is its first; each once),
+/// when they store it otherwise than the default span keys would (some key
+/// of its samples is a span key under one and not the other); `None` when
+/// they do not. Only such keys join the profile id: a file without the
+/// keys (a folded or perf script file), or keys given with absent ones, is
+/// the same profile (it was stored again, its totals counted twice).
+fn effective_span_keys<'a>(
+    batch: &crate::model::Batch,
+    span_labels: &'a [String],
+) -> Option<Vec<&'a str>> {
+    let keys: HashSet<&str> = batch
         .label_sets
         .iter()
         .flat_map(|set| &set.labels)
-        .any(|l| span_labels.contains(&l.key) != DEFAULT_SPAN_LABELS.contains(&l.key.as_str()))
+        .map(|l| l.key.as_str())
+        .collect();
+    let differs = keys
+        .iter()
+        .any(|k| span_labels.iter().any(|s| s == k) != DEFAULT_SPAN_LABELS.contains(k));
+    if !differs {
+        return None;
+    }
+    let mut given: Vec<&str> = Vec::new();
+    for k in span_labels {
+        if keys.contains(k.as_str()) && !given.contains(&k.as_str()) {
+            given.push(k);
+        }
+    }
+    Some(given)
 }
 
 fn date(ms: i64) -> u16 {
@@ -872,7 +891,11 @@ fn rows_cached(
             Event::Batch(b) => b,
         };
         check_span_labels(&batch, &opts.span_labels, source)?;
-        let span_keys_matter = !default_span_labels && span_keys_matter(&batch, &opts.span_labels);
+        let span_keys = if default_span_labels {
+            None
+        } else {
+            effective_span_keys(&batch, &opts.span_labels)
+        };
         if let Some(mappings) = &batch.mappings {
             let main = opts
                 .main_binary
@@ -921,9 +944,9 @@ fn rows_cached(
                 id_parts.push(v.as_bytes());
             }
             // Other span keys store other series and rows: another profile.
-            if span_keys_matter {
+            if let Some(keys) = &span_keys {
                 id_parts.push(b"span_labels");
-                id_parts.extend(opts.span_labels.iter().map(String::as_bytes));
+                id_parts.extend(keys.iter().map(|k| k.as_bytes()));
             }
             // Frames labelled with their lines are other frames: another
             // profile (it was found stored, and the lines never came).
