@@ -1557,8 +1557,23 @@ pub fn sandwich_command(
 /// equals itself, `/dev/stdout`, and the file standard output was
 /// redirected to.
 fn same_output(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // `/dev/null` under two names (standard output sent there too) is no
+    // file two trees could mix in.
+    let null = std::fs::metadata("/dev/null").ok().map(|n| n.rdev());
+    let is_null = |p: &Path| {
+        let p = if p == Path::new("-") {
+            Path::new("/dev/stdout")
+        } else {
+            p
+        };
+        std::fs::metadata(p).is_ok_and(|m| m.rdev() != 0 && Some(m.rdev()) == null)
+    };
     if a == b {
         return true;
+    }
+    if is_null(a) || is_null(b) {
+        return false;
     }
     // `-` is the file standard output is (`/dev/stdout`, or the file it
     // was redirected to): another name of it writes there too.
@@ -1570,14 +1585,8 @@ fn same_output(a: &Path, b: &Path) -> bool {
         })
     };
     let dash = |p: &Path| p == Path::new("-");
-    // Two names of one existing file (a hard link too); `/dev/null` is no
-    // file two trees could mix in.
+    // Two names of one existing file (a hard link too).
     if let (Ok(x), Ok(y)) = (meta(a), meta(b)) {
-        use std::os::unix::fs::MetadataExt;
-        let null = std::fs::metadata("/dev/null").ok();
-        if null.is_some_and(|n| x.rdev() == n.rdev() && x.rdev() != 0) {
-            return false;
-        }
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
     }
     if dash(a) || dash(b) {
@@ -1990,7 +1999,7 @@ mod tests {
         // Nothing is written to mix in /dev/null.
         assert!(!same_output(
             Path::new("/dev/null"),
-            Path::new("/dev/./null")
+            Path::new("/dev/../dev/null")
         ));
         // Relative to the working directory, as the CLI gets them.
         assert!(same_output(Path::new("x.folded"), Path::new("./x.folded")));
