@@ -1558,8 +1558,8 @@ pub fn sandwich_command(
 /// redirected to.
 fn same_output(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    // `/dev/null` under two names (standard output sent there too) is no
-    // file two trees could mix in.
+    // `/dev/null` (by any name, standard output sent there too) is no file
+    // two trees could mix in.
     let null = std::fs::metadata("/dev/null").ok().map(|n| n.rdev());
     let is_null = |p: &Path| {
         let p = if p == Path::new("-") {
@@ -1569,11 +1569,15 @@ fn same_output(a: &Path, b: &Path) -> bool {
         };
         std::fs::metadata(p).is_ok_and(|m| m.rdev() != 0 && Some(m.rdev()) == null)
     };
-    if a == b {
+    // `-` twice: two trees interleaved on one stream, wherever it goes.
+    if a == b && a == Path::new("-") {
         return true;
     }
     if is_null(a) || is_null(b) {
         return false;
+    }
+    if a == b {
+        return true;
     }
     // `-` is the file standard output is (`/dev/stdout`, or the file it
     // was redirected to): another name of it writes there too.
@@ -2001,6 +2005,7 @@ mod tests {
             Path::new("/dev/null"),
             Path::new("/dev/../dev/null")
         ));
+        assert!(!same_output(Path::new("/dev/null"), Path::new("/dev/null")));
         // Relative to the working directory, as the CLI gets them.
         assert!(same_output(Path::new("x.folded"), Path::new("./x.folded")));
         let _ = std::fs::remove_dir_all(&dir);
