@@ -1438,11 +1438,23 @@ impl StackFilter {
 /// A regex the engine's `match` runs, checked here first (the same RE2
 /// syntax) so that a bad one is a usage error naming the flag.
 fn check_regex(what: &str, re: &str) -> Result<()> {
-    regex::Regex::new(re).map(|_| ()).map_err(|e| {
-        Error::Usage(format!(
-            "{what} regex {re:?}: {}",
-            e.to_string().lines().last().unwrap_or("invalid").trim()
-        ))
+    match regex_error(re) {
+        Some(why) => Err(Error::Usage(format!("{what} regex {re:?}: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// Why `re` is no regex the engine's `match` runs (the regex crate shares
+/// RE2's syntax): the crate's reason, its last line; `None` for a good one.
+#[must_use]
+pub fn regex_error(re: &str) -> Option<String> {
+    regex::Regex::new(re).err().map(|e| {
+        e.to_string()
+            .lines()
+            .last()
+            .unwrap_or("invalid")
+            .trim()
+            .to_owned()
     })
 }
 

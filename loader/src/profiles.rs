@@ -794,16 +794,12 @@ pub fn check_selector(s: &str) -> std::result::Result<String, String> {
 /// (RE2, whose syntax the `regex` crate shares).
 ///
 /// # Errors
-/// The regex crate's reason, its last line.
+/// [`cq::regex_error`]'s reason.
 pub fn check_regex(s: &str) -> std::result::Result<String, String> {
-    regex::Regex::new(s).map(|_| s.to_owned()).map_err(|e| {
-        e.to_string()
-            .lines()
-            .last()
-            .unwrap_or("invalid")
-            .trim()
-            .to_owned()
-    })
+    match cq::regex_error(s) {
+        Some(why) => Err(why),
+        None => Ok(s.to_owned()),
+    }
 }
 
 /// A `[from, to)` range from its typed forms, `to` after `from`.
@@ -931,12 +927,13 @@ fn write_tree_to(
     )))
 }
 
-/// `n thing` or `n things`.
-fn plural(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
+/// `1 thing`, `n things` (`n batches`), for messages.
+#[must_use]
+pub fn plural(n: usize, one: &str) -> String {
+    match (n, one.ends_with("ch")) {
+        (1, _) => format!("1 {one}"),
+        (_, true) => format!("{n} {one}es"),
+        _ => format!("{n} {one}s"),
     }
 }
 
@@ -953,7 +950,7 @@ fn empty_answer(
     backend: &dyn Backend,
     opts: &QueryOptions,
     sel: &SelectionArgs,
-    function: Option<&str>,
+    functions: &[String],
     svg: bool,
     err: &mut dyn Write,
 ) -> Result<()> {
@@ -964,8 +961,8 @@ fn empty_answer(
     }
     // A function named as it is not stored (`isEven` for Go's
     // `main.isEven`): the stored names holding it, if any.
-    let hint = match function {
-        Some(f) => {
+    let hint = match functions {
+        [f] => {
             let like = similar_functions(backend, opts, f)?;
             if like.is_empty() {
                 String::new()
@@ -973,12 +970,12 @@ fn empty_answer(
                 format!("; stored functions named like it: {}", like.join(", "))
             }
         }
-        None => String::new(),
+        _ => String::new(),
     };
     writeln!(
         err,
         "flamehouse: nothing matched: {}{hint}",
-        what_matched(sel, function)
+        what_matched(sel, functions)
     )
     .map_err(out_err)
 }
@@ -993,8 +990,7 @@ fn similar_functions(
     opts: &QueryOptions,
     name: &str,
 ) -> Result<Vec<String>> {
-    // A series' `--function a, b` is no one name.
-    if name.is_empty() || name.contains(", ") {
+    if name.is_empty() {
         return Ok(Vec::new());
     }
     let tsv = backend.query_tsv(&format!(
@@ -1079,10 +1075,11 @@ impl FilterArgs {
 }
 
 /// What a selection asked for, for a note that nothing matched it.
-fn what_matched(sel: &SelectionArgs, function: Option<&str>) -> String {
-    let mut what = match function {
-        Some(f) => format!("function {f:?} is in no stack"),
-        None => "no samples".to_string(),
+fn what_matched(sel: &SelectionArgs, functions: &[String]) -> String {
+    let mut what = if functions.is_empty() {
+        "no samples".to_string()
+    } else {
+        format!("function {:?} is in no stack", functions.join(", "))
     };
     what.push_str(&format!(
         " of type {} from {} to {}",
@@ -1210,7 +1207,7 @@ pub fn flame_command(
         if narrowing.is_empty()
             || !narrowed_away(backend, opts, &s, &narrowing, is_svg(&args.out), err)?
         {
-            empty_answer(backend, opts, &args.sel, None, is_svg(&args.out), err)?;
+            empty_answer(backend, opts, &args.sel, &[], is_svg(&args.out), err)?;
         }
     }
     write_tree(
@@ -1336,7 +1333,7 @@ pub fn diff_command(
                 };
                 Ok(match narrowed {
                     Some((total, why)) => (Some(total), why),
-                    None => (None, what_matched(sel, None)),
+                    None => (None, what_matched(sel, &[])),
                 })
             };
         let svg = is_svg(&args.out);
@@ -1437,7 +1434,7 @@ pub fn top_command(
             narrowing.push(format!("--function-regex {r:?}"));
         }
         if !narrowed_away(backend, opts, &s, &narrowing, false, err)? {
-            empty_answer(backend, opts, &args.sel, None, false, err)?;
+            empty_answer(backend, opts, &args.sel, &[], false, err)?;
         }
     }
     writeln!(out, "self\tself%\ttotal\ttotal%\tfunction").map_err(out_err)?;
@@ -1517,7 +1514,14 @@ pub fn sandwich_command(
             .into_iter()
             .flatten()
             .any(|p| is_svg(p));
-        empty_answer(backend, opts, &args.sel, Some(&args.function), svg, err)?;
+        empty_answer(
+            backend,
+            opts,
+            &args.sel,
+            std::slice::from_ref(&args.function),
+            svg,
+            err,
+        )?;
     }
     // With one tree on standard output, the other's report line goes to
     // standard error: in the folded text it read as a stack.
@@ -1558,17 +1562,14 @@ pub fn sandwich_command(
 /// redirected to.
 fn same_output(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
+    let dash = |p: &Path| p == Path::new("-");
+    // `-` is the file standard output is (`/dev/stdout`, or the file it
+    // was redirected to): another name of it writes there too.
+    let meta = |p: &Path| std::fs::metadata(if dash(p) { Path::new("/dev/stdout") } else { p });
     // `/dev/null` (by any name, standard output sent there too) is no file
     // two trees could mix in.
     let null = std::fs::metadata("/dev/null").ok().map(|n| n.rdev());
-    let is_null = |p: &Path| {
-        let p = if p == Path::new("-") {
-            Path::new("/dev/stdout")
-        } else {
-            p
-        };
-        std::fs::metadata(p).is_ok_and(|m| m.rdev() != 0 && Some(m.rdev()) == null)
-    };
+    let is_null = |p: &Path| meta(p).is_ok_and(|m| m.rdev() != 0 && Some(m.rdev()) == null);
     // `-` twice: two trees interleaved on one stream, wherever it goes.
     if a == b && a == Path::new("-") {
         return true;
@@ -1579,16 +1580,6 @@ fn same_output(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
     }
-    // `-` is the file standard output is (`/dev/stdout`, or the file it
-    // was redirected to): another name of it writes there too.
-    let meta = |p: &Path| {
-        std::fs::metadata(if p == Path::new("-") {
-            Path::new("/dev/stdout")
-        } else {
-            p
-        })
-    };
-    let dash = |p: &Path| p == Path::new("-");
     // Two names of one existing file (a hard link too).
     if let (Ok(x), Ok(y)) = (meta(a), meta(b)) {
         return (x.dev(), x.ino()) == (y.dev(), y.ino());
@@ -1675,8 +1666,12 @@ pub fn series_command(
     };
     let tsv = backend.query_tsv(&sql)?;
     if tsv.is_empty() {
-        let functions = (args.by.is_none()).then(|| args.functions.join(", "));
-        empty_answer(backend, opts, &args.sel, functions.as_deref(), false, err)?;
+        let functions: &[String] = if args.by.is_none() {
+            &args.functions
+        } else {
+            &[]
+        };
+        empty_answer(backend, opts, &args.sel, functions, false, err)?;
     } else if let Some(key) = by {
         // Every value `""`: no selected series has the label (a typo of
         // the key would otherwise pass as one unlabelled series).

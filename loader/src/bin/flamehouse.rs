@@ -15,7 +15,7 @@ use flamehouse::formats;
 use flamehouse::ingest::continuous::{self, ContinuousOptions, ContinuousSummary};
 use flamehouse::ingest::cp_batch::{self, BatchOptions, FileEvent};
 use flamehouse::ingest::{self, stdin, LoadOptions, LoadSummary, Loaded};
-use flamehouse::profiles;
+use flamehouse::profiles::{self, plural};
 use flamehouse::render;
 use flamehouse::storage::engine::{Engine, EngineOptions};
 use flamehouse::storage::schema::{self, SchemaOptions};
@@ -722,15 +722,6 @@ fn report_failed(
         }
     }
     eprintln!("flamehouse: {m}");
-}
-
-/// `1 file`, `2 files`; `1 batch`, `2 batches`.
-fn plural(n: usize, one: &str) -> String {
-    match (n, one.ends_with("ch")) {
-        (1, _) => format!("1 {one}"),
-        (_, true) => format!("{n} {one}es"),
-        _ => format!("{n} {one}s"),
-    }
 }
 
 fn print_continuous(s: &ContinuousSummary) {

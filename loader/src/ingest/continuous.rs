@@ -1363,13 +1363,7 @@ pub fn load_file(
 /// # Errors
 /// The engine's error.
 pub fn holds_legacy_text_profiles(backend: &dyn Backend, db: &Ident) -> Result<bool> {
-    let formats: Vec<String> = TEXT_FORMATS.iter().map(|f| sql_string(f)).collect();
-    let n = backend.query_tsv(&format!(
-        "SELECT count() FROM (SELECT 1 FROM {db}.cp_profiles \
-         WHERE id_scheme = 0 AND format IN ({}) LIMIT 1)",
-        formats.join(", ")
-    ))?;
-    Ok(n.trim() != "0")
+    Ok(legacy_kinds(backend, db)?.0)
 }
 
 /// Whether `db` holds pprof profiles stored by builds before id scheme 2
@@ -1379,11 +1373,21 @@ pub fn holds_legacy_text_profiles(backend: &dyn Backend, db: &Ident) -> Result<b
 /// # Errors
 /// The engine's error.
 pub fn holds_legacy_pprof_profiles(backend: &dyn Backend, db: &Ident) -> Result<bool> {
-    let n = backend.query_tsv(&format!(
-        "SELECT count() FROM (SELECT 1 FROM {db}.cp_profiles \
-         WHERE id_scheme < 2 AND format = 'pprof' LIMIT 1)"
+    Ok(legacy_kinds(backend, db)?.1)
+}
+
+/// Both of the above in one read of `cp_profiles`, of the rows whose
+/// `id_scheme` is below this build's only (none in a database only this
+/// build wrote).
+fn legacy_kinds(backend: &dyn Backend, db: &Ident) -> Result<(bool, bool)> {
+    let formats: Vec<String> = TEXT_FORMATS.iter().map(|f| sql_string(f)).collect();
+    let tsv = backend.query_tsv(&format!(
+        "SELECT countIf(id_scheme = 0 AND format IN ({})) > 0, countIf(format = 'pprof') > 0 \
+         FROM {db}.cp_profiles WHERE id_scheme < {ID_SCHEME}",
+        formats.join(", ")
     ))?;
-    Ok(n.trim() != "0")
+    let mut f = tsv.trim().split('\t').map(|v| v == "1");
+    Ok((f.next().unwrap_or(false), f.next().unwrap_or(false)))
 }
 
 /// `opts` asking the text readers for their legacy identity too when `db`
@@ -1399,8 +1403,8 @@ pub fn with_legacy_identity(
     opts: &ContinuousOptions,
 ) -> Result<ContinuousOptions> {
     let mut opts = opts.clone();
-    opts.read.legacy_identity = holds_legacy_text_profiles(backend, &opts.database)?;
-    opts.read.legacy_pprof_identity = holds_legacy_pprof_profiles(backend, &opts.database)?;
+    (opts.read.legacy_identity, opts.read.legacy_pprof_identity) =
+        legacy_kinds(backend, &opts.database)?;
     Ok(opts)
 }
 
