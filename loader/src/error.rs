@@ -101,6 +101,11 @@ pub enum Error {
     /// result); the message says what and why.
     #[error("{0}")]
     Usage(String),
+    /// Flags that do not fit together (`--to` not after `--from`): what the
+    /// argument parser would refuse if it could see both; the CLI exits 2,
+    /// as for its other usage errors.
+    #[error("{0}")]
+    Arguments(String),
     /// A file followed by `load --watch` became shorter than already read:
     /// truncated or rewritten in place, so its records can no longer be told
     /// apart from the stored ones.

@@ -84,7 +84,7 @@ pub enum TimeArg {
 /// The forms a time argument takes, for messages and `--help`. An offset
 /// without a unit (`+90`) is seconds, as `sleep` reads it.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC), `+90s` / `+5m` / `+1h` after the process's first snapshot (`+90`: seconds), `start` or `end`";
+    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC; or RFC 3339 with `Z` / `+hh:mm`), `+90s` / `+5m` / `+1h` after the process's first snapshot (`+90`: seconds), `start` or `end`";
 
 impl std::str::FromStr for TimeArg {
     type Err = Error;
@@ -119,50 +119,85 @@ impl std::str::FromStr for TimeArg {
     }
 }
 
-/// Parses `YYYY-MM-DD[ hh:mm:ss[.fff]]` (a `T` in place of the space and a
-/// trailing `Z` are accepted too) into milliseconds since the epoch,
-/// checking every field's range (no 13th month, no 30 February).
+/// Parses `YYYY-MM-DD[ hh:mm:ss[.fff]]` (a `T` in place of the space, and
+/// RFC 3339's `Z` or `+hh:mm` / `-hh:mm` offset, are accepted too; no
+/// offset is UTC) into milliseconds since the epoch. A fraction finer than
+/// a millisecond is refused unless its extra digits are zeros: the stored
+/// times are milliseconds, and a range's edge is not moved silently.
 pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
-    let s = s.strip_suffix('Z').unwrap_or(s);
-    // A date alone is its midnight (`--from 2026-12-01`).
-    let midnight;
-    let s = if s.len() == 10 && s.as_bytes()[4] == b'-' && s.as_bytes()[7] == b'-' {
-        midnight = format!("{s} 00:00:00");
-        midnight.as_str()
-    } else {
-        s
-    };
-    let b = s.as_bytes();
-    let shape_ok = b.len() >= 19
-        && b[4] == b'-'
-        && b[7] == b'-'
-        && (b[10] == b' ' || b[10] == b'T')
-        && b[13] == b':'
-        && b[16] == b':';
-    if !shape_ok {
-        return Err("not a time".into());
+    let ns = parse_utc_ns(s)?;
+    if ns.rem_euclid(1_000_000) != 0 {
+        return Err("fractions of a second take 1 to 3 digits (milliseconds)".into());
     }
-    let num = |r: std::ops::Range<usize>| -> std::result::Result<i64, String> {
-        let f = &s[r];
-        if f.bytes().all(|c| c.is_ascii_digit()) {
+    Ok(ns.div_euclid(1_000_000))
+}
+
+/// The one civil-time parser of the CLI (the query flags, the memory
+/// `flame` times and `load --time`): `YYYY-MM-DD` (its midnight), or
+/// `YYYY-MM-DD hh:mm:ss[.f]` with a `T` allowed for the space, 1 to 9
+/// fraction digits, and an optional `Z`, `+hh:mm`, `-hh:mm` (or `+hhmm`)
+/// offset; without one the time is UTC (local time is never guessed).
+/// Every field has its exact width and range (no 13th month, no 30
+/// February, `00:00:010` is refused). Returns nanoseconds since the epoch.
+pub fn parse_utc_ns(s: &str) -> std::result::Result<i64, String> {
+    let not = || -> String { "not a time".into() };
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> std::result::Result<i64, String> {
+        let f = s.get(r).ok_or_else(not)?;
+        if !f.is_empty() && f.bytes().all(|c| c.is_ascii_digit()) {
             Ok(f.parse().expect("digits"))
         } else {
-            Err("not a time".into())
+            Err(not())
         }
     };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let ms = match &s[19..] {
-        "" => 0,
-        f if f.len() >= 2 && f.len() <= 4 && f.starts_with('.') => {
-            let digits = &f[1..];
-            if !digits.bytes().all(|c| c.is_ascii_digit()) {
-                return Err("not a time".into());
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return Err(not());
+    }
+    let (y, mo, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    let (mut h, mut mi, mut sec, mut frac_ns, mut offset_min) = (0, 0, 0, 0i64, 0i64);
+    // `2026-12-01Z` is that day's midnight too.
+    if b.len() > 10 && !matches!(&s[10..], "Z" | "z") {
+        let shape_ok = b.len() >= 19
+            && (b[10] == b' ' || b[10] == b'T' || b[10] == b't')
+            && b[13] == b':'
+            && b[16] == b':';
+        if !shape_ok {
+            return Err(not());
+        }
+        (h, mi, sec) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+        let mut rest = &s[19..];
+        if let Some(f) = rest.strip_prefix('.') {
+            let n = f.bytes().take_while(u8::is_ascii_digit).count();
+            if n == 0 || n > 9 {
+                return Err("fractions of a second take 1 to 9 digits".into());
             }
-            digits.parse::<i64>().expect("digits") * 10i64.pow(3 - digits.len() as u32)
+            frac_ns = f[..n].parse::<i64>().expect("digits") * 10i64.pow(9 - n as u32);
+            rest = &f[n..];
         }
-        _ => return Err("fractions of a second take 1 to 3 digits".into()),
-    };
+        match rest {
+            "" | "Z" | "z" => {}
+            o if o.starts_with(['+', '-']) => {
+                let sign = if o.starts_with('-') { -1 } else { 1 };
+                let o = &o[1..];
+                let (oh, om) = match o.len() {
+                    5 if o.as_bytes()[2] == b':' => (o.get(..2), o.get(3..)),
+                    4 => (o.get(..2), o.get(2..)),
+                    _ => (None, None),
+                };
+                let two = |t: Option<&str>| {
+                    t.filter(|t| t.len() == 2 && t.bytes().all(|c| c.is_ascii_digit()))
+                        .map(|t| t.parse::<i64>().expect("digits"))
+                };
+                match (two(oh), two(om)) {
+                    (Some(oh), Some(om)) if oh <= 23 && om <= 59 => {
+                        offset_min = sign * (oh * 60 + om);
+                    }
+                    _ => return Err(format!("offset {rest:?} is not +hh:mm or -hh:mm")),
+                }
+            }
+            _ => return Err(not()),
+        }
+    }
     if !(1..=12).contains(&mo) {
         return Err(format!("month {mo} does not exist"));
     }
@@ -198,7 +233,8 @@ pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
     let doy = (153 * mm + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
-    Ok(((days * 24 + h) * 60 + mi) * 60_000 + sec * 1000 + ms)
+    let secs = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
+    Ok(secs * 1_000_000_000 + frac_ns)
 }
 
 /// Which view to render, with its parameters.
@@ -720,6 +756,20 @@ mod tests {
         assert_eq!(ok("+2h"), TimeArg::Offset(7_200_000));
         // A date alone is its midnight (`date -ud 2026-01-01 +%s`).
         assert_eq!(ok("2026-01-01"), TimeArg::Utc(1_767_225_600_000));
+        // RFC 3339 offsets (`date -ud '2026-01-01T02:00:00+02:00' +%s`).
+        assert_eq!(
+            ok("2026-01-01T02:00:00+02:00"),
+            TimeArg::Utc(1_767_225_600_000)
+        );
+        assert_eq!(
+            ok("2025-12-31T19:30:00.5-0430"),
+            TimeArg::Utc(1_767_225_600_500)
+        );
+        // Extra zero digits are the same millisecond.
+        assert_eq!(
+            ok("2026-01-01 00:00:12.345000"),
+            TimeArg::Utc(1_767_225_612_345)
+        );
         assert_eq!(ok("end"), TimeArg::End);
         assert_eq!(ok("start"), TimeArg::Start);
         for (bad, why) in [
@@ -729,6 +779,13 @@ mod tests {
             ("yesterday", "not a time"),
             ("2026-01", "not a time"),
             ("2026-01-01 00:00:00.1234", "1 to 3 digits"),
+            ("2026-01-01 00:00:010", "not a time"),
+            ("2026-01-01 0:00:00", "not a time"),
+            ("2026-01-01 00:00:00+2", "offset"),
+            ("2026-01-01 00:00:00+24:00", "offset"),
+            ("2026-01-01 00:00:00+aé", "offset"),
+            ("2026-01-01 00:00:00+é:0", "offset"),
+            ("2026-01-01 00:00:00.", "1 to 9 digits"),
             ("+", "not a number"),
             ("+-5s", "not a number"),
             ("+5x", "not a number"),

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ` / `+hh:mm`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -88,7 +88,9 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
         #[allow(clippy::cast_possible_truncation)]
         return within_dates(s, ms as i64);
     }
-    within_dates(s, parse_utc_ms(t).map_err(|_| bad())?)
+    let ms = parse_utc_ms(t)
+        .map_err(|why| Error::Usage(format!("bad time {s:?}: {why}; use {TIME_FORMS}")))?;
+    within_dates(s, ms)
 }
 
 /// The last millisecond of the engine's `Date` range (2149-06-06).
@@ -453,8 +455,8 @@ pub fn export_pprof(
     }
     for t in &types {
         if !t.contains(':') {
-            return Err(Error::Usage(format!(
-                "profile type {t:?}: expected sample:unit (cpu:nanoseconds)"
+            return Err(Error::Arguments(format!(
+                "--type {t:?}: expected sample:unit (cpu:nanoseconds)"
             )));
         }
     }
@@ -779,6 +781,17 @@ pub fn check_time(s: &str) -> std::result::Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A `--by` label name checked by the argument parser, as [`check_time`]:
+/// as typed, or quoted as in a selector ([`cq::label_key_arg`]).
+///
+/// # Errors
+/// [`cq::label_key_arg`]'s message.
+pub fn check_by(s: &str) -> std::result::Result<String, String> {
+    cq::label_key_arg(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// A selector checked by the argument parser, as [`check_time`].
 ///
 /// # Errors
@@ -813,7 +826,7 @@ fn range_of(from: &str, to: &str, now: i64, flags: [&str; 2], note: &str) -> Res
     let (f, t) = (parse_time(from, now)?, parse_time(to, now)?);
     if t <= f {
         let [from_flag, to_flag] = flags;
-        return Err(Error::Usage(format!(
+        return Err(Error::Arguments(format!(
             "{to_flag} ({to}) must be after {from_flag} ({from}){note}"
         )));
     }
@@ -1609,7 +1622,7 @@ pub struct SeriesArgs {
     #[command(flatten)]
     pub sel: SelectionArgs,
     /// One series per value of this label (a series without it is `""`).
-    #[arg(long)]
+    #[arg(long, value_parser = check_by)]
     pub by: Option<String>,
     /// One series per function (repeatable): the values of the stacks
     /// through it, each stack counted once however often it recurses.

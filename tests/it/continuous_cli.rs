@@ -1981,6 +1981,58 @@ fn a_profile_loaded_again_after_its_day_expired_is_stored() {
     assert_eq!(counts(), first, "and not twice");
 }
 
+/// `load --time` reads a time as the query flags do: an RFC 3339 offset is
+/// honoured, no offset is UTC, and both spellings of one instant are one
+/// profile (the time joins its id). The instant's spellings come from
+/// `date`, not from the parser under test.
+#[test]
+fn load_time_spellings_of_one_instant_are_one_profile() {
+    let data = temp_path("cpcli-time-forms");
+    let file = dir().join("cpu.pb.gz").display().to_string();
+    let day_ms = 86_400_000;
+    let secs = (flamehouse::profiles::now_ms() / day_ms * day_ms - 2 * day_ms) / 1000 + 14 * 3600;
+    let date = |fmt: &str, at: i64| {
+        let out = Command::new("date")
+            .args(["-u", "-d", &format!("@{at}"), fmt])
+            .output()
+            .expect("date runs");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    // The same instant 2 hours east of UTC, and plain UTC.
+    let east = format!("{}+02:00", date("+%Y-%m-%dT%H:%M:%S", secs + 7200));
+    let utc = date("+%Y-%m-%d %H:%M:%S", secs);
+    let said = fh(&data, &["load", "--time", &east, &file]);
+    assert!(said.contains("0 already stored"), "{said}");
+    let said = fh(&data, &["load", "--time", &utc, &file]);
+    assert!(
+        said.contains("1 already stored"),
+        "{east} and {utc}: {said}"
+    );
+    let list = fh(
+        &data,
+        &[
+            "profile",
+            "list",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            &utc,
+            "--to",
+            "now",
+        ],
+    );
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(list.contains(&format!("{utc}.000")), "{list}");
+    // A relative time is refused, in one line naming why, exit 2.
+    let o = fh_out(&data, &["load", "--time", "now-1h", &file]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim().lines().count() == 1 && err.contains("relative time"),
+        "{err}"
+    );
+}
+
 /// A shell loop reading file names from its standard input loads every
 /// file: the engine took a standard input that is not a terminal as the
 /// data of its INSERTs, so the first load into a new data directory failed
@@ -2253,7 +2305,8 @@ fn an_empty_comparison_range_names_the_b_flags() {
         ];
         args.extend(extra);
         let o = fh_out(&data, &args);
-        assert_eq!(o.status.code(), Some(1), "{extra:?}: {o:?}");
+        // A usage error, as the argument parser's (exit 2).
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {o:?}");
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(err.lines().count(), 1, "{err}");
         err

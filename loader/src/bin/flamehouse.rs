@@ -795,6 +795,11 @@ impl std::error::Error for Reported {}
 
 fn main() {
     if let Err(e) = run() {
+        // Flags that do not fit together: a usage error, as clap's.
+        if let Some(flamehouse::Error::Arguments(m)) = e.downcast_ref::<flamehouse::Error>() {
+            eprintln!("error: {}", m.replace('\n', "\\n"));
+            std::process::exit(2);
+        }
         if e.downcast_ref::<Reported>().is_none() {
             let mut line = format!("{e:#}").replace('\n', " ");
             // A query of a data directory (or server database) nothing was

@@ -43,9 +43,11 @@ pub struct TextArgs {
     /// kind only describes; stored as `sample:unit`).
     #[arg(long, default_value = "folded:count", value_parser = parse_type)]
     pub folded_type: ProfileType,
-    /// When the profile was taken (RFC 3339 UTC, `2026-12-01T14:00:00Z`;
-    /// `2026-12-01 14:00:00`, UTC, as the `profile` commands take and
-    /// print times; or seconds since the epoch); for perf the first sample's time, for
+    /// When the profile was taken (`2026-12-01 14:00:00[.fff]`, UTC, as the
+    /// `profile` commands take and print times, a `T` allowed; RFC 3339
+    /// with `Z` or an offset, `2026-12-01T14:00:00+02:00`; a date alone, its
+    /// midnight; or seconds since the epoch; not `now-1h`, as the time joins
+    /// the profile's id); for perf the first sample's time, for
     /// pprof instead of its `time_nanos` (the same file at another time is
     /// another profile). When not given: pprof's own time, perf's `-F
     /// +tod` wall-clock time (local time), else the file's modification
@@ -200,27 +202,14 @@ fn parse_seconds(s: &str) -> Result<u64, String> {
     Ok(v)
 }
 
-/// Days from 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// RFC 3339 UTC (`2026-12-01T14:00:00Z`, fraction allowed), the
-/// `profile` commands' `2026-12-01 14:00:00[.fff]` (UTC), or epoch
-/// seconds, as ns since the epoch. A `T` form without `Z` is refused: in
-/// RFC 3339 it would need an offset, and local time is not guessed.
+/// `load --time`: a time as the query flags take it ([`crate::flame::parse_utc_ns`]:
+/// `2026-12-01 14:00:00[.f]` UTC, a date alone, RFC 3339 with `Z` or an
+/// offset), or seconds since the epoch, as ns since the epoch. `now` and
+/// `now-1h` are refused: the time joins the profile's id, so a load run
+/// again would store the same file a second time.
 fn parse_time(s: &str) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "`{s}` is no time (`2026-12-01T14:00:00Z`, `2026-12-01 14:00:00` UTC, or seconds \
-             since the epoch)"
-        )
-    };
+    let forms = "`2026-12-01 14:00:00` UTC, `2026-12-01T14:00:00+02:00`, a date alone, or \
+                 seconds since the epoch";
     // The rollups' minutes and hours are 32-bit `DateTime`s: a later time
     // is refused here, in one line, rather than by every file of the load.
     let in_range = |ns: u64| {
@@ -233,38 +222,21 @@ fn parse_time(s: &str) -> Result<u64, String> {
         }
     };
     if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
-        return parse_seconds(s).map_err(|_| bad()).and_then(in_range);
+        return parse_seconds(s)
+            .map_err(|_| format!("`{s}` is no time ({forms})"))
+            .and_then(in_range);
     }
-    let t = match s.strip_suffix('Z') {
-        Some(t) => t,
-        None if s.contains(' ') => s,
-        None => return Err(bad()),
-    };
-    let (date, time) = t.split_once(['T', ' ']).ok_or_else(bad)?;
-    let num = |p: &str| p.parse::<i64>().map_err(|_| bad());
-    let d: Vec<&str> = date.split('-').collect();
-    let (sec_part, frac) = time.split_once('.').unwrap_or((time, ""));
-    let hms: Vec<&str> = sec_part.split(':').collect();
-    if d.len() != 3 || hms.len() != 3 || !frac.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(bad());
+    if s.trim_start().starts_with("now") {
+        return Err(format!(
+            "`{s}`: a relative time is not taken here, as the time joins the profile's id (a \
+             second run would store the file again); give an absolute one ({forms})"
+        ));
     }
-    let (y, mo, da) = (num(d[0])?, num(d[1])?, num(d[2])?);
-    let (h, mi, se) = (num(hms[0])?, num(hms[1])?, num(hms[2])?);
-    if !(1970..=9999).contains(&y)
-        || !(1..=12).contains(&mo)
-        || !(1..=31).contains(&da)
-        || h > 23
-        || mi > 59
-        || se > 60
-    {
-        return Err(bad());
-    }
-    let secs = days_from_civil(y, mo, da) * 86_400 + h * 3600 + mi * 60 + se;
-    let mut ns = 0u64;
-    for (i, c) in frac.bytes().take(9).enumerate() {
-        ns += u64::from(c - b'0') * 10u64.pow(8 - i as u32);
-    }
-    in_range(u64::try_from(secs).map_err(|_| bad())? * 1_000_000_000 + ns)
+    let ns = crate::flame::parse_utc_ns(s)
+        .map_err(|why| format!("`{s}` is no time: {why} ({forms})"))?;
+    let ns = u64::try_from(ns)
+        .map_err(|_| format!("`{s}` is before 1970-01-01, the first time the engine stores"))?;
+    in_range(ns)
 }
 
 impl TextArgs {
@@ -419,13 +391,28 @@ mod tests {
             parse_time("2000-02-29 23:59:59Z"),
             Ok(951_868_799_000_000_000)
         );
-        for bad in [
-            "2026-13-01T00:00:00Z",
-            "2026-12-01T14:00:00",
-            "yesterday",
-            "1e9",
+        // As every query flag: no offset is UTC, a date alone is its
+        // midnight, an RFC 3339 offset is honoured (`date -ud ... +%s`).
+        assert_eq!(
+            parse_time("2000-02-29T23:59:59"),
+            Ok(951_868_799_000_000_000)
+        );
+        assert_eq!(parse_time("2026-12-01"), Ok(1_796_083_200_000_000_000));
+        assert_eq!(
+            parse_time("2026-12-01T02:00:00.000000001+02:00"),
+            Ok(1_796_083_200_000_000_001)
+        );
+        for (bad, why) in [
+            ("2026-13-01T00:00:00Z", "month 13"),
+            ("2026-12-01 00:00:010", "not a time"),
+            ("yesterday", "not a time"),
+            ("1e9", "not a time"),
+            ("now-1h", "relative"),
+            ("now", "relative"),
+            ("1969-12-31 23:59:59", "before 1970"),
         ] {
-            assert!(parse_time(bad).is_err(), "{bad}");
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 
