@@ -1284,6 +1284,37 @@ fn a_byte_order_mark_and_trailing_blanks_are_taken() {
     );
 }
 
+/// bpftrace run as `bpftrace ... > out 2>&1` writes its own messages first
+/// (on this machine `ERROR: ... couldn't set RLIMIT_MEMLOCK`, which it
+/// survives): such a file is still found to be bpftrace, text or JSON, and
+/// loads as the recording alone does (it was taken for folded stacks and
+/// refused for "the count `problem`").
+#[test]
+fn bpftrace_output_with_its_own_messages_first_loads() {
+    let note = "ERROR: Unknown error -1: couldn't set RLIMIT_MEMLOCK for bpftrace. If your program is \
+                not loading, you can try \"ulimit -l 8192\" to fix the problem\nWARNING: a warning\n";
+    let t = recent_secs().to_string();
+    for (k, rec) in [
+        "bpftrace/burn.ustack-comm.txt",
+        "bpftrace/burn.ustack-comm.json",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let alone = temp_path(&format!("cptext-btnote-a{k}"));
+        fh(&alone, &["load", &fixture(rec), "--time", &t]);
+        let with = temp_path(&format!("cptext-btnote-b{k}"));
+        let f = with.join("with-notes.txt");
+        std::fs::create_dir_all(&with).unwrap();
+        let body = std::fs::read_to_string(fixture(rec)).unwrap();
+        std::fs::write(&f, format!("{note}{body}")).unwrap();
+        fh(&with, &["load", &f.display().to_string(), "--time", &t]);
+        let want = folded(&alone, "@:count", "");
+        assert!(!want.is_empty(), "{rec}");
+        assert_eq!(folded(&with, "@:count", ""), want, "{rec}");
+    }
+}
+
 /// Two files of the same bytes (and service and labels) are one profile,
 /// whatever their modification times: the summary counts the second as
 /// already stored (it said "2 profiles (0 already stored)" and stored

@@ -88,6 +88,7 @@ impl ProfileFormat for Bpftrace {
                     .is_none_or(|c| *c == b'[' || *c == b':')
         };
         if first.starts_with(b"Attaching ")
+            || is_note(&String::from_utf8_lossy(first))
             || first.starts_with(b"{\"type\": \"")
             || first.starts_with(b"{\"type\":\"")
             || map_start(first)
@@ -108,6 +109,13 @@ impl ProfileFormat for Bpftrace {
         let reader = parse_within(&text, path, mtime, &options.bpftrace, &options.text)?;
         Ok(reader.boxed_with_legacy(options, "bpftrace", &text, &options.bpftrace))
     }
+}
+
+/// A line bpftrace writes to its standard error (`ERROR: couldn't set
+/// RLIMIT_MEMLOCK ...`, which it survives, or a `WARNING: ...`): found in
+/// a file made with `2>&1`, and skipped as bpftrace's other non-map lines.
+fn is_note(line: &str) -> bool {
+    line.starts_with("ERROR: ") || line.starts_with("WARNING: ")
 }
 
 /// One key part.
@@ -364,7 +372,12 @@ pub fn parse_within(
             s.push((name.to_owned(), what));
         }
     };
-    let json = text.trim_start().starts_with('{');
+    // Decided by the first line that is not bpftrace's own message: run
+    // as `bpftrace ... > out 2>&1`, the file starts with them.
+    let json = text
+        .lines()
+        .find(|l| !l.trim().is_empty() && !is_note(l))
+        .is_some_and(|l| l.trim_start().starts_with('{'));
     // Text maps cut inside a count would load wrong; a JSON line cut
     // anywhere is bad JSON, which its parse says (a whole JSON file
     // without its last line end loads).
@@ -373,7 +386,7 @@ pub fn parse_within(
     }
     if json {
         for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
+            if line.trim().is_empty() || is_note(line) {
                 continue;
             }
             let v: serde_json::Value =
