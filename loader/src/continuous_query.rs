@@ -1233,11 +1233,19 @@ impl Key {
 fn per_profile(combine: &Combine, v: &str, n: &str) -> String {
     match combine {
         Combine::Sum => v.to_string(),
-        Combine::Average => format!("if({n} = 0, {v}, toInt64(round({v} / {n})))"),
+        Combine::Average => format!("if({n} = 0, {v}, {})", rounded_div(v, n)),
         Combine::AverageIf(c) => {
-            format!("if(({c}) AND {n} != 0, toInt64(round({v} / {n})), {v})")
+            format!("if(({c}) AND {n} != 0, {}, {v})", rounded_div(v, n))
         }
     }
+}
+
+/// `v / n` rounded half away from zero, in integers: the engine's
+/// `round()` of a Float rounds half to even, so a stack averaging 0.5
+/// (one object in one of two profiles) became 0 and 2.5 became 2. Int128,
+/// so `2 v` cannot overflow.
+fn rounded_div(v: &str, n: &str) -> String {
+    format!("toInt64(intDiv(2 * toInt128({v}) + sign({v}) * toInt128({n}), 2 * toInt128({n})))")
 }
 
 /// Rows of the selection read from `parts`, `cols` selected from each

@@ -39,7 +39,7 @@ CREATE OR REPLACE VIEW {db}.cp_flame {on_cluster} AS
 SELECT i, n.level AS level, n.label AS label, n.value AS value, n.self AS self
 FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toString({max_nodes:UInt32} + throwIf({max_nodes:UInt32} = 1, 'max_nodes: 0 (every node) or at least 2 (the root and one [other] row)')))) AS tree
   FROM (SELECT stack_id, sum(pv) AS v
-    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(intDiv(2 * toInt128(p.v) + sign(p.v) * toInt128(c.n), 2 * toInt128(c.n))), p.v) AS pv
       FROM (SELECT stack_id, series_id, sum(value) AS v
         FROM (SELECT stack_id AS stack_id, series_id, value
           FROM {db}.cp_samples
@@ -74,7 +74,7 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     WHERE (NOT mapContains({match:Map(String, String)}, 'service') OR service = {match:Map(String, String)}['service']) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse 8b510162df1a7dd2';
+COMMENT 'flamehouse f23f84ad3a442209';
 
 -- cp_top_functions: Top functions of the same selection: (function, self, total); self: stacks whose leaf it is, total: every stack through it once (recursion once); limit 0 = all.
 CREATE OR REPLACE VIEW {db}.cp_top_functions {on_cluster} AS
@@ -83,7 +83,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
     FROM (SELECT stack_id, v, sum(abs(v)) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
-        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(intDiv(2 * toInt128(p.v) + sign(p.v) * toInt128(c.n), 2 * toInt128(c.n))), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
             FROM (SELECT stack_id AS stack_id, series_id, value
               FROM {db}.cp_samples
@@ -121,14 +121,14 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse 42b123ca1714d08c';
+COMMENT 'flamehouse db19aab8f1effd39';
 
 -- cp_flame_matching: cp_flame with the selector's matchers: `matchers` [(key, op, value), ...], every one must hold ([] = all).
 CREATE OR REPLACE VIEW {db}.cp_flame_matching {on_cluster} AS
 SELECT i, n.level AS level, n.label AS label, n.value AS value, n.self AS self
 FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toString({max_nodes:UInt32} + throwIf({max_nodes:UInt32} = 1, 'max_nodes: 0 (every node) or at least 2 (the root and one [other] row)')))) AS tree
   FROM (SELECT stack_id, sum(pv) AS v
-    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+    FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(intDiv(2 * toInt128(p.v) + sign(p.v) * toInt128(c.n), 2 * toInt128(c.n))), p.v) AS pv
       FROM (SELECT stack_id, series_id, sum(value) AS v
         FROM (SELECT stack_id AS stack_id, series_id, value
           FROM {db}.cp_samples
@@ -163,7 +163,7 @@ FROM (SELECT stackTreeWith(groupArray((st.labels, x.v)), map('max_nodes', toStri
     WHERE arrayAll(m -> m.1 != 'service' OR multiIf(m.2 = '=', service = m.3, m.2 = '!=', service != m.3, m.2 = '=~', match(service, concat('^(?:', m.3, ')$')), m.2 = '!~', NOT match(service, concat('^(?:', m.3, ')$')), 1), {matchers:Array(Tuple(String, String, String))}) AND date >= toDate({t1:DateTime64(3, 'UTC')}) AND date <= toDate({t2:DateTime64(3, 'UTC')})) AS st ON st.stack_id = x.stack_id)
 ARRAY JOIN tree AS n, arrayEnumerate(tree) AS i
 ORDER BY i
-COMMENT 'flamehouse c1d5a59111e84725';
+COMMENT 'flamehouse 2b70dfa1570ef058';
 
 -- cp_top_functions_matching: cp_top_functions with the matchers: (function, self, total, self_share, total_share), shares of the selection's total.
 CREATE OR REPLACE VIEW {db}.cp_top_functions_matching {on_cluster} AS
@@ -172,7 +172,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   FROM (SELECT x.v AS v, x.grand AS grand, st.labels AS labels, st.labels[-1] AS leaf
     FROM (SELECT stack_id, v, sum(abs(v)) OVER () AS grand
       FROM (SELECT stack_id, sum(pv) AS v
-        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(round(p.v / c.n)), p.v) AS pv
+        FROM (SELECT p.stack_id AS stack_id, if((match({profile_type:String}, '^(inuse_[^:]*|goroutines?|heap-space|heap-live-[^:]*):')) AND c.n != 0, toInt64(intDiv(2 * toInt128(p.v) + sign(p.v) * toInt128(c.n), 2 * toInt128(c.n))), p.v) AS pv
           FROM (SELECT stack_id, series_id, sum(value) AS v
             FROM (SELECT stack_id AS stack_id, series_id, value
               FROM {db}.cp_samples
@@ -210,7 +210,7 @@ FROM (SELECT f AS function, sumIf(v, f = leaf) AS self, sum(v) AS total, self / 
   ORDER BY total DESC, function)
 ORDER BY total DESC, function
 LIMIT if({limit:UInt32} = 0, 18446744073709551615, {limit:UInt32})
-COMMENT 'flamehouse d45d2b44d7b29331';
+COMMENT 'flamehouse 91ebbaabd173027e';
 
 -- cp_labels: Label keys and values of a type over [t1, t2) with their cardinality: (key, value, series), the number of series with samples in the range having each (as `flamehouse profile labels`).
 CREATE OR REPLACE VIEW {db}.cp_labels {on_cluster} AS

@@ -1315,6 +1315,44 @@ fn bpftrace_output_with_its_own_messages_first_loads() {
     }
 }
 
+/// A gauge type (folded stacks stored as `inuse_objects:count`) is the
+/// average per profile, each stack's rounded half away from zero: one
+/// object in one of two profiles is 1 (the engine's `round()` made it 0,
+/// half to even, and 2.5 became 2). The oracle is the sums by hand.
+#[test]
+fn gauge_averages_round_half_away_from_zero() {
+    let data = temp_path("cptext-gauge-round");
+    std::fs::create_dir_all(&data).unwrap();
+    let t = recent_secs();
+    let files = [
+        ("h1.folded", "main;a 1\nmain;b 3\nmain;c 4\n"),
+        ("h2.folded", "main;b 2\nmain;c 1\n"),
+    ];
+    for (k, (name, body)) in files.iter().enumerate() {
+        let f = data.join(name);
+        std::fs::write(&f, body).unwrap();
+        let at = (t + k as i64 * 10).to_string();
+        fh(
+            &data,
+            &[
+                "load",
+                &f.display().to_string(),
+                "--time",
+                &at,
+                "--service",
+                "heap",
+                "--folded-type",
+                "inuse_objects:count",
+            ],
+        );
+    }
+    // a: 1 / 2 = 0.5 -> 1; b: 5 / 2 = 2.5 -> 3; c: 5 / 2 = 2.5 -> 3.
+    let out = folded(&data, "inuse_objects:count", "");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["main;a 1", "main;b 3", "main;c 3"], "{out}");
+}
+
 /// Two files of the same bytes (and service and labels) are one profile,
 /// whatever their modification times: the summary counts the second as
 /// already stored (it said "2 profiles (0 already stored)" and stored
