@@ -764,7 +764,7 @@ pub struct SelectionArgs {
     /// `span_id` label; other text is hashed as the loader hashes a
     /// non-hex label value): the selector `{span_id="..."}`, read from
     /// the raw samples whatever the range. A diff applies it to both sides.
-    #[arg(long)]
+    #[arg(long, value_parser = check_span_id)]
     pub span_id: Option<String>,
 }
 
@@ -788,6 +788,17 @@ pub fn check_time(s: &str) -> std::result::Result<String, String> {
 /// [`cq::label_key_arg`]'s message.
 pub fn check_by(s: &str) -> std::result::Result<String, String> {
     cq::label_key_arg(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A `--span-id` checked by the argument parser, as [`check_time`].
+///
+/// # Errors
+/// [`cq::Selector::with_span_id`]'s message (an empty id).
+pub fn check_span_id(s: &str) -> std::result::Result<String, String> {
+    cq::Selector::all()
+        .with_span_id(s)
         .map(|_| s.to_owned())
         .map_err(|e| e.to_string())
 }
@@ -1879,7 +1890,7 @@ pub struct ExportArgs {
     pub selector: String,
     /// Only the samples of this span (16 hex digits), as for `profile
     /// flame`.
-    #[arg(long)]
+    #[arg(long, value_parser = check_span_id)]
     pub span_id: Option<String>,
     /// Output file (`x.pb.gz`); `-` writes the profile to standard output
     /// (its report line then goes to standard error).

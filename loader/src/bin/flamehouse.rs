@@ -663,15 +663,22 @@ fn check_unused(matches: &clap::ArgMatches, cli: &Cli) -> anyhow::Result<()> {
             && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
     };
     let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+    // Usage errors (exit 2): flags that do not fit together.
+    let refuse = |m: String| Err(flamehouse::Error::Arguments(m).into());
     if target.server.url.is_none() {
         if let Some(id) = SERVER_ONLY.iter().find(|id| typed(id)) {
-            anyhow::bail!("{} needs --url (it only applies to a server)", flag(id));
+            return refuse(format!(
+                "{} needs --url (it only applies to a server)",
+                flag(id)
+            ));
         }
         if typed("cluster") && !typed("print") {
-            anyhow::bail!("--cluster needs --url (the embedded engine is a single node)");
+            return refuse("--cluster needs --url (the embedded engine is a single node)".into());
         }
     } else if typed("data") {
-        anyhow::bail!("--data is the embedded engine's directory: it does nothing with --url");
+        return refuse(
+            "--data is the embedded engine's directory: it does nothing with --url".into(),
+        );
     }
     Ok(())
 }
@@ -820,8 +827,8 @@ fn main() {
 /// A value a parser of ours refused (a bad time, selector, regex, count):
 /// clap's message on one line, which holds the flag, the value and why
 /// (without the blank line and "For more information, try '--help'."
-/// after it), exit 2. Other errors (a missing argument, whose name is on the lines after,
-/// help, version) as clap prints them.
+/// after it), exit 2. Other usage errors (a missing or unexpected
+/// argument) on one line as well; help and version as clap prints them.
 fn usage_exit(e: clap::Error) -> ! {
     if e.kind() == clap::error::ErrorKind::ValueValidation {
         let text = e.to_string();
@@ -835,7 +842,32 @@ fn usage_exit(e: clap::Error) -> ! {
         eprintln!("{text}");
         std::process::exit(2);
     }
-    e.exit()
+    use clap::error::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    // Any other usage error on one line too: its paragraphs but the usage
+    // and the pointer to --help, each line's indentation folded ("the
+    // following required arguments were not provided: --watch").
+    let text = e.to_string();
+    let line = text
+        .split("\n\n")
+        .filter(|p| !p.starts_with("Usage:") && !p.starts_with("For more information"))
+        .map(|p| {
+            p.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    eprintln!("{line}");
+    std::process::exit(2);
 }
 
 fn run() -> anyhow::Result<()> {
