@@ -251,7 +251,7 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             "neg.perf.txt",
             perf_neg.clone().into_bytes(),
             None,
-            format!(":{perf_neg_line}: not perf script"),
+            format!(":{perf_neg_line}: not perf script: the period `-"),
         ),
         (
             "cut.perf.txt",

@@ -525,6 +525,19 @@ fn header_at<'a>(
             }
             (Cow::Borrowed(NO_EVENT), line[offset(line, ip)..].trim())
         }
+        // A signed period (`-250000 cpu-clock:`) is no period: say so, as
+        // the folded and bpftrace readers do of a negative count.
+        Some(&token)
+            if token.starts_with(['-', '+'])
+                && token.len() > 1
+                && token[1..].bytes().all(|c| c.is_ascii_digit())
+                && after.get(1).is_some_and(|e| e.ends_with(':')) =>
+        {
+            return Err(format!(
+                "the period `{token}` is negative or signed (perf writes a count of events or \
+                 nanoseconds)"
+            ));
+        }
         Some(&token) => {
             let rest = line[offset(line, token) + token.len()..].trim();
             let event = token
