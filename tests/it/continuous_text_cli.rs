@@ -1371,13 +1371,32 @@ fn identical_files_are_one_profile_and_the_summary_says_so() {
         out.contains("continuous: 2 files, 2 profiles (1 already stored"),
         "{out}"
     );
+    // Each file's own line says which: the first stored it, the second
+    // found it (the lines were alike).
+    let line = |out: &str, f: &std::path::Path| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{}:", f.display())))
+            .unwrap_or_else(|| panic!("{out}"))
+            .to_string()
+    };
+    assert!(!line(&out, &a).contains("already stored"), "{out}");
+    assert!(
+        line(&out, &b).contains("(already stored: nothing sent)"),
+        "{out}"
+    );
     assert_eq!(
         sql(&data, "SELECT count() FROM flamehouse.cp_profiles"),
         "1"
     );
+    let out = fh(&data, &["load", &a.display().to_string()]);
+    assert!(
+        line(&out, &a).contains("(already stored: nothing sent)"),
+        "{out}"
+    );
     let t = recent_secs().to_string();
     let out = fh(&data, &["load", &b.display().to_string(), "--time", &t]);
     assert!(out.contains("(0 already stored"), "{out}");
+    assert!(!line(&out, &b).contains("already stored"), "{out}");
     assert_eq!(
         sql(&data, "SELECT count() FROM flamehouse.cp_profiles"),
         "2"

@@ -733,9 +733,14 @@ fn report_failed(
 
 fn print_continuous(s: &ContinuousSummary) {
     say!(
-        "{}: profile {:016x} | types {} | {} | {} series | {} | {} | symbolized {:.1}%",
+        "{}: profile {:016x}{} | types {} | {} | {} series | {} | {} | symbolized {:.1}%",
         s.source,
         s.profile_id,
+        if s.already_stored {
+            " (already stored: nothing sent)"
+        } else {
+            ""
+        },
         s.types.join(", "),
         plural(s.sample_rows, "sample row"),
         s.series,

@@ -1293,6 +1293,9 @@ pub struct ContinuousSummary {
     pub symbolized_percent: f64,
     /// Modules whose addresses got no symbols, once each.
     pub missing_modules: Vec<String>,
+    /// The profile was stored before (nothing of it was sent); known after
+    /// a batched load stored it ([`super::cp_batch::load_files`]).
+    pub already_stored: bool,
 }
 
 /// Loads one pprof file (gzipped or raw) into `opts.database` (the schema
@@ -1516,6 +1519,7 @@ pub(crate) fn summary(rows: &ProfileRows, source: &str, sym: &Symbolizer) -> Con
             .iter()
             .map(ToString::to_string)
             .collect(),
+        already_stored: false,
     }
 }
 

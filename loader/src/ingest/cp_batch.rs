@@ -125,12 +125,14 @@ pub struct Known {
 }
 
 /// What [`store_batch`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BatchStored {
     /// Profiles of the batch (distinct ids).
     pub profiles: usize,
     /// Of which were complete before (nothing of them sent).
     pub already_stored: usize,
+    /// The ids of the profiles that were complete before.
+    pub already_ids: HashSet<u64>,
     /// Sample rows inserted.
     pub sample_rows: usize,
 }
@@ -674,6 +676,7 @@ fn store_batch_with(
         // Profile rows are written last: a listed profile is complete.
         if complete(p) {
             stored.already_stored += 1;
+            stored.already_ids.insert(p.profile_id);
             continue;
         }
         let n = sample_counts.get(&p.profile_id).copied().unwrap_or(0);
@@ -902,7 +905,14 @@ fn store_pending(
             s.profile_id = old;
         }
     }
-    store_batch(backend, db, rows, known).map(Some)
+    let stored = store_batch(backend, db, rows, known)?;
+    // Each file's line says whether its profile was there before: stored
+    // by an earlier load, or by an earlier file of this one (same bytes).
+    let mut seen = HashSet::new();
+    for s in files.iter_mut().flatten() {
+        s.already_stored = stored.already_ids.contains(&s.profile_id) || !seen.insert(s.profile_id);
+    }
+    Ok(Some(stored))
 }
 
 fn read_one(
