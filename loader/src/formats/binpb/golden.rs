@@ -620,4 +620,12 @@ fn text_with_a_control_byte_is_told_as_such() {
     assert!(m.contains("not UTF-8 at byte 6"), "{m}");
     let m = crate::formats::binpb::reader::sniff(&[0, 0, 0, 0, 0, 0, 0, 9]);
     assert!(m.contains("no length prefix"), "{m}");
+    // Random bytes (from /dev/urandom) are mostly printable, but no text.
+    for r in [
+        &[0x31, 0xf7, 0x81, 0xb2, 0xd1, 0xf4, 0xb6, 0x08][..],
+        &[0x21, 0xe3, 0x16, 0x04, 0xc2, 0x65, 0xa1, 0x75],
+    ] {
+        let m = crate::formats::binpb::reader::sniff(r);
+        assert!(m.contains("no length prefix"), "{m}");
+    }
 }

@@ -542,7 +542,23 @@ pub fn sniff(first: &[u8]) -> String {
     // only that it is no .binpb stream.
     let control = |b: u8| (b < 0x20 && !b"\t\r\n".contains(&b)) || b == 0x7f;
     let printable = first.iter().filter(|&&b| !control(b)).count();
-    if first.len() >= 4 && first[0] != 0 && printable * 4 >= first.len() * 3 {
+    // Random bytes are mostly printable too, but no UTF-8: text holds at
+    // most a rare invalid sequence (a Latin-1 name), or starts in ASCII.
+    let mut invalid = 0;
+    let mut rest = first;
+    while let Err(e) = std::str::from_utf8(rest) {
+        let Some(len) = e.error_len() else { break };
+        invalid += 1;
+        rest = &rest[e.valid_up_to() + len..];
+    }
+    if first.len() >= 4
+        && first[0] != 0
+        && printable * 4 >= first.len() * 3
+        && (invalid <= (first.len() / 16).max(1)
+            || first[..4]
+                .iter()
+                .all(|b| b.is_ascii_graphic() || b" \t".contains(b)))
+    {
         if let Some(at) = first.iter().position(|&b| control(b)) {
             return format!(
                 "it looks like text (starts with {:?}) but holds the byte {:02x} at byte {at}: \
