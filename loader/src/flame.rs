@@ -134,7 +134,7 @@ pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
 
 /// The one civil-time parser of the CLI (the query flags, the memory
 /// `flame` times and `load --time`): `YYYY-MM-DD` (its midnight), or
-/// `YYYY-MM-DD hh:mm:ss[.f]` with a `T` allowed for the space, 1 to 9
+/// `YYYY-MM-DD hh:mm[:ss[.f]]` with a `T` allowed for the space, 1 to 9
 /// fraction digits, and an optional `Z`, `+hh:mm`, `-hh:mm` (or `+hhmm`)
 /// offset; without one the time is UTC (local time is never guessed).
 /// Every field has its exact width and range (no 13th month, no 30
@@ -157,15 +157,20 @@ pub fn parse_utc_ns(s: &str) -> std::result::Result<i64, String> {
     let (mut h, mut mi, mut sec, mut frac_ns, mut offset_min) = (0, 0, 0, 0i64, 0i64);
     // `2026-12-01Z` is that day's midnight too.
     if b.len() > 10 && !matches!(&s[10..], "Z" | "z") {
-        let shape_ok = b.len() >= 19
-            && (b[10] == b' ' || b[10] == b'T' || b[10] == b't')
-            && b[13] == b':'
-            && b[16] == b':';
+        let shape_ok =
+            b.len() >= 16 && (b[10] == b' ' || b[10] == b'T' || b[10] == b't') && b[13] == b':';
         if !shape_ok {
             return Err(not());
         }
-        (h, mi, sec) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
-        let mut rest = &s[19..];
+        (h, mi) = (digits(11..13)?, digits(14..16)?);
+        // Seconds may be left out (`2026-12-01 14:30`), not a fraction.
+        let mut rest = &s[16..];
+        if b.len() > 16 && b[16] == b':' {
+            sec = digits(17..19)?;
+            rest = &s[19..];
+        } else if rest.starts_with('.') {
+            return Err(not());
+        }
         if let Some(f) = rest.strip_prefix('.') {
             let n = f.bytes().take_while(u8::is_ascii_digit).count();
             if n == 0 || n > 9 {
@@ -765,6 +770,12 @@ mod tests {
             ok("2025-12-31T19:30:00.5-0430"),
             TimeArg::Utc(1_767_225_600_500)
         );
+        // Seconds left out are 0.
+        assert_eq!(ok("2026-01-01 00:00"), TimeArg::Utc(1_767_225_600_000));
+        assert_eq!(
+            ok("2025-12-31T19:30-04:30"),
+            TimeArg::Utc(1_767_225_600_000)
+        );
         // Extra zero digits are the same millisecond.
         assert_eq!(
             ok("2026-01-01 00:00:12.345000"),
@@ -781,6 +792,9 @@ mod tests {
             ("2026-01-01 00:00:00.1234", "1 to 3 digits"),
             ("2026-01-01 00:00:010", "not a time"),
             ("2026-01-01 0:00:00", "not a time"),
+            ("2026-01-01 00:00.5", "not a time"),
+            ("2026-01-01 00:0", "not a time"),
+            ("2026-01-01 00:00:0", "not a time"),
             ("2026-01-01 00:00:00+2", "offset"),
             ("2026-01-01 00:00:00+24:00", "offset"),
             ("2026-01-01 00:00:00+aé", "offset"),

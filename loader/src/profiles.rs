@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ` / `+hh:mm`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD[ hh:mm[:ss[.fff]]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ` / `+hh:mm`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -745,8 +745,9 @@ pub struct SelectionArgs {
     /// lists a type's labels).
     #[arg(long = "type")]
     pub profile_type: String,
-    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm:ss[.fff]` (UTC; a
-    /// date alone is its midnight; or `YYYY-MM-DDThh:mm:ssZ`), Unix seconds (`1764576000`, as `date
+    /// Start of the range (inclusive): `YYYY-MM-DD hh:mm[:ss[.fff]]` (UTC; a
+    /// date alone is its midnight; or RFC 3339, `YYYY-MM-DDThh:mm:ssZ` or
+    /// with an offset, `+02:00`), Unix seconds (`1764576000`, as `date
     /// +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`,
     /// `now-30s`, `now-15m`, `now-1h`, `now-7d`. Every range is exact to
     /// the millisecond (long ones read the rollups for their whole
