@@ -1180,7 +1180,7 @@ pub struct FlameArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
     /// Keep at most this many nodes (0: all; else at least 2).
-    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes, allow_negative_numbers = true)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -1269,7 +1269,7 @@ pub struct DiffArgs {
     #[arg(long)]
     pub normalize: bool,
     /// Keep at most this many nodes (0: all; else at least 2).
-    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes, allow_negative_numbers = true)]
     pub max_nodes: u32,
     /// Output file: `.svg` renders with inferno, anything else is folded
     /// text; `-` writes the folded text to standard output.
@@ -1425,7 +1425,7 @@ pub struct TopArgs {
     #[arg(long, value_parser = check_regex)]
     pub function_regex: Option<String>,
     /// At most this many rows (0: all).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub limit: u32,
 }
 
@@ -1498,7 +1498,7 @@ pub struct SandwichArgs {
     #[arg(long)]
     pub callees: Option<PathBuf>,
     /// Keep at most this many nodes per tree (0: all; else at least 2).
-    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes, allow_negative_numbers = true)]
     pub max_nodes: u32,
 }
 
@@ -1647,7 +1647,7 @@ pub struct SeriesArgs {
     /// 1970 (UTC), as `toStartOfInterval` and Grafana's `$__timeInterval`
     /// align them: the first may be before --from, holding only the part
     /// of its step inside the range.
-    #[arg(long, default_value_t = DEFAULT_SERIES_STEP)]
+    #[arg(long, default_value_t = DEFAULT_SERIES_STEP, allow_negative_numbers = true)]
     pub step: u32,
 }
 
@@ -1815,7 +1815,7 @@ pub struct OpenArgs {
     #[arg(long = "type")]
     pub profile_type: String,
     /// Keep at most this many nodes (0: all; else at least 2).
-    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes)]
+    #[arg(long, default_value_t = 0, value_parser = parse_max_nodes, allow_negative_numbers = true)]
     pub max_nodes: u32,
     /// Output file: `.svg`, or folded text; `-` writes the folded text to
     /// standard output.

@@ -52,12 +52,12 @@ pub struct TextArgs {
     /// another profile). When not given: pprof's own time, perf's `-F
     /// +tod` wall-clock time (local time), else the file's modification
     /// time.
-    #[arg(long, value_parser = parse_time)]
+    #[arg(long, value_parser = parse_time, allow_negative_numbers = true)]
     pub time: Option<u64>,
     /// bpftrace, folded stacks and pprof (instead of its
     /// `duration_nanos`): the seconds the profile covers; when not given,
     /// pprof's own, else 0 (unknown).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     pub duration: Option<u64>,
     /// bpftrace: a copy of the traced process's `/proc/PID/maps`, taken
     /// while it ran (`cat /proc/PID/maps > maps.txt`): raw addresses
@@ -232,8 +232,13 @@ fn parse_time(s: &str) -> Result<u64, String> {
              second run would store the file again); give an absolute one ({forms})"
         ));
     }
-    let ns = crate::flame::parse_utc_ns(s)
-        .map_err(|why| format!("`{s}` is no time: {why} ({forms})"))?;
+    let ns = crate::flame::parse_utc_ns(s).map_err(|why| {
+        if why == "not a time" {
+            format!("`{s}` is no time ({forms})")
+        } else {
+            format!("`{s}` is no time: {why} ({forms})")
+        }
+    })?;
     let ns = u64::try_from(ns)
         .map_err(|_| format!("`{s}` is before 1970-01-01, the first time the engine stores"))?;
     in_range(ns)
@@ -404,9 +409,9 @@ mod tests {
         );
         for (bad, why) in [
             ("2026-13-01T00:00:00Z", "month 13"),
-            ("2026-12-01 00:00:010", "not a time"),
-            ("yesterday", "not a time"),
-            ("1e9", "not a time"),
+            ("2026-12-01 00:00:010", "is no time"),
+            ("yesterday", "is no time"),
+            ("1e9", "is no time"),
             ("now-1h", "relative"),
             ("now", "relative"),
             ("1969-12-31 23:59:59", "before 1970"),
