@@ -765,6 +765,8 @@ fn invalid_text_flags_exit_2() {
         ("--duration", "-3"),
         ("--batch-rows", "0"),
         ("--service", " "),
+        ("--time", "now-1h"),
+        ("--time", "2026-12-01 00:00:010"),
     ] {
         let out = fh_out(&data, &["load", &file, &format!("{flag}={value}")]);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}: {out:?}");
@@ -772,6 +774,16 @@ fn invalid_text_flags_exit_2() {
         let line = err.lines().next().unwrap_or_default();
         assert!(
             line.starts_with("error: ") && line.contains(flag) && line.contains(value),
+            "{flag} {value}: {err}"
+        );
+    }
+    // A negative number after a flag (not `=`) is its value, not a flag.
+    for (flag, value) in [("--time", "-5"), ("--duration", "-1")] {
+        let out = fh_out(&data, &["load", &file, flag, value]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.trim().lines().count() == 1 && err.contains(flag) && err.contains(value),
             "{flag} {value}: {err}"
         );
     }
