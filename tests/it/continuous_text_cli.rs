@@ -1365,6 +1365,55 @@ fn gauge_averages_round_half_away_from_zero() {
     assert_eq!(lines, ["main;a 1", "main;b 3", "main;c 3"], "{out}");
 }
 
+/// A reader's flag given for files none of which that reader reads (a
+/// pprof with `--perf-window`) does nothing: a warning says so, once per
+/// flag, and the load goes on; given with a file of its format, nothing
+/// is said.
+#[test]
+fn a_readers_flag_without_its_format_is_said_to_do_nothing() {
+    let data = temp_path("cptext-flag-format");
+    let pprof = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/continuous/pprof/cpu.pb.gz")
+        .display()
+        .to_string();
+    let out = fh_out(
+        &data,
+        &[
+            "load",
+            &pprof,
+            "--perf-window",
+            "5",
+            "--bpftrace-labels",
+            "comm",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for flag in ["--perf-window", "--bpftrace-labels"] {
+        assert_eq!(
+            err.lines()
+                .filter(|l| l.contains(&format!("warning: {flag} applies to")))
+                .count(),
+            1,
+            "{err}"
+        );
+    }
+    let perf = fixture("perf/burn.fp.perf-script.txt");
+    let out = fh_out(
+        &data,
+        &[
+            "load",
+            &perf,
+            "--time",
+            &recent_secs().to_string(),
+            "--perf-window",
+            "5",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("warning"), "{err}");
+}
+
 /// Two files of the same bytes (and service and labels) are one profile,
 /// whatever their modification times: the summary counts the second as
 /// already stored (it said "2 profiles (0 already stored)" and stored

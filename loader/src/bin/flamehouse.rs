@@ -1120,6 +1120,7 @@ fn run() -> anyhow::Result<()> {
             };
             let mut failed = 0usize;
             let mut batch_summary = None;
+            let mut formats_seen: Vec<flamehouse::formats::Format> = Vec::new();
             // Continuous profiles load in batches, many files per insert;
             // MemHawk streams (and files no format claims, for MemHawk's
             // message) one by one.
@@ -1130,6 +1131,7 @@ fn run() -> anyhow::Result<()> {
                             .ok()
                             .and_then(|file| flamehouse::formats::detect_open(&file, f).ok())
                     });
+                    formats_seen.extend(format);
                     let continuous =
                         format.is_some_and(|f| f != flamehouse::formats::Format::Binpb);
                     if continuous && (watch || replace) {
@@ -1145,6 +1147,32 @@ fn run() -> anyhow::Result<()> {
                     }
                     continuous
                 });
+            // A reader's flag given for files none of which it reads does
+            // nothing: said, not silently.
+            if let Some(m) = matches.subcommand_matches("load") {
+                use flamehouse::formats::Format as F;
+                for (id, only, what) in [
+                    ("perf_window", F::Perf, "perf script"),
+                    ("perf_comm", F::Perf, "perf script"),
+                    ("perf_pid", F::Perf, "perf script"),
+                    ("perf_tid", F::Perf, "perf script"),
+                    ("annotate_kernel", F::Perf, "perf script"),
+                    ("annotate_jit", F::Perf, "perf script"),
+                    ("bpftrace_labels", F::Bpftrace, "bpftrace"),
+                    ("bpftrace_maps", F::Bpftrace, "bpftrace"),
+                    ("folded_type", F::Folded, "folded stacks"),
+                ] {
+                    let typed = m.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+                    if typed && !formats_seen.contains(&only) && !files.is_empty() {
+                        eprintln!(
+                            "flamehouse: warning: --{} applies to {} files only, and none of \
+                             the files is one: it does nothing here",
+                            id.replace('_', "-"),
+                            what
+                        );
+                    }
+                }
+            }
             if !batched.is_empty() {
                 let copts = ContinuousOptions {
                     database: schema.database.clone(),
