@@ -583,14 +583,15 @@ pub fn flame(backend: &dyn Backend, db: &Ident, req: &FlameRequest) -> Result<Fl
         ViewKind::Added | ViewKind::Removed | ViewKind::Diff => (false, true),
     };
     let usage = |m: String| Err(Error::Usage(m));
+    // Flags that do not fit the view: usage errors (exit 2).
     if !needs_t && req.t.is_some() {
-        return usage(format!("view {view} takes no --t"));
+        return Err(Error::Arguments(format!("view {view} takes no --t")));
     }
     if !needs_range && (req.t1.is_some() || req.t2.is_some()) {
-        return usage(format!("view {view} takes no --t1/--t2"));
+        return Err(Error::Arguments(format!("view {view} takes no --t1/--t2")));
     }
     let need = |v: Option<TimeArg>, name: &str| {
-        v.ok_or_else(|| Error::Usage(format!("view {view} needs --{name} ({TIME_FORMS})")))
+        v.ok_or_else(|| Error::Arguments(format!("view {view} needs --{name} ({TIME_FORMS})")))
     };
     let (t, t1, t2) = (
         if needs_t {

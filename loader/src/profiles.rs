@@ -72,6 +72,15 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
     };
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let v: f64 = digits.parse().map_err(|_| bad())?;
+        // Stored times are milliseconds: a finer fraction is refused, not
+        // rounded (it would move the range's edge past a profile).
+        let frac = digits.split_once('.').map_or("", |(_, f)| f);
+        let kept = if unit_ms == 1.0 { 0 } else { 3 };
+        if frac.len() > kept && frac[kept..].bytes().any(|c| c != b'0') {
+            return Err(Error::Usage(format!(
+                "bad time {s:?}: finer than a millisecond, which is what is stored; use {TIME_FORMS}"
+            )));
+        }
         let ms = (v * unit_ms).round();
         // Past 2149 (a millisecond count given as seconds, say).
         if ms > LAST_DATE_MS as f64 {
@@ -1677,7 +1686,7 @@ pub fn series_command(
         Some(key) => (key, cq::by_label_sql(opts, &s, key, args.step)?),
         None => {
             if args.step == 0 {
-                return Err(Error::Usage(
+                return Err(Error::Arguments(
                     "--step 0 (the whole range in one point) is for --by; give --function a step"
                         .into(),
                 ));
@@ -2063,6 +2072,11 @@ mod tests {
         assert_eq!(parse_time("1764547200", now).unwrap(), day);
         assert_eq!(parse_time("1764547200.5", now).unwrap(), day + 500);
         assert_eq!(parse_time("1764547200000ms", now).unwrap(), day);
+        assert_eq!(parse_time("1764547200.0010", now).unwrap(), day + 1);
+        for finer in ["1764547200.0001", "1764547200000.5ms"] {
+            let e = parse_time(finer, now).unwrap_err().to_string();
+            assert!(e.contains("finer than a millisecond"), "{e}");
+        }
         // A date alone is its midnight (`date -ud 2025-12-01 +%s`).
         assert_eq!(parse_time("2025-12-01", now).unwrap(), 1_764_547_200_000);
         assert_eq!(parse_time("2025-12-01Z", now).unwrap(), 1_764_547_200_000);

@@ -1303,12 +1303,20 @@ fn a_byte_order_mark_and_trailing_blanks_are_taken() {
 /// refused for "the count `problem`").
 #[test]
 fn bpftrace_output_with_its_own_messages_first_loads() {
-    let note = "ERROR: Unknown error -1: couldn't set RLIMIT_MEMLOCK for bpftrace. If your program is \
-                not loading, you can try \"ulimit -l 8192\" to fix the problem\nWARNING: a warning\n";
+    let error = "ERROR: Unknown error -1: couldn't set RLIMIT_MEMLOCK for bpftrace. If your program is \
+                 not loading, you can try \"ulimit -l 8192\" to fix the problem\nWARNING: a warning\n";
+    // A warning at a place of the program: bpftrace quotes the program's
+    // line and marks the place under it (as bpftrace 0.17 printed it here).
+    let located = "stdin:1:27-28: WARNING: comparison of integers of different signs: 'int64' and \
+                   'unsigned int64' can lead to undefined behavior\n\
+                   profile:hz:99 /(int64)pid > (uint64)1/ { @[ustack, comm] = count(); } interval:s:1 { exit(); }\n\
+                   \x20                         ~\n";
     let t = recent_secs().to_string();
-    for (k, rec) in [
-        "bpftrace/burn.ustack-comm.txt",
-        "bpftrace/burn.ustack-comm.json",
+    for (k, (rec, note)) in [
+        ("bpftrace/burn.ustack-comm.txt", error),
+        ("bpftrace/burn.ustack-comm.json", error),
+        ("bpftrace/burn.ustack-comm.txt", located),
+        ("bpftrace/burn.ustack-comm.json", located),
     ]
     .iter()
     .enumerate()

@@ -353,9 +353,24 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
         );
         assert_eq!(stored(&data), before, "{name}");
     }
-    // Text that no format claims (the first header broken): the message
-    // says how to get the line; `--format perf` names it.
-    let broken = with_line(&perf, 1, &negate_period);
+    // A first header whose only fault is its signed period is still found
+    // to be perf script, and the line named.
+    let signed = with_line(&perf, 1, &negate_period);
+    let path = dir.join("signed.txt");
+    std::fs::write(&path, &signed).unwrap();
+    let p = path.display().to_string();
+    let out = fh_out(&data, &["load", &p]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.starts_with(&format!(
+                "flamehouse: {p}:1: not perf script: the period `-"
+            )),
+        "{err}"
+    );
+    // Text that no format claims (the first header broken otherwise): the
+    // message says how to get the line; `--format perf` names it.
+    let broken = with_line(&perf, 1, &|l: &str| l.replace(':', ";"));
     let path = dir.join("unclaimed.txt");
     std::fs::write(&path, &broken).unwrap();
     let p = path.display().to_string();

@@ -35,7 +35,7 @@
 //!   modification time, when bpftrace printed the maps at exit).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::Path;
 
@@ -114,8 +114,48 @@ impl ProfileFormat for Bpftrace {
 /// A line bpftrace writes to its standard error (`ERROR: couldn't set
 /// RLIMIT_MEMLOCK ...`, which it survives, or a `WARNING: ...`): found in
 /// a file made with `2>&1`, and skipped as bpftrace's other non-map lines.
+/// Also with the program's location first (`stdin:1:27-28: WARNING:
+/// ...`), which bpftrace follows with the program's line and a `~` line
+/// under the place ([`note_lines`]).
 fn is_note(line: &str) -> bool {
-    line.starts_with("ERROR: ") || line.starts_with("WARNING: ")
+    line.starts_with("ERROR: ") || line.starts_with("WARNING: ") || located_note(line)
+}
+
+/// `NAME:LINE:COL[-COL]: WARNING: ` or `...: ERROR: `.
+fn located_note(line: &str) -> bool {
+    let Some(at) = line.find(": WARNING: ").or_else(|| line.find(": ERROR: ")) else {
+        return false;
+    };
+    let mut parts = line[..at].rsplitn(3, ':');
+    let (Some(cols), Some(row), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit());
+    let (c1, c2) = cols.split_once('-').unwrap_or((cols, "0"));
+    !name.is_empty() && digits(row) && digits(c1) && digits(c2)
+}
+
+/// The lines (0-based) of bpftrace's own messages in `text`: each note,
+/// and after a located one the program's lines it quotes, up to the next
+/// line that starts a map (`@`, `{`), `Attaching` or a blank line.
+fn note_lines(text: &str) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    let mut quoting = false;
+    for (n, line) in text.lines().enumerate() {
+        if is_note(line) {
+            out.insert(n);
+            quoting = located_note(line);
+        } else if quoting
+            && !line.trim().is_empty()
+            && !line.starts_with(['@', '{'])
+            && !line.starts_with("Attaching ")
+        {
+            out.insert(n);
+        } else {
+            quoting = false;
+        }
+    }
+    out
 }
 
 /// One key part.
@@ -374,10 +414,12 @@ pub fn parse_within(
     };
     // Decided by the first line that is not bpftrace's own message: run
     // as `bpftrace ... > out 2>&1`, the file starts with them.
+    let notes = note_lines(text);
     let json = text
         .lines()
-        .find(|l| !l.trim().is_empty() && !is_note(l))
-        .is_some_and(|l| l.trim_start().starts_with('{'));
+        .enumerate()
+        .find(|(n, l)| !l.trim().is_empty() && !notes.contains(n))
+        .is_some_and(|(_, l)| l.trim_start().starts_with('{'));
     // Text maps cut inside a count would load wrong; a JSON line cut
     // anywhere is bad JSON, which its parse says (a whole JSON file
     // without its last line end loads).
@@ -386,7 +428,7 @@ pub fn parse_within(
     }
     if json {
         for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() || is_note(line) {
+            if line.trim().is_empty() || notes.contains(&n) {
                 continue;
             }
             let v: serde_json::Value =

@@ -142,6 +142,14 @@ impl ProfileFormat for Perf {
             {
                 Sniff::Yes
             }
+            // A header whose only fault is a signed period: perf script,
+            // whose reader names the line.
+            Some((line, _))
+                if parse_header(line, &mut Vec::new())
+                    .is_err_and(|e| e.starts_with("the period `")) =>
+            {
+                Sniff::Yes
+            }
             // A header without a time (`-F` without `time`) only with a
             // frame line after it: `a;b 12` is a folded line.
             Some((line, next))
@@ -516,16 +524,8 @@ fn header_at<'a>(
         // (no call graph), which no time follows nor an event ends (else
         // they are later and the ip is part of the command name).
         None => (Cow::Borrowed(NO_EVENT), ""),
-        Some(&ip) if !ip.ends_with(':') && u64::from_str_radix(ip, 16).is_ok() => {
-            if let Some(t) = after[1..].iter().find(|t| is_time(t)) {
-                return Err(format!("a time `{t}` after the ip `{ip}`"));
-            }
-            if let Some(e) = after.last().filter(|t| t.ends_with(':')) {
-                return Err(format!("an event `{e}` after the ip `{ip}`"));
-            }
-            (Cow::Borrowed(NO_EVENT), line[offset(line, ip)..].trim())
-        }
-        // A signed period (`-250000 cpu-clock:`) is no period: say so, as
+        // A signed period (`-250000 cpu-clock:`) is no period (nor an ip, which
+        // `from_str_radix` would take with its sign): say so, as
         // the folded and bpftrace readers do of a negative count.
         Some(&token)
             if token.starts_with(['-', '+'])
@@ -537,6 +537,15 @@ fn header_at<'a>(
                 "the period `{token}` is negative or signed (perf writes a count of events or \
                  nanoseconds)"
             ));
+        }
+        Some(&ip) if !ip.ends_with(':') && u64::from_str_radix(ip, 16).is_ok() => {
+            if let Some(t) = after[1..].iter().find(|t| is_time(t)) {
+                return Err(format!("a time `{t}` after the ip `{ip}`"));
+            }
+            if let Some(e) = after.last().filter(|t| t.ends_with(':')) {
+                return Err(format!("an event `{e}` after the ip `{ip}`"));
+            }
+            (Cow::Borrowed(NO_EVENT), line[offset(line, ip)..].trim())
         }
         Some(&token) => {
             let rest = line[offset(line, token) + token.len()..].trim();

@@ -208,8 +208,8 @@ fn parse_seconds(s: &str) -> Result<u64, String> {
 /// `now-1h` are refused: the time joins the profile's id, so a load run
 /// again would store the same file a second time.
 fn parse_time(s: &str) -> Result<u64, String> {
-    let forms = "`2026-12-01 14:00:00` UTC, `2026-12-01T14:00:00+02:00`, a date alone, or \
-                 seconds since the epoch";
+    let forms = "`2026-12-01 14:00:00` UTC, `2026-12-01T14:00:00+02:00`, a date alone, \
+                 seconds since the epoch, or milliseconds with `ms`";
     // The rollups' minutes and hours are 32-bit `DateTime`s: a later time
     // is refused here, in one line, rather than by every file of the load.
     let in_range = |ns: u64| {
@@ -221,9 +221,28 @@ fn parse_time(s: &str) -> Result<u64, String> {
             Ok(ns)
         }
     };
+    // Milliseconds with `ms`, as the query flags and Grafana's URLs.
+    if let Some(ms) = s.strip_suffix("ms") {
+        if !ms.is_empty() && ms.bytes().all(|c| c.is_ascii_digit()) {
+            let ms: u64 = ms
+                .parse()
+                .map_err(|_| format!("`{s}` is no time ({forms})"))?;
+            if ms == 0 {
+                return Err(format!("`{s}`: a time must be after 1970-01-01 00:00:00"));
+            }
+            return ms
+                .checked_mul(1_000_000)
+                .ok_or_else(|| {
+                    format!(
+                        "`{s}` is after 2106-02-07 06:28:15 UTC, the last time the engine stores"
+                    )
+                })
+                .and_then(in_range);
+        }
+    }
     if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
         return parse_seconds(s)
-            .map_err(|_| format!("`{s}` is no time ({forms})"))
+            .map_err(|why| format!("{why} (a time: {forms})"))
             .and_then(in_range);
     }
     if s.trim_start().starts_with("now") {
@@ -403,6 +422,15 @@ mod tests {
             Ok(951_868_799_000_000_000)
         );
         assert_eq!(parse_time("2026-12-01"), Ok(1_796_083_200_000_000_000));
+        assert_eq!(parse_time("1796083200001ms"), Ok(1_796_083_200_001_000_000));
+        for (bad, why) in [
+            ("0", "above 0"),
+            ("99999999999999", "below 10^10"),
+            ("0ms", "after 1970"),
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
         assert_eq!(
             parse_time("2026-12-01T02:00:00.000000001+02:00"),
             Ok(1_796_083_200_000_000_001)
