@@ -46,8 +46,8 @@ pub struct TextArgs {
     /// When the profile was taken (`2026-12-01 14:00:00[.fff]`, UTC, as the
     /// `profile` commands take and print times, a `T` allowed; RFC 3339
     /// with `Z` or an offset, `2026-12-01T14:00:00+02:00`; a date alone, its
-    /// midnight; or seconds since the epoch; not `now-1h`, as the time joins
-    /// the profile's id); for perf the first sample's time, for
+    /// midnight; seconds since the epoch, or milliseconds with `ms`; not
+    /// `now-1h`, as the time joins the profile's id); for perf the first sample's time, for
     /// pprof instead of its `time_nanos` (the same file at another time is
     /// another profile). When not given: pprof's own time, perf's `-F
     /// +tod` wall-clock time (local time), else the file's modification
