@@ -129,7 +129,8 @@ pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
     if ns.rem_euclid(1_000_000) != 0 {
         return Err("fractions of a second take 1 to 3 digits (milliseconds)".into());
     }
-    Ok(ns.div_euclid(1_000_000))
+    // Years 0000-9999 in ms fit an i64 with room to spare.
+    Ok(i64::try_from(ns.div_euclid(1_000_000)).expect("a 4-digit year in ms"))
 }
 
 /// The one civil-time parser of the CLI (the query flags, the memory
@@ -138,8 +139,10 @@ pub fn parse_utc_ms(s: &str) -> std::result::Result<i64, String> {
 /// fraction digits, and an optional `Z`, `+hh:mm`, `-hh:mm` (or `+hhmm`)
 /// offset; without one the time is UTC (local time is never guessed).
 /// Every field has its exact width and range (no 13th month, no 30
-/// February, `00:00:010` is refused). Returns nanoseconds since the epoch.
-pub fn parse_utc_ns(s: &str) -> std::result::Result<i64, String> {
+/// February, `00:00:010` is refused). Returns nanoseconds since the epoch,
+/// as an i128: a 4-digit year's nanoseconds pass an i64's after 2262 (they
+/// wrapped, and 9999-01-01 was refused for its "fraction").
+pub fn parse_utc_ns(s: &str) -> std::result::Result<i128, String> {
     let not = || -> String { "not a time".into() };
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| -> std::result::Result<i64, String> {
@@ -239,7 +242,7 @@ pub fn parse_utc_ns(s: &str) -> std::result::Result<i64, String> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     let secs = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
-    Ok(secs * 1_000_000_000 + frac_ns)
+    Ok(i128::from(secs) * 1_000_000_000 + i128::from(frac_ns))
 }
 
 /// Which view to render, with its parameters.
@@ -771,6 +774,8 @@ mod tests {
             ok("2025-12-31T19:30:00.5-0430"),
             TimeArg::Utc(1_767_225_600_500)
         );
+        // Far years (their ns pass an i64's): the date, not a wrapped value.
+        assert_eq!(ok("9999-12-31"), TimeArg::Utc(253_402_214_400_000));
         // Seconds left out are 0.
         assert_eq!(ok("2026-01-01 00:00"), TimeArg::Utc(1_767_225_600_000));
         assert_eq!(

@@ -2062,6 +2062,7 @@ mod tests {
             "1900-01-01 00:00:00",
             "2149-06-07 00:00:00",
             "2200-01-01T00:00:00Z",
+            "9999-01-01",
         ] {
             let e = parse_time(bad, now).unwrap_err().to_string();
             assert!(e.contains("bad time"), "{e}");

@@ -230,14 +230,7 @@ fn parse_time(s: &str) -> Result<u64, String> {
             if ms == 0 {
                 return Err(format!("`{s}`: a time must be after 1970-01-01 00:00:00"));
             }
-            return ms
-                .checked_mul(1_000_000)
-                .ok_or_else(|| {
-                    format!(
-                        "`{s}` is after 2106-02-07 06:28:15 UTC, the last time the engine stores"
-                    )
-                })
-                .and_then(in_range);
+            return in_range(ms.saturating_mul(1_000_000));
         }
     }
     if s.bytes().all(|c| c.is_ascii_digit() || c == b'.') {
@@ -258,9 +251,12 @@ fn parse_time(s: &str) -> Result<u64, String> {
             format!("`{s}` is no time: {why} ({forms})")
         }
     })?;
-    let ns = u64::try_from(ns)
-        .map_err(|_| format!("`{s}` is before 1970-01-01, the first time the engine stores"))?;
-    in_range(ns)
+    if ns < 0 {
+        return Err(format!(
+            "`{s}` is before 1970-01-01, the first time the engine stores"
+        ));
+    }
+    in_range(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
 impl TextArgs {
@@ -443,6 +439,8 @@ mod tests {
             ("now-1h", "relative"),
             ("now", "relative"),
             ("1969-12-31 23:59:59", "before 1970"),
+            ("9999-01-01", "after 2106"),
+            ("99999999999999999ms", "after 2106"),
         ] {
             let e = parse_time(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
