@@ -2166,6 +2166,9 @@ fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
     let o = fh_out(&data, &["init", "--retention", "5"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // The refusal is said alone: no "schema ... is up to date" before it.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains(&format!("--retention 5 would delete {want} at once"))
             && err.contains("--expire-now"),

@@ -957,11 +957,14 @@ fn run() -> anyhow::Result<()> {
             if !applied.contains(&schema::VIEWS_MIGRATION) {
                 schema::recreate_views(&*engine, &schema.options(), true)?;
             }
-            if applied.is_empty() {
-                say!("schema {} is up to date", schema.database);
+            // Said after the retention is checked: a refused --retention
+            // prints its one error line alone (the migrations, if any, did
+            // run and are said in it).
+            let schema_line = if applied.is_empty() {
+                format!("schema {} is up to date", schema.database)
             } else {
-                say!("schema {}: applied migrations {applied:?}", schema.database);
-            }
+                format!("schema {}: applied migrations {applied:?}", schema.database)
+            };
             if let Some(days) = retention {
                 // A shorter retention deletes stored days at once (the
                 // engine materializes a changed TTL): only when asked.
@@ -986,17 +989,26 @@ fn run() -> anyhow::Result<()> {
                 );
                 let dropped: Vec<String> = older.into_iter().chain(wrapping).collect();
                 if !dropped.is_empty() && !expire_now {
+                    let migrated = if applied.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; migrations {applied:?} were applied")
+                    };
                     return Err(flamehouse::Error::Usage(format!(
                         "--retention {days} would delete {} at once; give --expire-now to apply \
-                         it, or a longer retention (the retention is unchanged)",
+                         it, or a longer retention (the retention is unchanged{migrated})",
                         dropped.join(", and ")
                     ))
                     .into());
                 }
+                say!("{schema_line}");
                 continuous::set_retention(&*engine, &schema.options(), days)?;
                 for d in &dropped {
                     eprintln!("flamehouse: --expire-now: deleted {d}");
                 }
+            }
+            if retention.is_none() {
+                say!("{schema_line}");
             }
             match continuous::retention_days(&*engine, &schema.database)? {
                 Some(d) => say!("continuous profiles kept {}", plural(d as usize, "day")),
