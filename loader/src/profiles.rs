@@ -697,8 +697,8 @@ fn stored_types_note(
 ) -> Result<String> {
     let db = &opts.database;
     let rows = backend.query_tsv(&format!(
-        "SELECT profile_type, formatDateTime(min(ts), '%F %T', 'UTC'), \
-         formatDateTime(max(ts), '%F %T', 'UTC') FROM {db}.cp_profiles WHERE {} \
+        "SELECT profile_type, toString(min(ts)), toString(max(ts)) \
+         FROM {db}.cp_profiles WHERE {} \
          GROUP BY profile_type ORDER BY profile_type",
         types_filter(types)
     ))?;
@@ -716,7 +716,8 @@ fn stored_types_note(
         "nothing to export: no continuous profile is stored".to_string()
     } else {
         format!(
-            "nothing to export: no profile in the selection's time range; stored (UTC): {}",
+            "nothing to export: no profile in the selection's time range (--to excludes its \
+             instant); stored (UTC): {}",
             stored.join("; ")
         )
     })

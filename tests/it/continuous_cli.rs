@@ -227,6 +227,17 @@ fn load_detects_pprof_and_top_equals_go_tool_pprof() {
         out.contains("types samples:count, cpu:nanoseconds"),
         "{out}"
     );
+    // A series is one type's label set: the load's count is the sum of
+    // `profile list`'s per type (cp_profiles.series_count), said so.
+    let cpu_line = out.lines().find(|l| l.contains("cpu.pb.gz")).unwrap();
+    let per_type = sql(
+        &data,
+        "SELECT sum(series_count) FROM flamehouse.cp_profiles WHERE endsWith(source, '/cpu.pb.gz')",
+    );
+    assert!(
+        cpu_line.contains(&format!("| {} series of 2 types |", per_type.trim())),
+        "{cpu_line} / {per_type}"
+    );
     let cases = [
         (
             "cpu.pb.gz",
@@ -1714,8 +1725,9 @@ fn empty_answers_say_why() {
     ]);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        err.contains("no profile in the selection's time range; stored (UTC): ")
-            && err.contains(&format!("cpu:nanoseconds from {}", &from[..19]))
+        err.contains(
+            "no profile in the selection's time range (--to excludes its instant); stored (UTC): "
+        ) && err.contains(&format!("cpu:nanoseconds from {from} to "))
             && err.contains("threads:count from"),
         "{err}"
     );
@@ -1733,10 +1745,10 @@ fn empty_answers_say_why() {
         &pb.display().to_string(),
     ]);
     assert!(
-        err.contains(&format!(
-            "stored (UTC): cpu:nanoseconds from {}",
-            &from[..19]
-        )) && !err.contains("threads:count"),
+        // To the millisecond: a time cut to the second, given as --to,
+        // would leave the profile out.
+        err.contains(&format!("stored (UTC): cpu:nanoseconds from {from} to "))
+            && !err.contains("threads:count"),
         "{err}"
     );
     assert!(!pb.exists());

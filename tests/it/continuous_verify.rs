@@ -947,3 +947,59 @@ fn the_sort_key_prunes_by_type_service_time_and_labels() {
         "a label selector is a key condition on series_id:\n{plan}"
     );
 }
+
+/// The engine's own databases (`system`, `information_schema`, any case)
+/// are Memory databases: a load into `information_schema` said it stored a
+/// profile the next run had lost, and `system` left table directories
+/// behind. Refused in one line before anything runs (exit 2), nothing
+/// written under the data directory's `data/`; the library's migrate
+/// refuses them too, and any other Memory database.
+#[test]
+fn the_engines_own_databases_are_refused() {
+    let data = temp_path("cpv-reserved");
+    let folded = data.join("in.folded");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(&folded, "main;work 3\n").unwrap();
+    let dirs = |db: &str| data.join("data").join(db).exists();
+    for db in ["information_schema", "INFORMATION_SCHEMA", "system", "SyStEm"] {
+        let o = fh_out(
+            &data,
+            &["load", "--database", db, &folded.display().to_string()],
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{db}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains("one of the engine's own databases"), "{err}");
+        assert!(!dirs("information_schema") && !dirs("system"), "{db}");
+    }
+    // The library: a reserved name, and a Memory database of any name.
+    let engine = flamehouse_tests::engine();
+    for (db, want) in [
+        ("information_schema", "engine's own"),
+        ("cpv_memory_db", "Memory database"),
+    ] {
+        if db == "cpv_memory_db" {
+            engine
+                .execute("CREATE DATABASE IF NOT EXISTS cpv_memory_db ENGINE = Memory")
+                .unwrap();
+        }
+        let e = flamehouse::storage::schema::migrate(
+            engine,
+            &flamehouse::storage::schema::SchemaOptions {
+                database: flamehouse::storage::ident::Ident::new(db).unwrap(),
+                cluster: None,
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(want), "{e}");
+    }
+    engine.execute("DROP DATABASE cpv_memory_db").unwrap();
+    assert_eq!(
+        engine
+            .query_tsv("SELECT count() FROM system.tables WHERE database = 'cpv_memory_db'")
+            .unwrap()
+            .trim(),
+        "0"
+    );
+}

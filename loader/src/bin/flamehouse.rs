@@ -203,7 +203,7 @@ fn parse_label(s: &str) -> Result<(String, String), flamehouse::Error> {
 }
 
 fn parse_database(s: &str) -> Result<Ident, flamehouse::Error> {
-    Ident::parse_as("database", s)
+    Ident::database(s)
 }
 
 fn parse_cluster(s: &str) -> Result<Ident, flamehouse::Error> {
@@ -733,7 +733,7 @@ fn report_failed(
 
 fn print_continuous(s: &ContinuousSummary) {
     say!(
-        "{}: profile {:016x}{} | types {} | {} | {} series | {} | {} | symbolized {:.1}%",
+        "{}: profile {:016x}{} | types {} | {} | {}{} | {} | {} | symbolized {:.1}%",
         s.source,
         s.profile_id,
         if s.already_stored {
@@ -743,7 +743,14 @@ fn print_continuous(s: &ContinuousSummary) {
         },
         s.types.join(", "),
         plural(s.sample_rows, "sample row"),
-        s.series,
+        format!("{} series", s.series),
+        // A series is one type's label set: counted per type, as `profile
+        // list` shows them.
+        if s.types.len() > 1 {
+            format!(" of {} types", s.types.len())
+        } else {
+            String::new()
+        },
         plural(s.stacks, "stack"),
         plural(s.frames, "frame"),
         s.symbolized_percent,

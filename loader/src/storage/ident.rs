@@ -12,6 +12,23 @@ use crate::error::{Error, Result};
 /// URL; 64 bytes is far above any real name and far below those limits.
 pub const MAX_IDENT_LEN: usize = 64;
 
+/// The engine's own databases (ClickHouse's `system`, `information_schema`
+/// in both spellings, and its temporary tables' database): never a
+/// flamehouse database, compared without case.
+pub const RESERVED_DATABASES: [&str; 3] = [
+    "system",
+    "information_schema",
+    "_temporary_and_external_tables",
+];
+
+/// Whether `name` is one of [`RESERVED_DATABASES`], in any case.
+#[must_use]
+pub fn is_reserved_database(name: &str) -> bool {
+    RESERVED_DATABASES
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(name))
+}
+
 /// A name that is safe to write into SQL unquoted: `[A-Za-z_][A-Za-z0-9_]*`,
 /// at most [`MAX_IDENT_LEN`] bytes.
 ///
@@ -51,6 +68,25 @@ impl Ident {
             return Err(bad(&format!("it is longer than {MAX_IDENT_LEN} bytes")));
         }
         Ok(Ident(name.to_string()))
+    }
+
+    /// Validates a database name: an identifier that is none of the
+    /// engine's own databases ([`RESERVED_DATABASES`], any case). Those
+    /// are Memory databases: tables created in them are gone at the next
+    /// start while their data directories stay (a load into
+    /// `information_schema` said it stored what the next run had lost).
+    pub fn database(name: &str) -> Result<Ident> {
+        let ident = Self::parse_as("database", name)?;
+        if is_reserved_database(name) {
+            return Err(Error::Ident {
+                what: "database".to_string(),
+                name: name.to_string(),
+                why: "it is one of the engine's own databases, whose tables are not kept; \
+                      choose another name"
+                    .to_string(),
+            });
+        }
+        Ok(ident)
     }
 
     /// Validates a name (errors call it an identifier).
@@ -113,6 +149,23 @@ mod tests {
             let e = Ident::parse_as("database", bad).unwrap_err().to_string();
             assert!(e.starts_with("invalid database "), "{e}");
             assert!(!e.contains('\n'), "{e}");
+        }
+        for reserved in [
+            "system",
+            "SYSTEM",
+            "information_schema",
+            "INFORMATION_SCHEMA",
+            "_temporary_and_external_tables",
+        ] {
+            assert!(Ident::parse_as("database", reserved).is_ok());
+            let e = Ident::database(reserved).unwrap_err().to_string();
+            assert!(
+                e.starts_with("invalid database ") && e.contains("the engine's own"),
+                "{e}"
+            );
+        }
+        for fine in ["flamehouse", "default", "_", "systems", "my_system"] {
+            assert!(Ident::database(fine).is_ok(), "{fine}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! applied by `flamehouse init` (and before every load), for a single node or
 //! a cluster.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::storage::ident::Ident;
 use crate::storage::Backend;
 use flamehouse_udf::catalog;
@@ -261,6 +261,26 @@ impl SchemaOptions {
 pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> {
     for stmt in opts.function_statements() {
         backend.execute(&stmt)?;
+    }
+    // Not one of the engine's own databases, nor one whose tables are not
+    // kept (a Memory database: its tables vanish at a restart).
+    if crate::storage::ident::is_reserved_database(opts.database.as_str()) {
+        return Err(Error::Usage(format!(
+            "database {} is one of the engine's own databases, whose tables are not kept; \
+             choose another name",
+            opts.database
+        )));
+    }
+    let engine = backend.query_tsv(&format!(
+        "SELECT engine FROM system.databases WHERE name = {}",
+        crate::storage::sql_string(opts.database.as_str())
+    ))?;
+    if engine.trim() == "Memory" {
+        return Err(Error::Usage(format!(
+            "database {} is a Memory database: its tables would be gone at the engine's next \
+             start; use a database of the default engine (or a new name, which init creates)",
+            opts.database
+        )));
     }
     let first = opts.render(MIGRATIONS[0].2);
     let stmts = catalog::statements(&first);
