@@ -961,7 +961,12 @@ fn the_engines_own_databases_are_refused() {
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(&folded, "main;work 3\n").unwrap();
     let dirs = |db: &str| data.join("data").join(db).exists();
-    for db in ["information_schema", "INFORMATION_SCHEMA", "system", "SyStEm"] {
+    for db in [
+        "information_schema",
+        "INFORMATION_SCHEMA",
+        "system",
+        "SyStEm",
+    ] {
         let o = fh_out(
             &data,
             &["load", "--database", db, &folded.display().to_string()],

@@ -594,6 +594,10 @@ fn event_name(event: &str) -> Result<Cow<'_, str>, String> {
     Ok(event)
 }
 
+/// A file whose last sample is not ended by a whole blank line.
+pub(crate) const CUT_INSIDE_A_SAMPLE: &str =
+    "the file ends inside a sample (cut short?): perf script ends each sample with a blank line";
+
 /// One call-chain line (`addr sym+off (module)`), trimmed.
 fn parse_frame(line: &str, options: &PerfOptions) -> Result<Frame, String> {
     let (addr, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
@@ -920,6 +924,13 @@ pub fn parse_within(
         let here = n;
         let next = end + 1;
         if line.trim().is_empty() {
+            // Only a whole line ends a sample: blanks the file ends in
+            // without a line end, a sample open, are a frame line's
+            // indentation cut short (they closed it: its stack was stored
+            // cut to its first frames, or as none).
+            if open && end == bytes.len() {
+                return Err(err(n, CUT_INSIDE_A_SAMPLE.into()));
+            }
             open = false;
             (pos, n) = (next, n + 1);
             continue;
@@ -1110,10 +1121,7 @@ pub fn parse_within(
     // perf script ends every sample of a call graph with a blank line: a
     // last sample without one was cut at a line's end, its stack partial.
     if chained && open {
-        return Err(err(
-            n.saturating_sub(1),
-            "the file ends inside a sample (cut short?): perf script ends each sample with a blank line".into(),
-        ));
+        return Err(err(n.saturating_sub(1), CUT_INSIDE_A_SAMPLE.into()));
     }
     if samples.is_empty() {
         return Err(Error::File {

@@ -100,9 +100,15 @@ pub(super) fn parse(
         _ => Ok(()),
     };
     let mut lines = 0;
+    let total = text.lines().count();
     for (n, line) in text.lines().enumerate() {
         lines = n + 1;
         if line.trim().is_empty() {
+            // The file's last line, blanks without a line end, a sample
+            // open: a frame line cut inside its indentation.
+            if open && lines == total && !text.ends_with('\n') {
+                return Err(err(n, super::CUT_INSIDE_A_SAMPLE.into()));
+            }
             open = false;
             continue;
         }
@@ -212,7 +218,7 @@ pub(super) fn parse(
     if chained && open {
         return Err(err(
             lines.saturating_sub(1),
-            "the file ends inside a sample (cut short?): perf script ends each sample with a blank line".into(),
+            super::CUT_INSIDE_A_SAMPLE.into(),
         ));
     }
     if samples.is_empty() {

@@ -504,6 +504,30 @@ fn a_file_cut_inside_a_line_is_refused_naming_the_line() {
     // Cut at a line's end, the file is whole as far as it goes.
     let whole = &cut[..cut.rfind('\n').unwrap() + 1];
     assert!(parse(whole, &path, 0, &PerfOptions::default()).is_ok());
+    // Cut inside a frame line's indentation (a tab, spaces): the blanks
+    // at the end are no blank line, the last sample is open (they closed
+    // it, and its stack was stored cut to its first frames).
+    let mut tried = 0;
+    let step = (script.matches("\n\t").count() / 20).max(1);
+    for (at, _) in script.match_indices("\n\t").step_by(step).take(20) {
+        let line_start = at + 1;
+        let indent = script[line_start..]
+            .find(|c: char| !c.is_whitespace())
+            .unwrap();
+        for k in [1, indent] {
+            let cut = &script[..line_start + k];
+            let Err(e) = parse(cut, &path, 0, &PerfOptions::default()) else {
+                panic!("cut after {k} blanks of the line at byte {line_start} is refused");
+            };
+            assert!(e.to_string().contains("cut short"), "{e}");
+            tried += 1;
+        }
+    }
+    assert!(tried >= 30, "{tried}");
+    // Blanks after a sample's blank line end nothing open: whole.
+    let end = script.trim_end();
+    let closed = format!("{end}\n\n  \t");
+    assert!(parse(&closed, &path, 0, &PerfOptions::default()).is_ok());
 }
 
 /// A small deterministic generator (xorshift): the differential test below
