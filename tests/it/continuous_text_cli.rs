@@ -637,6 +637,45 @@ fn text_size_cap_is_an_option() {
     assert!(out.contains("1 profile ("), "{out}");
     let o = fh_out(&data, &["load", &big_s, "--max-text-mib", "0"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // Standard input too: its copy stops at the cap (it went on to a full
+    // temporary disk), with the same one line, and is removed. The writer
+    // offers 64 MiB; the load reads a little over 1 MiB of it.
+    let tmp = data.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
+        .args(["load", "--time", &t, "--max-text-mib", "1", "-", "--data"])
+        .arg(&data)
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let chunk = "main;work 1\n".repeat(1 << 12);
+        let mut sent = 0usize;
+        while sent < 64 << 20 && stdin.write_all(chunk.as_bytes()).is_ok() {
+            sent += chunk.len();
+        }
+        sent
+    });
+    let o = c.wait_with_output().unwrap();
+    let sent = writer.join().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("standard input (`-`): larger than 1 MiB") && err.contains("--max-text-mib"),
+        "{err}"
+    );
+    assert!(sent < 8 << 20, "the copy read {sent} bytes");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "a copy was left");
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles WHERE source = '<stdin>'").trim(),
+        "0"
+    );
 }
 
 /// Folded stacks: `--folded-type`, `--time` and `--duration` stored as

@@ -68,7 +68,8 @@ pub struct TextArgs {
     pub bpftrace_maps: Option<MapsFile>,
     /// perf script, bpftrace, folded: the largest file read, in MiB (a text
     /// profile is held in memory whole; a larger file is refused, never
-    /// cut). Raise it for a long recording's `perf script`.
+    /// cut; text on standard input, `-`, is copied up to it). Raise it for a
+    /// long recording's `perf script`.
     #[arg(long, value_name = "MIB", default_value_t = super::text::MAX_TEXT_BYTES >> 20,
           value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_text_mib: u64,

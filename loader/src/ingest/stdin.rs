@@ -9,6 +9,7 @@
 //! directory, which the kernel lets go when the process ends, however it
 //! ends.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -137,13 +138,25 @@ pub fn inputs(files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// How much of standard input is read to tell text from binary input.
+const FIRST_BYTES: usize = 64 << 10;
+
 /// Copies standard input to a file, when `files` names it (`-`, once),
-/// and returns `files` with the copy's path in its place.
+/// and returns `files` with the copy's path in its place. Text (its first
+/// 64 KiB as [`looks_like_text`](crate::formats::text::looks_like_text)
+/// says) is copied up to `max_text_bytes` (`--max-text-mib`, what a text
+/// file is read whole up to): past it the copy stops with that limit's
+/// error, not at a full temporary disk. Binary input (pprof, a MemHawk
+/// stream) is copied whole; its readers cap what they decode.
 ///
 /// # Errors
-/// `-` given twice, standard input a terminal or empty, or the copy
-/// failed (the temporary directory's path in the message).
-pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)> {
+/// `-` given twice, standard input a terminal or empty, text past
+/// `max_text_bytes`, or the copy failed (the temporary directory's path in
+/// the message).
+pub fn spool_stdin(
+    files: &[PathBuf],
+    max_text_bytes: u64,
+) -> Result<(Vec<PathBuf>, Option<Spooled>)> {
     let is_stdin = |p: &PathBuf| p.as_os_str() == STDIN_NAME;
     match files.iter().filter(|p| is_stdin(p)).count() {
         0 => return Ok((files.to_vec(), None)),
@@ -178,7 +191,30 @@ pub fn spool_stdin(files: &[PathBuf]) -> Result<(Vec<PathBuf>, Option<Spooled>)>
     let spooled = Spooled { dir, _lock: lock };
     let path = spooled.path();
     let mut out = std::fs::File::create(&path).map_err(file_err(&path))?;
-    let copied = std::io::copy(&mut std::io::stdin().lock(), &mut out).map_err(file_err(&path))?;
+    let mut input = std::io::stdin().lock();
+    // The first bytes tell text (capped) from binary input.
+    let mut first = Vec::with_capacity(FIRST_BYTES);
+    (&mut input)
+        .take(FIRST_BYTES as u64)
+        .read_to_end(&mut first)
+        .map_err(file_err(&path))?;
+    let text = crate::formats::text::looks_like_text(&first);
+    out.write_all(&first).map_err(file_err(&path))?;
+    let rest = if text {
+        // One byte past the cap tells a larger input from one at the cap.
+        let left = (max_text_bytes + 1).saturating_sub(first.len() as u64);
+        std::io::copy(&mut (&mut input).take(left), &mut out).map_err(file_err(&path))?
+    } else {
+        std::io::copy(&mut input, &mut out).map_err(file_err(&path))?
+    };
+    let copied = first.len() as u64 + rest;
+    if text && copied > max_text_bytes {
+        return Err(Error::Usage(format!(
+            "standard input (`-`): larger than {} MiB, the most a text profile is read whole \
+             (--max-text-mib raises it)",
+            max_text_bytes >> 20
+        )));
+    }
     // Unlike a file just created, standard input does not grow later.
     if copied == 0 {
         return Err(Error::Usage(
