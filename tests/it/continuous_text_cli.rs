@@ -671,9 +671,17 @@ fn text_size_cap_is_an_option() {
         "{err}"
     );
     assert!(sent < 8 << 20, "the copy read {sent} bytes");
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "a copy was left");
     assert_eq!(
-        sql(&data, "SELECT count() FROM flamehouse.cp_profiles WHERE source = '<stdin>'").trim(),
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a copy was left"
+    );
+    assert_eq!(
+        sql(
+            &data,
+            "SELECT count() FROM flamehouse.cp_profiles WHERE source = '<stdin>'"
+        )
+        .trim(),
         "0"
     );
 }

@@ -755,13 +755,53 @@ fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
 /// prints samples in time order).
 const TIME_SLACK_NS: u64 = 1_000_000;
 
+/// What [`check_header`] keeps of the headers before: the last time, and
+/// whether the file's first header had a time and named an event.
+#[derive(Debug, Default)]
+struct HeadersSeen {
+    last: Option<u64>,
+    first: Option<(bool, bool)>,
+}
+
 /// What a header must be besides well formed: a pid when pids are asked
-/// for, and a time not before the previous sample's (`last`).
+/// for, a time not before the previous sample's, and the fields of the
+/// file's first header: perf script prints one field list (`-F`) in every
+/// header, so a header without the time or the event the first one has
+/// is damaged (one bad byte in its time made it a header without one, its
+/// time taken for an event: a made-up profile type).
 fn check_header(
     h: &Header<'_>,
     options: &PerfOptions,
-    last: &mut Option<u64>,
+    seen: &mut HeadersSeen,
 ) -> Result<(), String> {
+    let layout = (h.time_ns.is_some(), h.event != NO_EVENT);
+    let (timed, named) = *seen.first.get_or_insert(layout);
+    if layout.0 != timed {
+        return Err(if timed {
+            "the header has no time (`secs.frac:`) where the file's first header has one \
+             (perf script prints the same fields in every header): a damaged time?"
+                .into()
+        } else {
+            "the header has a time where the file's first header has none (perf script prints \
+             the same fields in every header)"
+                .into()
+        });
+    }
+    if layout.1 != named {
+        return Err(if named {
+            "the header names no event (a word ending in `:` after the time and period) where \
+             the file's first header names one (perf script prints the same fields in every \
+             header): a damaged event?"
+                .into()
+        } else {
+            format!(
+                "the header names an event `{}:` where the file's first header names none (perf \
+                 script prints the same fields in every header)",
+                h.event
+            )
+        });
+    }
+    let last = &mut seen.last;
     if h.pid.is_none() && options.pid != Placement::Omit {
         return Err(
             "the header shows one id (the thread id, in perf's default fields) \
@@ -907,7 +947,7 @@ pub fn parse_within(
     // Whether a sample had frame lines (a call graph: then each sample
     // ends with a blank line), and whether every time was `-F tod`'s.
     let (mut chained, mut wall) = (false, true);
-    let mut last_time = None;
+    let mut last_time = HeadersSeen::default();
     let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
         (Some(line), Some(s)) if matches!(s.frames, Frames::None) => Err(err(
             line,

@@ -79,7 +79,8 @@ pub(super) fn parse(
     text::ends_whole(text, path, NAME)?;
     let mut events: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut has_period: Vec<bool> = Vec::new();
-    let (mut chained, mut wall, mut last_time) = (false, true, None);
+    let (mut chained, mut wall) = (false, true);
+    let mut last_time = super::HeadersSeen::default();
     let mut event_ix: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut comms = std::collections::BTreeSet::new();

@@ -1082,3 +1082,45 @@ fn a_perf_data_file_says_how_to_make_perf_script_text() {
     let hint = perf_data_hint(b"PERFILE2\x68\0", copy).unwrap();
     assert!(hint.contains("pipe its text instead (`perf script -i perf.data | flamehouse load -`)"));
 }
+
+/// One damaged header among whole ones (an outside check's edits of a
+/// real recording): a bad byte in its time made it a header without one,
+/// its time taken for an event (`6783x.338897_samples:count`); a lost `:`
+/// made its event part of an ip frame; garbage for the time made
+/// `garbage` an event. perf script prints one field list in every header,
+/// so each is refused naming its line; the whole file still loads.
+#[test]
+fn a_header_without_the_fields_of_the_first_is_refused_naming_it() {
+    let path = fixture("burn.fp.perf-script.txt");
+    let script = read("burn.fp.perf-script.txt");
+    assert!(parse(&script, &path, 0, &PerfOptions::default()).is_ok());
+    // The 20th header's line (1-based) and text.
+    let (at, header) = script
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("burn"))
+        .nth(20)
+        .unwrap();
+    let time = header.split_whitespace().nth(2).unwrap();
+    for (damaged, want) in [
+        (
+            header.replacen(time, &format!("{}x{}", &time[..4], &time[5..]), 1),
+            "has no time",
+        ),
+        (
+            header.replace("cpu-clock:pppH:", "cpu-clock pppH"),
+            "names no event",
+        ),
+        (header.replace(time, "garbage:"), "has no time"),
+    ] {
+        assert_ne!(damaged, header);
+        let bad = script.replacen(header, &damaged, 1);
+        let Err(e) = parse(&bad, &path, 0, &PerfOptions::default()) else {
+            panic!("{damaged:?} is refused");
+        };
+        let e = e.to_string();
+        assert!(e.contains(want), "{damaged:?}: {e}");
+        assert!(e.contains(&format!(":{}:", at + 1)), "{damaged:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+}
