@@ -1008,3 +1008,48 @@ fn the_engines_own_databases_are_refused() {
         "0"
     );
 }
+
+/// An engine error while a batch is stored (a full disk's
+/// `NOT_ENOUGH_SPACE` named neither) says which files and database it
+/// was storing, in one line, exit 1; nothing of the batch is listed. The
+/// error is provoked by a constraint no sample meets.
+#[test]
+fn an_engine_error_while_storing_names_the_files() {
+    let data = temp_path("cpv-store-error");
+    std::fs::create_dir_all(&data).unwrap();
+    let files: Vec<String> = (0..5)
+        .map(|k| {
+            let f = data.join(format!("f{k}.folded"));
+            std::fs::write(&f, format!("main;work{k} {}\n", k + 1)).unwrap();
+            f.display().to_string()
+        })
+        .collect();
+    fh(&data, &["init"]);
+    sql(
+        &data,
+        "ALTER TABLE flamehouse.cp_samples ADD CONSTRAINT no_values CHECK value < 0",
+    );
+    // A minute ago: inside any retention.
+    let t = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 60)
+        .to_string();
+    let mut args = vec!["load", "--time", &t];
+    args.extend(files.iter().map(String::as_str));
+    let o = fh_out(&data, &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    let want = format!(
+        "storing {}, {}, {} and 2 more files in database flamehouse: ",
+        files[0], files[1], files[2]
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("VIOLATED_CONSTRAINT"), "{err}");
+    assert_eq!(
+        sql(&data, "SELECT count() FROM flamehouse.cp_profiles FINAL"),
+        "0"
+    );
+}

@@ -915,6 +915,32 @@ fn store_pending(
     Ok(Some(stored))
 }
 
+/// An engine error of a batch's store, with the files it was storing and
+/// the database named (the engine's own, a full disk's `NOT_ENOUGH_SPACE`
+/// say, names neither).
+fn storing_error(e: Error, files: &[Vec<ContinuousSummary>], db: &Ident) -> Error {
+    let Error::Query { message } = e else {
+        return e;
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for s in files.iter().filter_map(|f| f.first()) {
+        if names.last() != Some(&s.source.as_str()) {
+            names.push(&s.source);
+        }
+    }
+    let shown = names.len().min(3);
+    let more = match names.len() - shown {
+        0 => String::new(),
+        n => format!(" and {n} more file{}", if n == 1 { "" } else { "s" }),
+    };
+    Error::Query {
+        message: format!(
+            "storing {}{more} in database {db}: {message}",
+            names[..shown].join(", ")
+        ),
+    }
+}
+
 fn read_one(
     path: &Path,
     opts: &ContinuousOptions,
@@ -1065,7 +1091,8 @@ pub fn load_files(
                 let mut known = Known::default();
                 for (mut rows, mut files) in batch_rx {
                     let stored =
-                        store_pending(backend, &opts.database, &mut rows, &mut files, &mut known);
+                        store_pending(backend, &opts.database, &mut rows, &mut files, &mut known)
+                            .map_err(|e| storing_error(e, &files, &opts.database));
                     let failed = stored.is_err();
                     let _ = done_tx.send(stored.map(|s| (files, s)));
                     if failed {
