@@ -1285,6 +1285,9 @@ fn engine_open_failures_say_the_true_cause() {
         "{err}"
     );
     assert!(!err.contains("File exists"), "{err}");
+    // One line: asked before the engine opens, whose own `Code: 76 ...
+    // Read-only file system` line came first.
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -266,6 +266,14 @@ impl Engine {
                 path: data_dir,
             });
         }
+        // So is a directory the engine cannot write (its own `Code: 76`
+        // line came before ours).
+        if !writable(&data_dir) {
+            return Err(Error::Connect {
+                reason: NOT_WRITABLE.into(),
+                path: data_dir,
+            });
+        }
 
         detach_stdin();
         let api = Api::load(&library)?;
@@ -495,6 +503,10 @@ fn write_err(path: &Path, cause: std::io::Error) -> Error {
     }
 }
 
+/// Why a directory the engine cannot write is not opened.
+const NOT_WRITABLE: &str = "the directory is not writable: the engine writes its status file \
+                            and its tables' logs there even to read (copy it somewhere writable)";
+
 /// Why the engine would not open `dir`, as far as can be told from outside
 /// (the engine prints its own message to stderr): another process holds
 /// the lock on `DIR/status` (ClickHouse's one-server-per-directory lock), or
@@ -505,9 +517,7 @@ fn connect_failure(dir: &Path) -> String {
         return reason;
     }
     if !writable(dir) {
-        return "the directory is not writable: the engine writes its status file and its \
-                tables' logs there even to read (copy it somewhere writable)"
-            .into();
+        return NOT_WRITABLE.into();
     }
     "chdb_connect failed (the engine's message is above)".into()
 }
