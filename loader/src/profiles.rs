@@ -1719,7 +1719,9 @@ pub fn series_command(
             .map_err(out_err)?;
         }
     }
-    writeln!(out, "time\t{column}\tvalue").map_err(out_err)?;
+    // The key escaped as the values under it are (a tab in it would add a
+    // column).
+    writeln!(out, "time\t{}\tvalue", crate::flame::escape_tsv(column)).map_err(out_err)?;
     out.write_all(crate::flame::unquote_tsv(&tsv, &[]).as_bytes())
         .map_err(out_err)
 }

@@ -2194,6 +2194,39 @@ fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
     assert_eq!(stored().trim(), "0");
 }
 
+/// A label key heads `profile series --by`'s column escaped as the values
+/// under it are (TSV: `\\` for a backslash); it was
+/// printed raw above escaped values.
+#[test]
+fn series_by_escapes_its_key_as_its_values() {
+    use flamehouse::formats::pprof::write::PprofWriter;
+    let data = temp_path("cpcli-keyescape");
+    let mut w = PprofWriter::new(&[("samples", "count")], ("", ""), 0);
+    w.set_time((flamehouse::profiles::now_ms() - 60_000) * 1_000_000, 0);
+    w.add_sample(&["work", "main"], &[3], &[("k\\x'y", "v\\1")]);
+    let f = data.join("keys.pb");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(&f, w.encode()).unwrap();
+    fh(&data, &["load", &f.display().to_string()]);
+    let out = fh(
+        &data,
+        &[
+            "profile",
+            "series",
+            "--type",
+            "samples:count",
+            "--by",
+            "k\\x'y",
+            "--step",
+            "0",
+        ],
+    );
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("time\tk\\\\x'y\tvalue"), "{out}");
+    let row: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    assert_eq!(row[1..], ["v\\\\1", "3"], "{out}");
+}
+
 /// pprof allows any string as a function name: `profile top`'s table
 /// escapes a tab, a newline and a backslash in it as TSV does (`\t`,
 /// `\n`, `\\`), so every row stays one line of five columns (a raw name
