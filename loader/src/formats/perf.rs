@@ -755,51 +755,91 @@ fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
 /// prints samples in time order).
 const TIME_SLACK_NS: u64 = 1_000_000;
 
-/// What [`check_header`] keeps of the headers before: the last time, and
-/// whether the file's first header had a time and named an event.
+/// What [`check_header`] keeps of the headers before: the last time,
+/// whether the file's first header named an event, and each event's
+/// first header's fields (a time, a period).
 #[derive(Debug, Default)]
 struct HeadersSeen {
     last: Option<u64>,
-    first: Option<(bool, bool)>,
+    named: Option<bool>,
+    events: FxHashMap<String, (bool, bool)>,
 }
 
 /// What a header must be besides well formed: a pid when pids are asked
-/// for, a time not before the previous sample's, and the fields of the
-/// file's first header: perf script prints one field list (`-F`) in every
-/// header, so a header without the time or the event the first one has
-/// is damaged (one bad byte in its time made it a header without one, its
-/// time taken for an event: a made-up profile type).
+/// for, a time not before the previous sample's, and the fields perf
+/// script prints for its event. perf prints one field list per event type
+/// (`-F`, or `-F sw:...,trace:...`), so a header is damaged when it has
+/// not the time or the period its event's first header has, names no
+/// event where the file's first header names one (or the reverse), or
+/// names an event starting with a digit, which no perf event does (one
+/// bad byte in a time made the header one without a time, its time taken
+/// for an event: a made-up profile type).
 fn check_header(
     h: &Header<'_>,
     options: &PerfOptions,
     seen: &mut HeadersSeen,
 ) -> Result<(), String> {
-    let layout = (h.time_ns.is_some(), h.event != NO_EVENT);
-    let (timed, named) = *seen.first.get_or_insert(layout);
-    if layout.0 != timed {
-        return Err(if timed {
-            "the header has no time (`secs.frac:`) where the file's first header has one \
-             (perf script prints the same fields in every header): a damaged time?"
-                .into()
+    let named = h.event != NO_EVENT;
+    if named != *seen.named.get_or_insert(named) {
+        return Err(if named {
+            format!(
+                "the header names an event `{}:` where the file's first header names none (perf \
+                 script prints the event field in every header or in none)",
+                h.event
+            )
         } else {
-            "the header has a time where the file's first header has none (perf script prints \
-             the same fields in every header)"
+            "the header names no event (a word ending in `:` after the time and period) where \
+             the file's first header names one (perf script prints the event field in every \
+             header or in none): a damaged event?"
                 .into()
         });
     }
-    if layout.1 != named {
-        return Err(if named {
-            "the header names no event (a word ending in `:` after the time and period) where \
-             the file's first header names one (perf script prints the same fields in every \
-             header): a damaged event?"
-                .into()
-        } else {
-            format!(
-                "the header names an event `{}:` where the file's first header names none (perf \
-                 script prints the same fields in every header)",
+    if h.event.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!(
+            "the event `{}:` starts with a digit, which no perf event does: a damaged time?",
+            h.event
+        ));
+    }
+    // `burn 410 garbage: 2004008 cpu-clock:pppH:`: garbage for the time
+    // made `garbage` the event and the real period and event the rest.
+    let mut rest = h.rest.split_whitespace();
+    if let (Some(p), Some(e), None) = (rest.next(), rest.next(), rest.next()) {
+        if p.bytes().all(|c| c.is_ascii_digit()) && e.len() > 1 && e.ends_with(':') {
+            return Err(format!(
+                "after the event `{}:` come a period and an event (`{p} {e}`): a damaged time?",
                 h.event
-            )
-        });
+            ));
+        }
+    }
+    let fields = (h.time_ns.is_some(), h.period.is_some());
+    let first = *seen.events.entry(h.event.to_string()).or_insert(fields);
+    if fields.0 != first.0 {
+        return Err(format!(
+            "the header {} where the first header of event `{}:` {} (perf script prints one \
+             field list per event type){}",
+            if fields.0 {
+                "has a time"
+            } else {
+                "has no time (`secs.frac:`)"
+            },
+            h.event,
+            if first.0 { "has one" } else { "has none" },
+            if first.0 { ": a damaged time?" } else { "" }
+        ));
+    }
+    if fields.1 != first.1 {
+        return Err(format!(
+            "the header {} where the first header of event `{}:` {} (perf script prints one \
+             field list per event type){}",
+            if fields.1 {
+                "has a period"
+            } else {
+                "has no period"
+            },
+            h.event,
+            if first.1 { "has one" } else { "has none" },
+            if first.1 { ": a damaged period?" } else { "" }
+        ));
     }
     let last = &mut seen.last;
     if h.pid.is_none() && options.pid != Placement::Omit {

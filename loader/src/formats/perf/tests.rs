@@ -596,6 +596,17 @@ fn generate_script(g: &mut Gen) -> String {
     let eol = if g.below(8) == 0 { "\r\n" } else { "\n" };
     // One form of ids a file, as perf's `-F` gives: `pid/tid` or the tid.
     let with_pid = g.below(4) != 0;
+    // A period for every sample of an event or for none (perf prints it
+    // when the event's samples carry one: `-F`, or `-c N` leaves it out).
+    // (`cpu-clock:pppH:` and `cpu-clock:` are one event: modifiers other
+    // than the scope are dropped.)
+    let periodic: Vec<bool> = events.iter().map(|_| g.below(3) != 0).collect();
+    let event_of = |e: usize| {
+        events
+            .iter()
+            .position(|x| x[..3] == events[e][..3])
+            .unwrap()
+    };
     for _ in 0..1 + g.below(60) {
         t += g.below(3_000_000) as u64;
         let comm = g.pick(&comms);
@@ -605,13 +616,14 @@ fn generate_script(g: &mut Gen) -> String {
             (true, _) => format!("{}/{}", 10 + g.below(2), 20 + g.below(3)),
         };
         let cpu = if g.below(2) == 0 { " [003]" } else { "" };
-        let period = match g.below(3) {
-            0 => String::new(),
-            1 => format!(" {}", 1 + g.below(3) * 1_000_000),
-            _ => " 10000000".into(),
-        };
         let k = 3 + g.below(4);
-        let event = g.pick(&events[..k]);
+        let e = g.below(k);
+        let event = events[e];
+        let period = match (periodic[event_of(e)], g.below(2)) {
+            (false, _) => String::new(),
+            (true, 0) => format!(" {}", 1 + g.below(3) * 1_000_000),
+            (true, _) => " 10000000".into(),
+        };
         let head_ip = g.below(7) == 0;
         let _ = write!(
             s,
@@ -784,7 +796,7 @@ a 1 2.5: 31514 19529.039661:    2004008 cpu-clock:ppp:
 job 42 31512 19529.041059:    2004008 cpu-clock:ppp: 
 \t            124b spin_named+0x1b (/t/names)
 
-a 1 2.5: 31514 [001] 19529.041692: cpu-clock:ppp: 
+a 1 2.5: 31514 [001] 19529.041692:    2004008 cpu-clock:ppp: 
 \t            124b spin_named+0x1b (/t/names)
 
 ";
@@ -1105,13 +1117,23 @@ fn a_header_without_the_fields_of_the_first_is_refused_naming_it() {
     for (damaged, want) in [
         (
             header.replacen(time, &format!("{}x{}", &time[..4], &time[5..]), 1),
-            "has no time",
+            "starts with a digit, which no perf event does: a damaged time?",
         ),
         (
             header.replace("cpu-clock:pppH:", "cpu-clock pppH"),
             "names no event",
         ),
-        (header.replace(time, "garbage:"), "has no time"),
+        (
+            header.replace(time, "garbage:"),
+            "come a period and an event (`2004008 cpu-clock:pppH:`): a damaged time?",
+        ),
+        // A lost period: the sample was stored as 1 ns.
+        (
+            header.replace("2004008 ", ""),
+            "has no period where the first header of event",
+        ),
+        // The time gone, the event kept.
+        (header.replace(&format!("{time} "), ""), "has no time"),
     ] {
         assert_ne!(damaged, header);
         let bad = script.replacen(header, &damaged, 1);
@@ -1123,4 +1145,27 @@ fn a_header_without_the_fields_of_the_first_is_refused_naming_it() {
         assert!(e.contains(&format!(":{}:", at + 1)), "{damaged:?}: {e}");
         assert!(!e.contains('\n'), "{e}");
     }
+    // One field list per event type (`-F sw:comm,tid,time,period,event,ip,sym,dso
+    // -F trace:comm,tid,event,trace`): the tracepoint's headers have no time
+    // nor period, the clock's do; both read.
+    let per_type = "\
+burn 410 11331.597954:    2004008 cpu-clock:pppH: 
+\t            117c leaf+0x33 (/t/burn)
+
+burn 410 sched:sched_switch: prev_comm=burn prev_pid=410 ==> next_comm=swapper/0
+\t            117c leaf+0x33 (/t/burn)
+
+burn 410 11331.599957:    2004008 cpu-clock:pppH: 
+\t            117c leaf+0x33 (/t/burn)
+
+";
+    let r = parse(per_type, &path, 0, &PerfOptions::default()).unwrap();
+    assert_eq!(
+        type_names(&r),
+        [
+            "cpu-clock_samples:count",
+            "cpu-clock:nanoseconds",
+            "sched.sched_switch_samples:count"
+        ]
+    );
 }
