@@ -1072,7 +1072,11 @@ fn run() -> anyhow::Result<()> {
                 anyhow::bail!("--watch follows a file; `-` (standard input) cannot be followed");
             }
             // `-`: standard input, copied to a file first (removed at the end).
-            let (files, spooled) = stdin::spool_stdin(&files, text.max_text_mib << 20)?;
+            let (files, spooled) = stdin::spool_stdin(
+                &files,
+                text.max_text_mib << 20,
+                max_decompressed_mib.saturating_mul(1 << 20),
+            )?;
             // Messages name standard input as such, not its passing copy.
             let copy_paths: Vec<String> = spooled
                 .iter()

@@ -146,8 +146,11 @@ const FIRST_BYTES: usize = 64 << 10;
 /// 64 KiB as [`looks_like_text`](crate::formats::text::looks_like_text)
 /// says) is copied up to `max_text_bytes` (`--max-text-mib`, what a text
 /// file is read whole up to): past it the copy stops with that limit's
-/// error, not at a full temporary disk. Binary input (pprof, a MemHawk
-/// stream) is copied whole; its readers cap what they decode.
+/// error, not at a full temporary disk. A pprof profile (binary, not
+/// starting with a zero byte) is copied up to `max_profile_bytes`
+/// (`--max-decompressed-mib`, with 1% and 1 MiB for compression's
+/// framing); a MemHawk stream (its first byte is zero) whole, as its
+/// records are read one at a time.
 ///
 /// # Errors
 /// `-` given twice, standard input a terminal or empty, text past
@@ -156,6 +159,7 @@ const FIRST_BYTES: usize = 64 << 10;
 pub fn spool_stdin(
     files: &[PathBuf],
     max_text_bytes: u64,
+    max_profile_bytes: u64,
 ) -> Result<(Vec<PathBuf>, Option<Spooled>)> {
     let is_stdin = |p: &PathBuf| p.as_os_str() == STDIN_NAME;
     match files.iter().filter(|p| is_stdin(p)).count() {
@@ -199,20 +203,41 @@ pub fn spool_stdin(
         .read_to_end(&mut first)
         .map_err(file_err(&path))?;
     let text = crate::formats::text::looks_like_text(&first);
-    out.write_all(&first).map_err(file_err(&path))?;
-    let rest = if text {
-        // One byte past the cap tells a larger input from one at the cap.
-        let left = (max_text_bytes + 1).saturating_sub(first.len() as u64);
-        std::io::copy(&mut (&mut input).take(left), &mut out).map_err(file_err(&path))?
+    // A MemHawk stream starts with its first record's 8-byte big-endian
+    // length (a zero byte): records are read one at a time, so a stream
+    // is copied whole. Anything else binary is one pprof profile, read
+    // whole: compressed, it is no larger than what it decompresses to
+    // (gzip's and zstd's framing aside), so past that cap it is refused.
+    let stream = first.first() == Some(&0);
+    let cap = if text {
+        Some((
+            max_text_bytes,
+            "--max-text-mib",
+            "a text profile is read whole",
+        ))
+    } else if stream {
+        None
     } else {
-        std::io::copy(&mut input, &mut out).map_err(file_err(&path))?
+        Some((
+            max_profile_bytes.saturating_add(max_profile_bytes / 100 + (1 << 20)),
+            "--max-decompressed-mib",
+            "a pprof profile decompresses to",
+        ))
+    };
+    out.write_all(&first).map_err(file_err(&path))?;
+    let rest = match cap {
+        // One byte past the cap tells a larger input from one at the cap.
+        Some((max, ..)) => {
+            let left = (max + 1).saturating_sub(first.len() as u64);
+            std::io::copy(&mut (&mut input).take(left), &mut out).map_err(file_err(&path))?
+        }
+        None => std::io::copy(&mut input, &mut out).map_err(file_err(&path))?,
     };
     let copied = first.len() as u64 + rest;
-    if text && copied > max_text_bytes {
+    if let Some((max, flag, what)) = cap.filter(|(max, ..)| copied > *max) {
         return Err(Error::Usage(format!(
-            "standard input (`-`): larger than {} MiB, the most a text profile is read whole \
-             (--max-text-mib raises it)",
-            max_text_bytes >> 20
+            "standard input (`-`): larger than {} MiB, the most {what} ({flag} raises it)",
+            max >> 20
         )));
     }
     // Unlike a file just created, standard input does not grow later.
