@@ -248,6 +248,27 @@ fn is_side_band(line: &str) -> bool {
 }
 
 /// `[pid/]tid`.
+/// The id perf prints for a task it no longer knows (`perf record -a`: a
+/// sample of a task that exited, `:-1    -1 [001] ...`), kept as `-1`.
+pub(crate) const UNKNOWN_ID: u32 = u32::MAX;
+
+/// A pid or tid: digits, or perf's `-1` ([`UNKNOWN_ID`]).
+fn parse_id(s: &str) -> Option<u32> {
+    if s == "-1" {
+        return Some(UNKNOWN_ID);
+    }
+    s.parse().ok().filter(|&id| id != UNKNOWN_ID)
+}
+
+/// A pid or tid as a label value or frame: `-1` for [`UNKNOWN_ID`].
+pub(crate) fn id_string(id: u32) -> String {
+    if id == UNKNOWN_ID {
+        "-1".into()
+    } else {
+        id.to_string()
+    }
+}
+
 fn is_ids(t: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
     match t.split_once('/') {
@@ -489,10 +510,13 @@ fn header_at<'a>(
     };
     let (pid, tid) = match ids.split_once('/') {
         Some((p, t)) => (
-            Some(p.parse().map_err(|_| format!("bad pid `{p}`"))?),
-            t.parse().map_err(|_| format!("bad tid `{t}`"))?,
+            Some(parse_id(p).ok_or_else(|| format!("bad pid `{p}`"))?),
+            parse_id(t).ok_or_else(|| format!("bad tid `{t}`"))?,
         ),
-        None => (None, ids.parse().map_err(|_| format!("bad tid `{ids}`"))?),
+        None => (
+            None,
+            parse_id(ids).ok_or_else(|| format!("bad tid `{ids}`"))?,
+        ),
     };
     let comm = match comm {
         [] => return Err("no command name before the pid".into()),
@@ -1008,7 +1032,9 @@ pub fn parse_within(
             // without a line end, a sample open, are a frame line's
             // indentation cut short (they closed it: its stack was stored
             // cut to its first frames, or as none).
-            if open && end == bytes.len() {
+            // (A script without call graphs ends in no frame line: spaces
+            // after its last header are an editor's, a tab a frame's.)
+            if open && end == bytes.len() && (chained || line.contains('\t')) {
                 return Err(err(n, CUT_INSIDE_A_SAMPLE.into()));
             }
             open = false;
@@ -1148,8 +1174,8 @@ pub fn parse_within(
                 let (comm, pid, tid) = &triple;
                 let parts = [
                     ("comm", options.comm, comm.to_string()),
-                    ("pid", options.pid, pid.to_string()),
-                    ("tid", options.tid, tid.to_string()),
+                    ("pid", options.pid, id_string(*pid)),
+                    ("tid", options.tid, id_string(*tid)),
                 ];
                 let mut labels: Vec<Label> = parts
                     .iter()
@@ -1277,7 +1303,11 @@ pub fn parse_within(
     let source = Source {
         identity: text::identity_with("perf", text, options),
         pid: if pids.len() == 1 {
-            pids.iter().next().copied().unwrap_or(0)
+            pids.iter()
+                .next()
+                .copied()
+                .filter(|&p| p != UNKNOWN_ID)
+                .unwrap_or(0)
         } else {
             0
         },

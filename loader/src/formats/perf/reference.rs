@@ -107,7 +107,7 @@ pub(super) fn parse(
         if line.trim().is_empty() {
             // The file's last line, blanks without a line end, a sample
             // open: a frame line cut inside its indentation.
-            if open && lines == total && !text.ends_with('\n') {
+            if open && lines == total && !text.ends_with('\n') && (chained || line.contains('\t')) {
                 return Err(err(n, super::CUT_INSIDE_A_SAMPLE.into()));
             }
             open = false;
@@ -172,8 +172,8 @@ pub(super) fn parse(
                 let (comm, pid, tid) = &triple;
                 let parts = [
                     ("comm", options.comm, comm.clone()),
-                    ("pid", options.pid, pid.to_string()),
-                    ("tid", options.tid, tid.to_string()),
+                    ("pid", options.pid, super::id_string(*pid)),
+                    ("tid", options.tid, super::id_string(*tid)),
                 ];
                 let mut labels: Vec<Label> = parts
                     .iter()
@@ -264,7 +264,11 @@ pub(super) fn parse(
     let source = Source {
         identity: text::identity_with("perf", text, options),
         pid: if pids.len() == 1 {
-            pids.iter().next().copied().unwrap_or(0)
+            pids.iter()
+                .next()
+                .copied()
+                .filter(|&p| p != super::UNKNOWN_ID)
+                .unwrap_or(0)
         } else {
             0
         },

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::model::Event;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -528,6 +528,16 @@ fn a_file_cut_inside_a_line_is_refused_naming_the_line() {
     let end = script.trim_end();
     let closed = format!("{end}\n\n  \t");
     assert!(parse(&closed, &path, 0, &PerfOptions::default()).is_ok());
+    // Without call graphs (the ip on the header), spaces after the last
+    // header are an editor's; a tab is a frame line's start.
+    let flat = "burn 410 11331.597954:    2004008 cpu-clock:pppH:  117c leaf+0x33 (/t/burn)\n";
+    assert!(parse(&format!("{flat}   "), &path, 0, &PerfOptions::default()).is_ok());
+    assert!(
+        parse(&format!("{flat}\t"), &path, 0, &PerfOptions::default())
+            .unwrap_err()
+            .to_string()
+            .contains("cut short")
+    );
 }
 
 /// A small deterministic generator (xorshift): the differential test below
@@ -1168,4 +1178,42 @@ burn 410 11331.599957:    2004008 cpu-clock:pppH:
             "sched.sched_switch_samples:count"
         ]
     );
+}
+
+/// `perf record -a`: a sample of a task that had exited prints as comm
+/// `:-1`, tid `-1` (an outside check's system-wide recording: one such
+/// sample refused its 448,000 lines as "bad tid `-1`"). Read, its ids
+/// kept as `-1`; other negative ids stay refused.
+#[test]
+fn a_system_wide_samples_unknown_task_is_tid_minus_one() {
+    let script = "\
+:-1    -1 [001] 72441.111322: sched:sched_switch: prev_comm=x prev_pid=7 ==> next_comm=y
+\t      ffffffff8100 __schedule+0x1 ([kernel.kallsyms])
+
+app   42 [000] 72441.111400: sched:sched_switch: prev_comm=app prev_pid=42 ==> next_comm=y
+\t      ffffffff8100 __schedule+0x1 ([kernel.kallsyms])
+
+";
+    let options = PerfOptions {
+        tid: Placement::Label,
+        ..Default::default()
+    };
+    let mut r = parse(script, Path::new("a"), 0, &options).unwrap();
+    let (_, labels) = folded(&mut r, 0);
+    let tids: BTreeSet<String> = labels
+        .iter()
+        .flatten()
+        .filter(|l| l.key == "tid")
+        .map(|l| l.value.clone())
+        .collect();
+    assert_eq!(tids, BTreeSet::from(["-1".to_string(), "42".to_string()]));
+    let e = parse(
+        &script.replace(":-1    -1", "app    -2"),
+        Path::new("a"),
+        0,
+        &options,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("a:1:") && e.contains("-2"), "{e}");
 }
