@@ -837,33 +837,21 @@ fn check_header(
     }
     let fields = (h.time_ns.is_some(), h.period.is_some());
     let first = *seen.events.entry(h.event.to_string()).or_insert(fields);
-    if fields.0 != first.0 {
-        return Err(format!(
-            "the header {} where the first header of event `{}:` {} (perf script prints one \
-             field list per event type){}",
-            if fields.0 {
-                "has a time"
-            } else {
-                "has no time (`secs.frac:`)"
-            },
-            h.event,
-            if first.0 { "has one" } else { "has none" },
-            if first.0 { ": a damaged time?" } else { "" }
-        ));
-    }
-    if fields.1 != first.1 {
-        return Err(format!(
-            "the header {} where the first header of event `{}:` {} (perf script prints one \
-             field list per event type){}",
-            if fields.1 {
-                "has a period"
-            } else {
-                "has no period"
-            },
-            h.event,
-            if first.1 { "has one" } else { "has none" },
-            if first.1 { ": a damaged period?" } else { "" }
-        ));
+    for (has, had, field) in [(fields.0, first.0, "time"), (fields.1, first.1, "period")] {
+        if has != had {
+            return Err(format!(
+                "the header has {} {field} where the first header of event `{}:` has {} (perf \
+                 script prints one field list per event type){}",
+                if has { "a" } else { "no" },
+                h.event,
+                if had { "one" } else { "none" },
+                if had {
+                    format!(": a damaged {field}?")
+                } else {
+                    String::new()
+                }
+            ));
+        }
     }
     let last = &mut seen.last;
     if h.pid.is_none() && options.pid != Placement::Omit {
