@@ -642,32 +642,46 @@ fn text_size_cap_is_an_option() {
     // offers 64 MiB; the load reads a little over 1 MiB of it.
     let tmp = data.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
-        .args(["load", "--time", &t, "--max-text-mib", "1", "-", "--data"])
-        .arg(&data)
-        .env("TMPDIR", &tmp)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = c.stdin.take().unwrap();
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let chunk = "main;work 1\n".repeat(1 << 12);
-        let mut sent = 0usize;
-        while sent < 64 << 20 && stdin.write_all(chunk.as_bytes()).is_ok() {
-            sent += chunk.len();
-        }
-        sent
-    });
-    let o = c.wait_with_output().unwrap();
-    let sent = writer.join().unwrap();
+    let text = "main;work 1\n".repeat(1 << 12);
+    let (o, sent) = offer_stdin(
+        &data,
+        &tmp,
+        &["load", "--time", &t, "--max-text-mib", "1", "-"],
+        text.as_bytes(),
+        text.as_bytes(),
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
         err.contains("standard input (`-`): larger than 1 MiB") && err.contains("--max-text-mib"),
+        "{err}"
+    );
+    assert!(sent < 8 << 20, "the copy read {sent} bytes");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a copy was left"
+    );
+    // Binary input that is no MemHawk stream (gzip's magic here) is one
+    // pprof profile: copied up to what --max-decompressed-mib lets it
+    // decompress to, with room for its framing (it was copied without
+    // end).
+    let junk = vec![0x5a_u8; 1 << 16];
+    let first = [&[0x1f, 0x8b][..], &junk[2..]].concat();
+    let (o, sent) = offer_stdin(
+        &data,
+        &tmp,
+        &["load", "--max-decompressed-mib", "1", "-"],
+        &first,
+        &junk,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("standard input (`-`): larger than 2 MiB")
+            && err.contains("--max-decompressed-mib raises it"),
         "{err}"
     );
     assert!(sent < 8 << 20, "the copy read {sent} bytes");
@@ -684,6 +698,43 @@ fn text_size_cap_is_an_option() {
         .trim(),
         "0"
     );
+}
+
+/// `flamehouse ARGS --data DATA` with `TMPDIR` at `tmp`, offered up to
+/// 64 MiB on standard input (`first`, then `rest` again and again) until
+/// it stops reading: its output and the bytes it took (what the pipe held
+/// included).
+fn offer_stdin(
+    data: &std::path::Path,
+    tmp: &std::path::Path,
+    args: &[&str],
+    first: &[u8],
+    rest: &[u8],
+) -> (std::process::Output, usize) {
+    let mut c = std::process::Command::new(flamehouse_tests::cli_binary())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .env("TMPDIR", tmp)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let (first, rest) = (first.to_vec(), rest.to_vec());
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut sent = 0usize;
+        let mut chunk = &first;
+        while sent < 64 << 20 && stdin.write_all(chunk).is_ok() {
+            sent += chunk.len();
+            chunk = &rest;
+        }
+        sent
+    });
+    let o = c.wait_with_output().unwrap();
+    (o, writer.join().unwrap())
 }
 
 /// Folded stacks: `--folded-type`, `--time` and `--duration` stored as

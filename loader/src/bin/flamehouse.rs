@@ -733,7 +733,7 @@ fn report_failed(
 
 fn print_continuous(s: &ContinuousSummary) {
     say!(
-        "{}: profile {:016x}{} | types {} | {} | {}{} | {} | {} | symbolized {:.1}%",
+        "{}: profile {:016x}{} | types {} | {} | {} series{} | {} | {} | symbolized {:.1}%",
         s.source,
         s.profile_id,
         if s.already_stored {
@@ -743,7 +743,7 @@ fn print_continuous(s: &ContinuousSummary) {
         },
         s.types.join(", "),
         plural(s.sample_rows, "sample row"),
-        format!("{} series", s.series),
+        s.series,
         // A series is one type's label set: counted per type, as `profile
         // list` shows them.
         if s.types.len() > 1 {
@@ -1008,15 +1008,12 @@ fn run() -> anyhow::Result<()> {
                     ))
                     .into());
                 }
-                say!("{schema_line}");
                 continuous::set_retention(&*engine, &schema.options(), days)?;
                 for d in &dropped {
                     eprintln!("flamehouse: --expire-now: deleted {d}");
                 }
             }
-            if retention.is_none() {
-                say!("{schema_line}");
-            }
+            say!("{schema_line}");
             match continuous::retention_days(&*engine, &schema.database)? {
                 Some(d) => say!("continuous profiles kept {}", plural(d as usize, "day")),
                 None => say!("continuous profiles kept forever (no TTL)"),

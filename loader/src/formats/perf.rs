@@ -247,7 +247,6 @@ fn is_side_band(line: &str) -> bool {
     line.contains(" PERF_RECORD_")
 }
 
-/// `[pid/]tid`.
 /// The id perf prints for a task it no longer knows (`perf record -a`: a
 /// sample of a task that exited, `:-1    -1 [001] ...`), kept as `-1`.
 pub(crate) const UNKNOWN_ID: u32 = u32::MAX;
@@ -269,6 +268,7 @@ pub(crate) fn id_string(id: u32) -> String {
     }
 }
 
+/// `[pid/]tid`.
 fn is_ids(t: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
     match t.split_once('/') {
@@ -836,7 +836,15 @@ fn check_header(
         }
     }
     let fields = (h.time_ns.is_some(), h.period.is_some());
-    let first = *seen.events.entry(h.event.to_string()).or_insert(fields);
+    // Looked up by the name (no allocation per header): a new event's
+    // first header is stored once.
+    let first = match seen.events.get(h.event.as_ref()) {
+        Some(&first) => first,
+        None => {
+            seen.events.insert(h.event.to_string(), fields);
+            fields
+        }
+    };
     for (has, had, field) in [(fields.0, first.0, "time"), (fields.1, first.1, "period")] {
         if has != had {
             return Err(format!(
@@ -999,7 +1007,7 @@ pub fn parse_within(
     // Whether a sample had frame lines (a call graph: then each sample
     // ends with a blank line), and whether every time was `-F tod`'s.
     let (mut chained, mut wall) = (false, true);
-    let mut last_time = HeadersSeen::default();
+    let mut headers = HeadersSeen::default();
     let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
         (Some(line), Some(s)) if matches!(s.frames, Frames::None) => Err(err(
             line,
@@ -1119,7 +1127,7 @@ pub fn parse_within(
         let h = parse_header(line, &mut toks).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
         untimed_at = h.time_ns.is_none().then_some(n);
-        check_header(&h, options, &mut last_time).map_err(|m| err(n, m))?;
+        check_header(&h, options, &mut headers).map_err(|m| err(n, m))?;
         wall &= h.wall;
         let event = match events.iter().position(|e| *e == h.event) {
             Some(i) => i,

@@ -933,11 +933,13 @@ fn storing_error(e: Error, files: &[Vec<ContinuousSummary>], db: &Ident) -> Erro
         0 => String::new(),
         n => format!(" and {n} more file{}", if n == 1 { "" } else { "s" }),
     };
+    let what = if names.is_empty() {
+        "a batch".to_string()
+    } else {
+        names[..shown].join(", ")
+    };
     Error::Query {
-        message: format!(
-            "storing {}{more} in database {db}: {message}",
-            names[..shown].join(", ")
-        ),
+        message: format!("storing {what}{more} in database {db}: {message}"),
     }
 }
 

@@ -508,10 +508,10 @@ const NOT_WRITABLE: &str = "the directory is not writable: the engine writes its
                             and its tables' logs there even to read (copy it somewhere writable)";
 
 /// Why the engine would not open `dir`, as far as can be told from outside
-/// (the engine prints its own message to stderr): another process holds
-/// the lock on `DIR/status` (ClickHouse's one-server-per-directory lock), or
-/// the directory is not writable (the engine writes its status file and its
-/// tables' deduplication logs on open, even to read).
+/// (the engine prints its own message to stderr): another process took
+/// the lock on `DIR/status` (ClickHouse's one-server-per-directory lock)
+/// since it was asked, or the directory stopped being writable (both are
+/// asked before the engine opens: [`NOT_WRITABLE`]).
 fn connect_failure(dir: &Path) -> String {
     if let Some(reason) = held_by_another(dir) {
         return reason;

@@ -22,8 +22,7 @@ pub const RESERVED_DATABASES: [&str; 3] = [
 ];
 
 /// Whether `name` is one of [`RESERVED_DATABASES`], in any case.
-#[must_use]
-pub fn is_reserved_database(name: &str) -> bool {
+fn is_reserved_database(name: &str) -> bool {
     RESERVED_DATABASES
         .iter()
         .any(|r| r.eq_ignore_ascii_case(name))

@@ -264,13 +264,7 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
     }
     // Not one of the engine's own databases, nor one whose tables are not
     // kept (a Memory database: its tables vanish at a restart).
-    if crate::storage::ident::is_reserved_database(opts.database.as_str()) {
-        return Err(Error::Usage(format!(
-            "database {} is one of the engine's own databases, whose tables are not kept; \
-             choose another name",
-            opts.database
-        )));
-    }
+    Ident::database(opts.database.as_str())?;
     let engine = backend.query_tsv(&format!(
         "SELECT engine FROM system.databases WHERE name = {}",
         crate::storage::sql_string(opts.database.as_str())

@@ -80,7 +80,7 @@ pub(super) fn parse(
     let mut events: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut has_period: Vec<bool> = Vec::new();
     let (mut chained, mut wall) = (false, true);
-    let mut last_time = super::HeadersSeen::default();
+    let mut headers = super::HeadersSeen::default();
     let mut event_ix: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Sample> = Vec::new();
     let mut comms = std::collections::BTreeSet::new();
@@ -144,7 +144,7 @@ pub(super) fn parse(
         let (h, kept) = parse_header(line).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
         untimed_at = h.untimed.then_some(n);
-        super::check_header(&kept, options, &mut last_time).map_err(|m| err(n, m))?;
+        super::check_header(&kept, options, &mut headers).map_err(|m| err(n, m))?;
         wall &= h.wall;
         let event = *event_ix.entry(h.event.clone()).or_insert_with(|| {
             events.push(h.event.clone().into());

@@ -611,10 +611,11 @@ fn generate_script(g: &mut Gen) -> String {
     // (`cpu-clock:pppH:` and `cpu-clock:` are one event: modifiers other
     // than the scope are dropped.)
     let periodic: Vec<bool> = events.iter().map(|_| g.below(3) != 0).collect();
+    let name = |e: &str| e.split(':').next().unwrap_or(e).to_string();
     let event_of = |e: usize| {
         events
             .iter()
-            .position(|x| x[..3] == events[e][..3])
+            .position(|x| name(x) == name(events[e]))
             .unwrap()
     };
     for _ in 0..1 + g.below(60) {
