@@ -81,7 +81,12 @@ fn folded_line(line: &str) -> bool {
             && n.bytes().all(|c| c.is_ascii_digit())
             && !stack.starts_with(char::is_whitespace)
             && !stack.starts_with('@')
-    }) || line
+    }) || empty_stack_line(line)
+}
+
+/// An empty stack's line: ` COUNT`.
+fn empty_stack_line(line: &str) -> bool {
+    line.trim_end()
         .strip_prefix(' ')
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
 }
@@ -112,7 +117,18 @@ impl ProfileFormat for Folded {
         }
         let s = String::from_utf8_lossy(first);
         match s.split_once('\n') {
-            Some((line, _)) if folded_line(line) => Sniff::Yes,
+            // An empty stack's line (` 12`) first: folded only when a
+            // stack follows (`perf script -F tid` prints ` 8638` a line:
+            // counted as stacks, the thread ids would be summed).
+            Some((line, rest)) if folded_line(line) => {
+                if !empty_stack_line(line)
+                    || rest.lines().any(|l| folded_line(l) && !empty_stack_line(l))
+                {
+                    Sniff::Yes
+                } else {
+                    Sniff::No
+                }
+            }
             // A stack with a signed or fractional count: folded text with
             // a bad first line, which the reader names (not "no format").
             Some((line, _)) if bad_count_line(line) => Sniff::Unsure,

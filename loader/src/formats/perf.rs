@@ -9,13 +9,17 @@
 //! Field lists of `perf script -F` that leave some out are
 //! read too: no time (every sample at the file's time, one batch), no
 //! period (the sample count only), no event (the event [`NO_EVENT`],
-//! `perf`), no module or offset on frames; the source lines of `-F +srcline`
-//! after a frame are skipped; `-F +tod`'s wall-clock date and time is the
-//! sample's time. A recording without a call graph (headers right-aligned,
-//! each with its sampled ip, no blank lines between samples) is one frame
-//! a sample; side-band records (`--show-mmap-events`,
-//! `--show-task-events`) are skipped. Times that go back (`perf script
-//! --deltatime`) are refused: perf prints samples in time order.
+//! `perf`), no command name (a timed header starting with its tid), no
+//! module or offset on frames; the source lines of `-F +srcline` after a
+//! frame and the source code of `-F +srccode` are skipped; `-F +tod`'s
+//! wall-clock date and time is the sample's time. A recording without a
+//! call graph (headers right-aligned, each with its sampled ip, no blank
+//! lines between samples) is one frame a sample; samples perf prints so
+//! between call-graph ones (a tracepoint's under `-F`) are one-liners
+//! with no blank line after them ([`is_one_liner`]); side-band records
+//! (`--show-mmap-events`, `--show-task-events`) are skipped. Times that
+//! go back (`perf script --deltatime`) are refused: perf prints samples in
+//! time order ([`check_header`]).
 //!
 //! Parsed here rather than through inferno's `collapse::perf`, which only
 //! writes folded text: the model needs each frame's module and the address
@@ -151,21 +155,38 @@ impl ProfileFormat for Perf {
                 Sniff::Yes
             }
             // A header without a time (`-F` without `time`) only with a
-            // frame line after it: `a;b 12` is a folded line.
+            // frame line after it, or right-aligned with an ip or an event
+            // on it (no call graph): `a;b 12` is a folded line.
             Some((line, next))
                 if parse_header(line, &mut Vec::new()).is_ok_and(|h| {
                     h.time_ns.is_some()
-                        || next.starts_with(char::is_whitespace)
+                        || is_indented_header(line)
+                        // perf indents frame lines with a tab (` 5`
+                        // after `a;b 3` is a folded empty stack).
+                        || next.starts_with('\t')
                             && next
                                 .split_whitespace()
                                 .next()
                                 .is_some_and(|a| u64::from_str_radix(a, 16).is_ok())
+                        // A frame line cut inside perf's tab and padding.
+                        || next.starts_with('\t')
+                            && !next.contains('\n')
+                            && next.trim().is_empty()
                 }) =>
             {
                 Sniff::Yes
             }
-            // A header line cut at the sniff length: its time is in it.
+            // A header line cut at the sniff length: its time is in it;
+            // or, right-aligned without a time, its ip or event (the
+            // last word may be cut: also tried without it).
             None if s.split_whitespace().skip(1).any(is_time) && !s.starts_with('@') => Sniff::Yes,
+            None if is_indented_header(&s)
+                || s.trim_end()
+                    .rsplit_once(char::is_whitespace)
+                    .is_some_and(|(head, _)| is_indented_header(head)) =>
+            {
+                Sniff::Yes
+            }
             _ => Sniff::No,
         }
     }
@@ -234,11 +255,28 @@ struct Header<'a> {
 pub const NO_EVENT: &str = "perf";
 
 /// A sample header indented by spaces: perf right-aligns the command
-/// name in 16 columns when there is no call graph (`perf record` without
-/// `-g`, or `perf script -G`), and then no blank line separates samples.
-/// Told from a frame line (which perf indents with a tab) by its time.
+/// name in 16 columns when it prints no call graph for the sample
+/// (`perf record` without `-g`, `perf script -G`, a tracepoint's samples
+/// under a `-F` list), and then no blank line follows the sample; a
+/// header without a command name (`-F tid,time,...`) starts with the
+/// tid's padding. Told from a frame line (which perf indents with a tab)
+/// and a source line (one word) by its time, or, without a time (`-F`
+/// without `time`), by the fields after its `comm tid`: a sampled ip or
+/// an event.
 fn is_indented_header(line: &str) -> bool {
-    line.starts_with(' ') && line.split_whitespace().skip(1).any(is_time)
+    line.starts_with(' ')
+        && (line.split_whitespace().skip(1).any(is_time)
+            || parse_header(line, &mut Vec::new()).is_ok_and(|h| {
+                h.time_ns.is_none() && (h.event != NO_EVENT || starts_with_ip(h.rest))
+            }))
+}
+
+/// Whether a header's text after its event starts with a sampled ip (a
+/// sample printed without a call graph), not a tracepoint's arguments.
+fn starts_with_ip(rest: &str) -> bool {
+    rest.split_whitespace()
+        .next()
+        .is_some_and(|t| u64::from_str_radix(t, 16).is_ok())
 }
 
 /// perf's side-band records (`--show-mmap-events`, `--show-task-events`:
@@ -289,6 +327,13 @@ fn is_srcline(line: &str) -> bool {
         && !word.is_empty()
         && !word.contains(char::is_whitespace)
         && u64::from_str_radix(word, 16).is_err()
+}
+
+/// A source code line of `perf script -F +srccode` (`|14   h = h * 31 + i;`,
+/// at the start of the line, after a sample): not a sample, skipped.
+fn is_srccode(line: &str) -> bool {
+    line.strip_prefix('|')
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 fn is_time(t: &str) -> bool {
@@ -429,6 +474,8 @@ fn mktime(y: i32, mo: i32, day: i32, h: i32, mi: i32, sec: i32) -> Option<u64> {
 /// it an optional period, then an event (a token ending in `:` that is
 /// no time), a sampled ip, or nothing; else the next candidate is tried.
 /// A lone id is the thread id (perf's default fields print `comm tid`).
+/// A timed header may have no command name (`-F tid,time,...`: its
+/// `comm` is empty).
 fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>, String> {
     tokens(line, toks);
     let tokens = &toks[..];
@@ -449,6 +496,16 @@ fn parse_header<'a>(line: &'a str, toks: &mut Vec<&'a str>) -> Result<Header<'a>
     };
     if let Some(h) = fit(2, is_time, true, &mut first_err) {
         return Ok(h);
+    }
+    // A header without a command name (`perf script -F tid,time,...`):
+    // its `[pid/]tid` first, then the time.
+    if tokens.len() >= 2 && is_ids(tokens[0]) && is_time(tokens[1]) {
+        match header_at(line, tokens, 1, true) {
+            Ok(h) => return Ok(h),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
     }
     // No time (`-F` without `time`): the `[pid/]tid` ends the name. Only
     // when no time token was there at all (a time that did not fit is the
@@ -519,6 +576,9 @@ fn header_at<'a>(
         ),
     };
     let comm = match comm {
+        // No `comm` field (`-F tid,time,...`): a time is there to tell the
+        // line a header (without one, the `[pid/]tid` is never first).
+        [] if timed => Cow::Borrowed(""),
         [] => return Err("no command name before the pid".into()),
         [one] => Cow::Borrowed(*one),
         words => {
@@ -743,6 +803,13 @@ fn frame_of<'a>(
     Ok(id)
 }
 
+/// Whether perf printed the sample of this header without a call graph,
+/// so that no blank line ends it: its command name right-aligned (perf
+/// pads it to 16 columns only then), or its sampled ip on the line.
+fn is_one_liner(line: &str, h: &Header<'_>) -> bool {
+    line.starts_with(' ') && !h.comm.is_empty() || starts_with_ip(h.rest)
+}
+
 /// Whether `b` is whitespace at the start of a line (`\n` ends it).
 fn is_blank(b: u8) -> bool {
     matches!(b, b'\t' | 0x0b | 0x0c | b'\r' | b' ')
@@ -779,12 +846,19 @@ fn frame_run(b: &[u8], mut p: usize) -> (usize, usize) {
 /// prints samples in time order).
 const TIME_SLACK_NS: u64 = 1_000_000;
 
+/// A script whose first time is below this (perf's times count from
+/// boot) is `--reltime`'s or `--deltatime`'s: a time going back there is
+/// refused at any size.
+const DELTA_START_NS: u64 = 1_000_000_000;
+
 /// What [`check_header`] keeps of the headers before: the last time,
 /// whether the file's first header named an event, and each event's
 /// first header's fields (a time, a period).
 #[derive(Debug, Default)]
 struct HeadersSeen {
     last: Option<u64>,
+    /// The first header's time.
+    first: Option<u64>,
     named: Option<bool>,
     events: FxHashMap<String, (bool, bool)>,
 }
@@ -814,7 +888,8 @@ fn check_header(
         } else {
             "the header names no event (a word ending in `:` after the time and period) where \
              the file's first header names one (perf script prints the event field in every \
-             header or in none): a damaged event?"
+             header or in none, unless a field list per event type, `-F type:...`, leaves it \
+             out for one: then ask for `event` in every type's list): a damaged event?"
                 .into()
         });
     }
@@ -870,12 +945,23 @@ fn check_header(
         );
     }
     if let Some(t) = h.time_ns {
+        let first = *seen.first.get_or_insert(t);
         if let Some(prev) = *last {
-            if t.saturating_add(TIME_SLACK_NS) < prev {
+            // `--deltatime` prints each sample's time since the one before
+            // (the first 0.000000): at a steady rate they go back by
+            // microseconds, inside the slack; perf's own times (since
+            // boot) never start in the first second.
+            let deltas = !h.wall && first < DELTA_START_NS && t < prev;
+            if t.saturating_add(TIME_SLACK_NS) < prev || deltas {
                 return Err(format!(
                     "the time goes back {:.6} s from the sample before (perf script prints \
-                     samples in time order): run perf script without --deltatime",
-                    (prev - t) as f64 / 1e9
+                     samples in time order{}): run perf script without --deltatime",
+                    (prev - t) as f64 / 1e9,
+                    if deltas {
+                        ", and times from 0 that go back are the gaps between samples"
+                    } else {
+                        ""
+                    }
                 ));
             }
         }
@@ -1007,6 +1093,9 @@ pub fn parse_within(
     // Whether a sample had frame lines (a call graph: then each sample
     // ends with a blank line), and whether every time was `-F tod`'s.
     let (mut chained, mut wall) = (false, true);
+    // Whether the open sample is one perf printed without a call graph
+    // ([`is_one_liner`]): no blank line follows it.
+    let mut one_liner = false;
     let mut headers = HeadersSeen::default();
     let frameless_untimed = |samples: &[Sample], at: Option<usize>| match (at, samples.last()) {
         (Some(line), Some(s)) if matches!(s.frames, Frames::None) => Err(err(
@@ -1030,14 +1119,14 @@ pub fn parse_within(
             // cut to its first frames, or as none).
             // (A script without call graphs ends in no frame line: spaces
             // after its last header are an editor's, a tab a frame's.)
-            if open && end == bytes.len() && (chained || line.contains('\t')) {
+            if open && end == bytes.len() && (chained && !one_liner || line.contains('\t')) {
                 return Err(err(n, CUT_INSIDE_A_SAMPLE.into()));
             }
             open = false;
             (pos, n) = (next, n + 1);
             continue;
         }
-        if line.starts_with('#') && !open {
+        if line.starts_with('#') && !open || is_srccode(line) {
             (pos, n) = (next, n + 1);
             continue;
         }
@@ -1045,7 +1134,12 @@ pub fn parse_within(
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
-            chained = true;
+            // A source line alone (`-F +srcline` without a call graph) is
+            // no chain: such a script has no blank lines.
+            if !is_srcline(line) {
+                chained = true;
+                one_liner = false;
+            }
             let sample = samples.last_mut().expect("open sample");
             // Fast path: a chain seen before, found by its bytes up to the
             // blank line that ends it, without looking at its lines (a
@@ -1126,7 +1220,7 @@ pub fn parse_within(
         }
         let h = parse_header(line, &mut toks).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
-        untimed_at = h.time_ns.is_none().then_some(n);
+        untimed_at = (h.time_ns.is_none() && h.event == NO_EVENT).then_some(n);
         check_header(&h, options, &mut headers).map_err(|m| err(n, m))?;
         wall &= h.wall;
         let event = match events.iter().position(|e| *e == h.event) {
@@ -1141,11 +1235,7 @@ pub fn parse_within(
         let mut frames = Frames::None;
         // No call graph: the sampled ip on the header line (tracepoint
         // arguments, which do not start with an address, are not one).
-        if h.rest
-            .split_whitespace()
-            .next()
-            .is_some_and(|t| u64::from_str_radix(t, 16).is_ok())
-        {
+        if starts_with_ip(h.rest) {
             let id = match head_seen.get(h.rest) {
                 Some(&id) => id,
                 None => {
@@ -1163,13 +1253,23 @@ pub fn parse_within(
         let pid = h.pid.unwrap_or(h.tid);
         // The (comm, pid, tid) of a sample become its labels and root
         // frames once per distinct triple, not once per sample.
+        let header_one_liner = is_one_liner(line, &h);
         let triple = (h.comm, pid, h.tid);
         let set = match set_ix.get(&triple) {
             Some(&i) => i,
             None => {
                 let (comm, pid, tid) = &triple;
                 let parts = [
-                    ("comm", options.comm, comm.to_string()),
+                    // No `comm` field (`-F tid,time,...`): no label, no frame.
+                    (
+                        "comm",
+                        if comm.is_empty() {
+                            Placement::Omit
+                        } else {
+                            options.comm
+                        },
+                        comm.to_string(),
+                    ),
                     ("pid", options.pid, id_string(*pid)),
                     ("tid", options.tid, id_string(*tid)),
                 ];
@@ -1217,12 +1317,14 @@ pub fn parse_within(
             set,
         });
         open = true;
+        one_liner = header_one_liner;
         (pos, n) = (next, n + 1);
     }
     frameless_untimed(&samples, untimed_at)?;
     // perf script ends every sample of a call graph with a blank line: a
-    // last sample without one was cut at a line's end, its stack partial.
-    if chained && open {
+    // last sample without one was cut at a line's end, its stack partial
+    // (unless perf printed it without a call graph: a one-liner).
+    if chained && open && !one_liner {
         return Err(err(n.saturating_sub(1), CUT_INSIDE_A_SAMPLE.into()));
     }
     if samples.is_empty() {

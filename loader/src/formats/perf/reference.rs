@@ -80,6 +80,7 @@ pub(super) fn parse(
     let mut events: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut has_period: Vec<bool> = Vec::new();
     let (mut chained, mut wall) = (false, true);
+    let mut one_liner = false;
     let mut headers = super::HeadersSeen::default();
     let mut event_ix: HashMap<String, usize> = HashMap::new();
     let mut samples: Vec<Sample> = Vec::new();
@@ -107,23 +108,28 @@ pub(super) fn parse(
         if line.trim().is_empty() {
             // The file's last line, blanks without a line end, a sample
             // open: a frame line cut inside its indentation.
-            if open && lines == total && !text.ends_with('\n') && (chained || line.contains('\t')) {
+            if open
+                && lines == total
+                && !text.ends_with('\n')
+                && (chained && !one_liner || line.contains('\t'))
+            {
                 return Err(err(n, super::CUT_INSIDE_A_SAMPLE.into()));
             }
             open = false;
             continue;
         }
-        if line.starts_with('#') && !open {
+        if line.starts_with('#') && !open || super::is_srccode(line) {
             continue;
         }
         if line.starts_with(char::is_whitespace) && !super::is_indented_header(line) {
             if !open {
                 return Err(err(n, "a frame line outside a sample".into()));
             }
-            chained = true;
             if super::is_srcline(line) {
                 continue;
             }
+            chained = true;
+            one_liner = false;
             let line = line.trim();
             let id = match seen.get(line) {
                 Some(&id) => id,
@@ -143,7 +149,7 @@ pub(super) fn parse(
         }
         let (h, kept) = parse_header(line).map_err(|m| err(n, m))?;
         frameless_untimed(&samples, untimed_at)?;
-        untimed_at = h.untimed.then_some(n);
+        untimed_at = (h.untimed && kept.event == super::NO_EVENT).then_some(n);
         super::check_header(&kept, options, &mut headers).map_err(|m| err(n, m))?;
         wall &= h.wall;
         let event = *event_ix.entry(h.event.clone()).or_insert_with(|| {
@@ -171,7 +177,15 @@ pub(super) fn parse(
             None => {
                 let (comm, pid, tid) = &triple;
                 let parts = [
-                    ("comm", options.comm, comm.clone()),
+                    (
+                        "comm",
+                        if comm.is_empty() {
+                            Placement::Omit
+                        } else {
+                            options.comm
+                        },
+                        comm.clone(),
+                    ),
                     ("pid", options.pid, super::id_string(*pid)),
                     ("tid", options.tid, super::id_string(*tid)),
                 ];
@@ -214,9 +228,10 @@ pub(super) fn parse(
             set,
         });
         open = true;
+        one_liner = super::is_one_liner(line, &kept);
     }
     frameless_untimed(&samples, untimed_at)?;
-    if chained && open {
+    if chained && open && !one_liner {
         return Err(err(
             lines.saturating_sub(1),
             super::CUT_INSIDE_A_SAMPLE.into(),

@@ -161,11 +161,20 @@ fn other_field_lists_equal_perf_report_folded() {
             "side-band",
             &["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
         ),
+        // `-F tid,time,event,ip,sym,dso`: no command name, no period.
+        ("no-comm", &["cpu-clock_samples:count"]),
+        // `-F +srccode`: a sample's source code after it (`|14 ...`).
+        (
+            "srccode",
+            &["cpu-clock_samples:count", "cpu-clock:nanoseconds"],
+        ),
     ] {
         let name = format!("burn.fields.{k}.perf-script.txt");
         let script = read(&name);
-        let head = &script.as_bytes()[..script.len().min(4096)];
-        assert_eq!(Perf.sniff(head), Sniff::Yes, "{k}");
+        for n in [super::super::SNIFF_LEN, 4096] {
+            let head = &script.as_bytes()[..script.len().min(n)];
+            assert_eq!(Perf.sniff(head), Sniff::Yes, "{k}");
+        }
         let mut r = parse(&script, &fixture(&name), 7, &PerfOptions::default()).unwrap();
         assert_eq!(
             r.value_types()
@@ -177,11 +186,12 @@ fn other_field_lists_equal_perf_report_folded() {
         );
         let (stacks, labels) = folded(&mut r, 0);
         assert_eq!(stacks, report, "{k}: vs perf report -g folded");
-        assert!(labels.iter().all(|l| l
-            == &[Label {
-                key: "comm".into(),
-                value: "burn".into()
-            }]));
+        let comm = [Label {
+            key: "comm".into(),
+            value: "burn".into(),
+        }];
+        let want: &[Label] = if k == "no-comm" { &[] } else { &comm };
+        assert!(labels.iter().all(|l| l == want), "{k}");
     }
     // Without times every sample is at the file's time: one batch.
     let mut r = parse(
@@ -210,15 +220,15 @@ fn other_field_lists_equal_perf_report_folded() {
 /// right-aligns the command name, puts the sampled ip on the header line
 /// and separates no samples by a blank line. Detected as perf script; one
 /// frame per sample, counted per symbol as `perf report --sort sym` counts.
+///
+/// The same samples with source lines after each (`-F +srcline`: still no
+/// blank line, so the file ends with a source line, complete) and without
+/// the time (`-F comm,tid,period,event,ip,sym,dso`: right-aligned headers
+/// with no time, each with its ip) read the same. A file of `perf script
+/// -F tid` (a tid a line, no stack) is no profile of any format (it was
+/// read as folded stacks, the tids summed as counts).
 #[test]
 fn a_recording_without_call_graph_equals_perf_report_per_symbol() {
-    let name = "burn.nocallgraph.perf-script.txt";
-    let script = read(name);
-    assert!(script.starts_with(' '));
-    let head = &script.as_bytes()[..script.len().min(4096)];
-    assert_eq!(Perf.sniff(head), Sniff::Yes);
-    let mut r = parse(&script, &fixture(name), 0, &PerfOptions::default()).unwrap();
-    let (stacks, _) = folded(&mut r, 0);
     let mut want = BTreeMap::new();
     for line in read("burn.nocallgraph.report-samples.txt").lines() {
         let mut w = line.split_whitespace();
@@ -230,7 +240,69 @@ fn a_recording_without_call_graph_equals_perf_report_per_symbol() {
         }
     }
     assert!(want.values().sum::<i64>() > 50);
-    assert_eq!(stacks, want);
+    for name in [
+        "burn.nocallgraph.perf-script.txt",
+        "burn.nocallgraph.srcline.perf-script.txt",
+        "burn.nocallgraph.no-time.perf-script.txt",
+        "burn.nocallgraph.srccode.perf-script.txt",
+    ] {
+        let script = read(name);
+        assert!(script.starts_with(' '));
+        // As `load` sniffs: its first bytes.
+        let head = &script.as_bytes()[..super::super::SNIFF_LEN];
+        assert_eq!(Perf.sniff(head), Sniff::Yes, "{name}");
+        assert_eq!(super::super::detect(head), Some(Format::Perf), "{name}");
+        let mut r = parse(&script, &fixture(name), 0, &PerfOptions::default()).unwrap();
+        let (stacks, _) = folded(&mut r, 0);
+        assert_eq!(stacks, want, "{name}");
+    }
+    let tids = " 8638 \n".repeat(40);
+    assert_eq!(super::super::detect(tids.as_bytes()), None);
+}
+
+/// A recording of two events, `cpu-clock` with call graphs and a
+/// tracepoint that perf prints without one under a `-F` list (a
+/// right-aligned one-liner, no blank line after it; here the exit, the
+/// file's last sample), with pids and without times: each reads as perf's
+/// folded report of the cpu-clock samples, with the tracepoint's sample
+/// counted on an empty stack.
+#[test]
+fn one_line_samples_between_call_graphs_equal_perf_report() {
+    let report = read("burn.mixed.report-folded.txt");
+    let (clock, tracepoint) = report
+        .split_once("# Samples: 1  of event 'syscalls:sys_enter_exit_group'")
+        .unwrap();
+    let want = report_folded(clock);
+    assert!(want.values().sum::<i64>() > 50);
+    assert_eq!(
+        header_number(tracepoint, "# Event count (approx.):"),
+        1,
+        "one exit"
+    );
+    for name in [
+        "burn.mixed.pid.perf-script.txt",
+        "burn.mixed.no-time.perf-script.txt",
+    ] {
+        let script = read(name);
+        assert!(
+            script.trim_end().ends_with("error_code: 0x00000000"),
+            "{name}"
+        );
+        let head = &script.as_bytes()[..super::super::SNIFF_LEN];
+        assert_eq!(super::super::detect(head), Some(Format::Perf), "{name}");
+        let mut r = parse(&script, &fixture(name), 0, &PerfOptions::default()).unwrap();
+        let types = [
+            "cpu-clock_samples:count",
+            "cpu-clock:nanoseconds",
+            "syscalls.sys_enter_exit_group_samples:count",
+        ];
+        assert_eq!(type_names(&r), types, "{name}");
+        let (stacks, _) = folded(&mut r, 0);
+        assert_eq!(stacks, want, "{name}");
+        let mut r = parse(&script, &fixture(name), 0, &PerfOptions::default()).unwrap();
+        let (exits, _) = folded(&mut r, 2);
+        assert_eq!(exits, BTreeMap::from([(String::new(), 1)]), "{name}");
+    }
 }
 
 #[test]
@@ -450,6 +522,9 @@ fn sniff_takes_perf_script_and_leaves_other_text() {
     assert_eq!(Perf.sniff(first), Sniff::Yes);
     assert_eq!(super::super::detect(first), Some(Format::Perf));
     assert_eq!(Perf.sniff(b"main;foo 12\n"), Sniff::No);
+    // A folded stack, then an empty stack's line: not a header and a frame.
+    assert_eq!(Perf.sniff(b"a;b 3\n 5\n"), Sniff::No);
+    assert_eq!(super::super::detect(b"a;b 3\n 5\n"), Some(Format::Folded));
     assert_eq!(Perf.sniff(b"@[\n    leaf+58\n"), Sniff::No);
     assert_eq!(Perf.sniff(&[0, 0, 0, 0, 0, 0, 0, 12]), Sniff::No);
 }
@@ -611,6 +686,8 @@ fn generate_script(g: &mut Gen) -> String {
     // (`cpu-clock:pppH:` and `cpu-clock:` are one event: modifiers other
     // than the scope are dropped.)
     let periodic: Vec<bool> = events.iter().map(|_| g.below(3) != 0).collect();
+    // No command name in any header (`-F tid,time,...`), now and then.
+    let no_comm = g.below(8) == 0;
     let name = |e: &str| e.split(':').next().unwrap_or(e).to_string();
     let event_of = |e: usize| {
         events
@@ -635,10 +712,35 @@ fn generate_script(g: &mut Gen) -> String {
             (true, 0) => format!(" {}", 1 + g.below(3) * 1_000_000),
             (true, _) => " 10000000".into(),
         };
+        // A sample perf prints without a call graph between ones with
+        // (a tracepoint under `-F`, a recording without `-g`): the command
+        // name right-aligned, the ip on the line, maybe a source line, and
+        // no blank line after it.
+        if !no_comm && g.below(6) == 0 {
+            let _ = write!(
+                s,
+                "{comm:>16} {ids}{cpu} {}.{:06}:{period} {event}  {}{eol}",
+                t / 1_000_000,
+                t % 1_000_000,
+                g.pick(&frames)
+            );
+            if g.below(3) == 0 {
+                let _ = write!(s, "  app.c:{}{eol}", 1 + g.below(50));
+            }
+            if g.below(5) == 0 {
+                let _ = write!(s, "|{}        h = h * 31 + i;{eol}", 1 + g.below(50));
+            }
+            continue;
+        }
         let head_ip = g.below(7) == 0;
+        let comm = if no_comm {
+            String::new()
+        } else {
+            format!("{comm} ")
+        };
         let _ = write!(
             s,
-            "{comm} {ids}{cpu} {}.{:06}:{period} {event}",
+            "{comm}{ids}{cpu} {}.{:06}:{period} {event}",
             t / 1_000_000,
             t % 1_000_000
         );
@@ -664,6 +766,10 @@ fn generate_script(g: &mut Gen) -> String {
             1 => s.push_str("   \n"),
             2 => s.push_str(" \u{a0}\n\n"),
             _ => s.push_str(eol),
+        }
+        // `-F +srccode`: the sample's source code after it.
+        if g.below(12) == 0 {
+            let _ = write!(s, "|{}        sink += h;{eol}", 1 + g.below(50));
         }
     }
     s
@@ -1012,6 +1118,17 @@ app 23574 19265.602050: 5 cycles:
 /// time order) are refused naming the line, not read as absolute times.
 #[test]
 fn delta_times_are_refused() {
+    // perf's own `--deltatime` text: every time since the sample before,
+    // the first 0, at a steady rate going back by microseconds only.
+    let name = "burn.fields.deltatime.perf-script.txt";
+    let e = parse(&read(name), &fixture(name), 0, &PerfOptions::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("burn.fields.deltatime.perf-script.txt:")
+            && e.to_string()
+                .contains("run perf script without --deltatime"),
+        "{e}"
+    );
     let script = "\
 wk-lib 23491     0.002005:    2004008 cpu-clock:ppp: 
 \t            1123 lib_hash+0x23 (/t/libwork.so)
@@ -1033,9 +1150,18 @@ app 23479     0.000954:    2004008 cpu-clock:ppp:
         "{e}"
     );
     assert!(e.contains("without --deltatime"), "{e}");
-    // A little back (under a millisecond) is taken.
-    let close = script.replace("0.000954", "0.001954");
+    // A little back (under a millisecond) is taken from perf's own times
+    // (since boot), not from times that start at 0.
+    let close = script
+        .replace("0.002005", "5000.002005")
+        .replace("0.000954", "5000.001954");
     assert!(parse(&close, Path::new("c"), 0, &PerfOptions::default()).is_ok());
+    let close = script.replace("0.000954", "0.001954");
+    let e = parse(&close, Path::new("c"), 0, &PerfOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("are the gaps between samples"),
+        "{e}"
+    );
 }
 
 /// A thread named in Latin-1 (`names2.c`: `caf\xe9`): perf script prints
