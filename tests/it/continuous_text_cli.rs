@@ -516,6 +516,16 @@ fn standard_input_loads_as_the_file() {
         err.trim() == "flamehouse: <stdin>:1: not folded stacks: the count `-3` is no non-negative integer",
         "{err}"
     );
+    // A MemHawk stream on standard input: its framing followed as it is
+    // copied (zeros are refused, `text_size_cap_is_an_option`), then
+    // loaded whole into the memory tables.
+    let stream = std::fs::read(fixture("../memhawk/memhawk_alloc_22746_protobuf.binpb")).unwrap();
+    let o = run_stdin(&["load", "-"], &stream);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        sql(&data, "SELECT count() > 0 FROM flamehouse.samples"),
+        "1"
+    );
     let flame = || folded(&data, "cpu-clock:nanoseconds", "");
     let piped = flame();
     assert!(!piped.is_empty());
@@ -682,6 +692,26 @@ fn text_size_cap_is_an_option() {
     assert!(
         err.contains("standard input (`-`): larger than 2 MiB")
             && err.contains("--max-decompressed-mib raises it"),
+        "{err}"
+    );
+    assert!(sent < 8 << 20, "the copy read {sent} bytes");
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "a copy was left"
+    );
+    // Zeros (`cat /dev/zero`): a first byte 0 is a MemHawk stream, copied
+    // whole as its records are read one at a time; its framing is followed
+    // as it passes, and a record length of 0 stops it at once (5 GB were
+    // copied in 15 s).
+    let zeros = vec![0u8; 1 << 16];
+    let (o, sent) = offer_stdin(&data, &tmp, &["load", "-"], &zeros, &zeros);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("standard input (`-`): a MemHawk stream")
+            && err.contains("record at byte 0 has length 0"),
         "{err}"
     );
     assert!(sent < 8 << 20, "the copy read {sent} bytes");

@@ -270,7 +270,9 @@ enum Command {
     /// continuous profiles; the format is detected from each file's
     /// content. Every file is tried: a bad one is reported (file and byte
     /// offset) and the others are still loaded; the exit status is non-zero
-    /// if any failed. A continuous profile is stored whole or not at all.
+    /// if any failed. A named pipe or socket among the files is refused
+    /// before anything is loaded (opening one can wait forever; give it as
+    /// `-`). A continuous profile is stored whole or not at all.
     Load {
         /// Files to load; `-` is standard input (`perf script | flamehouse
         /// load -`), copied to a temporary file named `stdin` first (its
@@ -1073,6 +1075,7 @@ fn run() -> anyhow::Result<()> {
                 &files,
                 text.max_text_mib << 20,
                 max_decompressed_mib.saturating_mul(1 << 20),
+                max_record_mib.saturating_mul(1 << 20),
             )?;
             // Messages name standard input as such, not its passing copy.
             let copy_paths: Vec<String> = spooled

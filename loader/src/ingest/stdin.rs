@@ -150,7 +150,10 @@ const FIRST_BYTES: usize = 64 << 10;
 /// starting with a zero byte) is copied up to `max_profile_bytes`
 /// (`--max-decompressed-mib`, with 1% and 1 MiB for compression's
 /// framing); a MemHawk stream (its first byte is zero) whole, as its
-/// records are read one at a time.
+/// records are read one at a time, its framing followed as it passes: a
+/// record length of 0 or past `max_record_len` (`--max-record-mib`) stops
+/// the copy with the reader's own refusal (zeros without end were copied
+/// until the disk was full).
 ///
 /// # Errors
 /// `-` given twice, standard input a terminal or empty, text past
@@ -160,6 +163,7 @@ pub fn spool_stdin(
     files: &[PathBuf],
     max_text_bytes: u64,
     max_profile_bytes: u64,
+    max_record_len: u64,
 ) -> Result<(Vec<PathBuf>, Option<Spooled>)> {
     let is_stdin = |p: &PathBuf| p.as_os_str() == STDIN_NAME;
     match files.iter().filter(|p| is_stdin(p)).count() {
@@ -224,6 +228,27 @@ pub fn spool_stdin(
             "a pprof profile decompresses to",
         ))
     };
+    if stream {
+        let mut framing = Framing::new(max_record_len);
+        framing.pass(&first)?;
+        out.write_all(&first).map_err(file_err(&path))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = match input.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(file_err(&path)(e)),
+            };
+            framing.pass(&buf[..n])?;
+            out.write_all(&buf[..n]).map_err(file_err(&path))?;
+        }
+        let files = files
+            .iter()
+            .map(|p| if is_stdin(p) { path.clone() } else { p.clone() })
+            .collect();
+        return Ok((files, Some(spooled)));
+    }
     out.write_all(&first).map_err(file_err(&path))?;
     let rest = match cap {
         // One byte past the cap tells a larger input from one at the cap.
@@ -253,9 +278,106 @@ pub fn spool_stdin(
     Ok((files, Some(spooled)))
 }
 
+/// A MemHawk stream's framing followed byte by byte as standard input is
+/// copied: an 8-byte big-endian length, then that many bytes, again.
+struct Framing {
+    max: u64,
+    /// Where the stream is: `Some(k)` inside a length prefix (`k` of its 8
+    /// bytes seen, in `prefix`), `None` inside a record (`left` bytes).
+    at: Option<usize>,
+    prefix: [u8; 8],
+    left: u64,
+    offset: u64,
+}
+
+impl Framing {
+    fn new(max: u64) -> Self {
+        Framing {
+            max,
+            at: Some(0),
+            prefix: [0; 8],
+            left: 0,
+            offset: 0,
+        }
+    }
+
+    /// The next bytes of the stream.
+    fn pass(&mut self, mut b: &[u8]) -> Result<()> {
+        while !b.is_empty() {
+            match self.at {
+                None => {
+                    let n = self.left.min(b.len() as u64) as usize;
+                    (self.left, b, self.offset) =
+                        (self.left - n as u64, &b[n..], self.offset + n as u64);
+                    if self.left == 0 {
+                        self.at = Some(0);
+                    }
+                }
+                Some(k) => {
+                    let n = (8 - k).min(b.len());
+                    self.prefix[k..k + n].copy_from_slice(&b[..n]);
+                    (b, self.offset) = (&b[n..], self.offset + n as u64);
+                    if k + n < 8 {
+                        self.at = Some(k + n);
+                        continue;
+                    }
+                    let len = u64::from_be_bytes(self.prefix);
+                    let at = self.offset - 8;
+                    if len == 0 || len > self.max {
+                        return Err(Error::Usage(format!(
+                            "standard input (`-`): a MemHawk stream (its first byte is 0) whose \
+                             record at byte {at} has length {len}{}: no profile, not copied further",
+                            if len == 0 {
+                                String::new()
+                            } else {
+                                format!(
+                                    ", past --max-record-mib ({} MiB)",
+                                    self.max >> 20
+                                )
+                            }
+                        )));
+                    }
+                    (self.at, self.left) = (None, len);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records are followed across the copy's reads; a zero length or
+    /// one past the limit is refused naming its byte offset.
+    #[test]
+    fn a_streams_framing_is_followed_as_it_is_copied() {
+        let mut stream = Vec::new();
+        for len in [3u64, 1, 20] {
+            stream.extend_from_slice(&len.to_be_bytes());
+            stream.extend(std::iter::repeat_n(7u8, len as usize));
+        }
+        for step in [1, 3, 8, 9, 1000] {
+            let mut f = Framing::new(100);
+            for chunk in stream.chunks(step) {
+                f.pass(chunk).unwrap();
+            }
+            assert_eq!(f.offset, stream.len() as u64);
+        }
+        let mut zeros = stream.clone();
+        zeros.extend_from_slice(&[0; 64]);
+        let e = Framing::new(100).pass(&zeros).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("record at byte {} has length 0", stream.len())),
+            "{e}"
+        );
+        let e = Framing::new(10).pass(&stream).unwrap_err().to_string();
+        assert!(
+            e.contains("record at byte 20 has length 20, past --max-record-mib"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn copies_of_gone_loaders_are_removed_and_live_ones_kept() {

@@ -953,6 +953,18 @@ fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
         });
     }
 
+    // 0 is "not set" (the loader's time then); before 1970 is no
+    // collection time (it was taken as unset without a word).
+    for (field, v) in [
+        ("time_nanos (field 9)", p.time_nanos),
+        ("duration_nanos (field 10)", p.duration_nanos),
+    ] {
+        if v < 0 {
+            return Err(format!(
+                "{field} is {v}: negative (a time is ns since 1970, a duration ns)"
+            ));
+        }
+    }
     Ok(PprofProfile {
         sample_types,
         default_sample_type,

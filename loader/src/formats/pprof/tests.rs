@@ -1005,6 +1005,30 @@ fn small_profile() -> proto::Profile {
     }
 }
 
+/// A time or duration before 0 is refused (it was taken as unset: the
+/// profile stored at the file's time without a word).
+#[test]
+fn negative_times_are_refused() {
+    for (time, duration, field) in [
+        (-1, 6, "time_nanos (field 9) is -1"),
+        (5, -7, "duration_nanos (field 10) is -7"),
+    ] {
+        let mut p = small_profile();
+        (p.time_nanos, p.duration_nanos) = (time, duration);
+        let e = decode(
+            Path::new("neg.pb"),
+            &p.encode_to_vec(),
+            &DecodeOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("neg.pb: invalid pprof profile: ") && e.contains(field),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn labels_units_inlined_lines_and_unsymbolized_locations_resolve() {
     let bytes = small_profile().encode_to_vec();
