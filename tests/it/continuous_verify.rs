@@ -314,6 +314,23 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             "i64max.pb: the values of type samples:count sum past 9223372036854775807".into(),
         ),
         (
+            // Negative values summing below Int64: named so (it said "past
+            // 9223372036854775807").
+            "i64min.pb",
+            pprof_of(&[("samples", "count")], &[i64::MIN, -1]),
+            None,
+            "i64min.pb: the values of type samples:count sum past -9223372036854775808 (the smallest"
+                .into(),
+        ),
+        (
+            // A bpftrace count past Int64: too large, not "no integer".
+            "u64max.bt.txt",
+            b"@[\n    leaf+1\n    main+2\n]: 18446744073709551616\n".to_vec(),
+            None,
+            ":4: not bpftrace output: the value `18446744073709551616` is past 9223372036854775807"
+                .into(),
+        ),
+        (
             // A count past Int64 is too large, not "no non-negative integer".
             "u64max.folded",
             b"a;b 18446744073709551615\n".to_vec(),

@@ -499,10 +499,16 @@ pub fn parse_within(
                 return Ok(());
             }
             let value: i64 = value.parse().map_err(|_| {
-                err(
-                    n,
-                    format!("the value `{value}` is no integer (only count() or sum() maps)"),
-                )
+                // Digits past Int64 (a count of 2^64) are no bad text.
+                let what = if value.bytes().all(|c| c.is_ascii_digit()) && !value.is_empty() {
+                    format!(
+                        "the value `{value}` is past {} (the largest Int64 a value can hold)",
+                        i64::MAX
+                    )
+                } else {
+                    format!("the value `{value}` is no integer (only count() or sum() maps)")
+                };
+                err(n, what)
             })?;
             if value < 0 {
                 return Err(err(n, negative(&format!("@{name}"), value)));

@@ -1156,9 +1156,10 @@ fn batch_rows(
             // total, silently.
             let overflow = || {
                 Error::Usage(format!(
-                    "the values of type {} sum past {} (the largest Int64 a value can hold)",
+                    "the values of type {} sum past {} (the {} Int64 a value can hold)",
                     types[t],
-                    i64::MAX
+                    if v < 0 { i64::MIN } else { i64::MAX },
+                    if v < 0 { "smallest" } else { "largest" }
                 ))
             };
             e[t] = e[t].checked_add(v).ok_or_else(overflow)?;
