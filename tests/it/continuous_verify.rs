@@ -331,6 +331,14 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
                 .into(),
         ),
         (
+            // One frame name past --max-name-kib (1 MiB): refused before
+            // the engine (a 200 MiB name ran it out of memory).
+            "longname.folded",
+            format!("main;{} 3\n", "x".repeat(2 << 20)).into_bytes(),
+            None,
+            ": a function name of 2097152 bytes (`xxxx".into(),
+        ),
+        (
             // A count past Int64 is too large, not "no non-negative integer".
             "u64max.folded",
             b"a;b 18446744073709551615\n".to_vec(),

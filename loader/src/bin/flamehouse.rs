@@ -369,6 +369,12 @@ enum Command {
         #[arg(long, default_value_t = continuous::DEFAULT_MAX_SERIES,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_series: u64,
+        /// Continuous profiles: the longest name one frame (function, file,
+        /// module) or label may have, in KiB; a profile holding a longer one
+        /// is refused naming it, before it reaches the engine.
+        #[arg(long, value_name = "KIB", default_value_t = continuous::DEFAULT_MAX_NAME_BYTES >> 10,
+              value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+        max_name_kib: u64,
         /// Continuous profiles: store a batch (one insert per table for
         /// many files) once this many sample rows are pending (the first
         /// batch at 1/32 of it, each next twice the last: storing starts
@@ -1050,6 +1056,7 @@ fn run() -> anyhow::Result<()> {
             max_stack_depth,
             max_names_mib,
             max_series,
+            max_name_kib,
             batch_rows,
             read_ahead_mib,
             target,
@@ -1139,6 +1146,7 @@ fn run() -> anyhow::Result<()> {
                 labels,
                 span_labels: span_labels.into_iter().filter(|k| !k.is_empty()).collect(),
                 max_series,
+                max_name_bytes: max_name_kib.saturating_mul(1 << 10),
                 ..Default::default()
             };
             let mut failed = 0usize;

@@ -117,12 +117,15 @@ impl ProfileFormat for Folded {
         }
         let s = String::from_utf8_lossy(first);
         match s.split_once('\n') {
-            // An empty stack's line (` 12`) first: folded only when a
-            // stack follows (`perf script -F tid` prints ` 8638` a line:
-            // counted as stacks, the thread ids would be summed).
+            // An empty stack's line (` 12`) first: folded when it is the
+            // only line or a stack follows; not when more such lines follow
+            // and nothing else (a collapser writes one empty stack; `perf
+            // script -F tid` prints ` 8638` a sample: counted as stacks,
+            // the thread ids would be summed).
             Some((line, rest)) if folded_line(line) => {
                 if !empty_stack_line(line)
                     || rest.lines().any(|l| folded_line(l) && !empty_stack_line(l))
+                    || rest.trim().is_empty()
                 {
                     Sniff::Yes
                 } else {
@@ -547,6 +550,10 @@ mod tests {
     fn sniff_takes_folded_lines() {
         assert_eq!(Folded.sniff(b"main;foo;bar 12\n"), Sniff::Yes);
         assert_eq!(Folded.sniff(b" 5\nmain 1\n"), Sniff::Yes);
+        // One empty stack alone is folded; a tid a line (`perf script -F
+        // tid`) is not.
+        assert_eq!(Folded.sniff(b" 12\n"), Sniff::Yes);
+        assert_eq!(Folded.sniff(b" 8638 \n 8638 \n 8638 \n"), Sniff::No);
         let py = std::fs::read(fixture("work.raw.txt")).unwrap();
         let first = &py[..crate::formats::SNIFF_LEN];
         assert_eq!(crate::formats::detect(first), Some(Format::Folded));

@@ -151,7 +151,17 @@ pub struct ContinuousOptions {
     /// more is refused (each costs ~3 KB on its way to the engine).
     /// Default: [`DEFAULT_MAX_SERIES`].
     pub max_series: u64,
+    /// Longest name one frame (function, file, module) or label (key,
+    /// value, service) may have, in bytes; a profile holding a longer one
+    /// is refused naming it, before anything of it reaches the engine (a
+    /// 200 MiB function name ran the engine out of memory). Default:
+    /// [`DEFAULT_MAX_NAME_BYTES`].
+    pub max_name_bytes: u64,
 }
+
+/// Default of [`ContinuousOptions::max_name_bytes`]: 1 MiB, far past the
+/// longest names compilers write (C++ templates reach tens of KiB).
+pub const DEFAULT_MAX_NAME_BYTES: u64 = 1 << 20;
 
 /// Default of [`ContinuousOptions::max_series`]: 256 Ki series in one
 /// profile, ~0.8 GB at worst. A profile of a service holds a handful; a
@@ -176,6 +186,7 @@ impl Default for ContinuousOptions {
                 .collect(),
             read: ReadOptions::default(),
             max_series: DEFAULT_MAX_SERIES,
+            max_name_bytes: DEFAULT_MAX_NAME_BYTES,
         }
     }
 }
@@ -850,6 +861,43 @@ pub fn reader_rows_cached(
     rows
 }
 
+/// The first frame or label name of `rows` longer than `max` bytes, said
+/// with its start (frames are checked once a load: `rows` holds the new
+/// ones).
+fn check_name_lengths(rows: &ProfileRows, max: u64) -> std::result::Result<(), String> {
+    let frames = rows.frames.iter().flat_map(|f| {
+        [
+            ("function", f.function.as_str()),
+            ("file", f.file.as_str()),
+            ("module", f.module.as_str()),
+            ("frame", f.label.as_str()),
+        ]
+    });
+    let labels = rows.series.iter().flat_map(|s| {
+        std::iter::once(("service", s.service.as_str())).chain(
+            s.labels
+                .iter()
+                .flat_map(|(k, v)| [("label key", k.as_str()), ("label value", v.as_str())]),
+        )
+    });
+    match frames.chain(labels).find(|(_, n)| n.len() as u64 > max) {
+        None => Ok(()),
+        Some((what, name)) => {
+            let mut end = 40;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            Err(format!(
+                "a {what} name of {} bytes (`{}...`): longer than --max-name-kib ({} KiB) \
+                 allows; nothing of the profile is stored",
+                name.len(),
+                name[..end].escape_debug(),
+                max >> 10
+            ))
+        }
+    }
+}
+
 fn rows_cached(
     reader: &mut dyn ProfileReader,
     sym: &mut Symbolizer,
@@ -931,6 +979,10 @@ fn rows_cached(
                 message,
             },
             e => e,
+        })?;
+        check_name_lengths(&rows, opts.max_name_bytes).map_err(|message| Error::Unstorable {
+            path: PathBuf::from(source),
+            message,
         })?;
         let granularity = format!("{:?}", opts.symbolizer.granularity);
         let id_of = |identity: &[Vec<u8>]| {
