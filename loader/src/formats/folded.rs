@@ -230,6 +230,8 @@ pub fn parse_within(
     let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
     let mut ids: Vec<u32> = Vec::new();
     for (n, line) in text.lines().enumerate() {
+        // A limit this line's frames or stack go past is said with it.
+        b.at_line(n as u64 + 1);
         // Trailing blanks after the count, as inferno and flamegraph.pl
         // take them.
         let line = line.trim_end();
@@ -491,31 +493,32 @@ mod tests {
         let all = TextOptions::unlimited();
         assert_eq!(run(all).unwrap(), 3);
         // Each limit: at `at` the file loads; one below it is refused,
-        // naming the file, what is past the limit and the option.
+        // naming the file, the line that went past, what is past the
+        // limit and the option.
         type Set = fn(&mut TextOptions, u64);
         let limits: [(Set, u64, &str, &str); 4] = [
             (
                 |t, n| t.max_stacks = n,
                 3,
-                "more than 2 distinct stacks",
+                "4: more than 2 distinct stacks",
                 "--max-stacks",
             ),
             (
                 |t, n| t.max_frames = n,
                 4,
-                "more than 3 distinct frames",
+                "4: more than 3 distinct frames",
                 "--max-frames",
             ),
             (
                 |t, n| t.max_stack_frames = n,
                 5,
-                "more than 4 frames in its distinct stacks",
+                "4: more than 4 frames in its distinct stacks",
                 "--max-stack-frames",
             ),
             (
                 |t, n| t.max_stack_depth = n,
                 2,
-                "more than 1 frames in one stack",
+                "1: more than 1 frames in one stack",
                 "--max-stack-depth",
             ),
         ];
@@ -527,7 +530,7 @@ mod tests {
             };
             assert_eq!(run(with(at)).unwrap(), 3, "{option} {at}");
             let e = run(with(at - 1)).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("/p/f: {what} (the limit")), "{e}");
+            assert!(e.starts_with(&format!("/p/f:{what} (the limit")), "{e}");
             assert!(e.ends_with(&format!("{option} raises it)")), "{e}");
         }
     }

@@ -57,13 +57,17 @@ pub enum Error {
     /// its distinct stacks than [`TextOptions`] allows (parsing stopped
     /// keeping them there, so the count past the limit is not known).
     #[error(
-        "{}: more than {max} {what} (the limit: each is held in memory on its way to the \
+        "{}{}: more than {max} {what} (the limit: each is held in memory on its way to the \
          engine; {option} raises it)",
-        path.display()
+        path.display(),
+        line.map(|n| format!(":{n}")).unwrap_or_default()
     )]
     TooMany {
         /// The file.
         path: PathBuf,
+        /// The 1-based line whose stack went past the limit, when the
+        /// reader adds stacks line by line (folded stacks).
+        line: Option<u64>,
         /// What: `distinct stacks`, ...
         what: &'static str,
         /// The limit.
@@ -341,6 +345,10 @@ pub struct Builder {
     /// The first limit passed (what, limit, option): from then on nothing
     /// more is kept, and [`Builder::check`] refuses the file.
     exceeded: Option<(&'static str, u64, &'static str)>,
+    /// The input line being added ([`Builder::at_line`]), and the one that
+    /// went past a limit first.
+    line: Option<u64>,
+    exceeded_at: Option<u64>,
 }
 
 impl Default for Builder {
@@ -357,6 +365,8 @@ impl Default for Builder {
             limits: TextOptions::unlimited(),
             stack_frames: 0,
             exceeded: None,
+            line: None,
+            exceeded_at: None,
         }
     }
 }
@@ -379,10 +389,6 @@ impl Builder {
             limits: *limits,
             ..Default::default()
         }
-    }
-
-    fn exceed(&mut self, what: &'static str, max: u64, option: &'static str) {
-        self.exceeded.get_or_insert((what, max, option));
     }
 
     /// Sets the number of values of a sample, once the types are known
@@ -428,6 +434,20 @@ impl Builder {
         }
     }
 
+    /// The 1-based input line whose stack is added next: a limit it goes
+    /// past is said with it.
+    pub fn at_line(&mut self, line: u64) {
+        self.line = Some(line);
+    }
+
+    /// The first limit gone past, and where.
+    fn exceed(&mut self, what: &'static str, max: u64, option: &'static str) {
+        if self.exceeded.is_none() {
+            self.exceeded = Some((what, max, option));
+            self.exceeded_at = self.line;
+        }
+    }
+
     fn key(&mut self, frames: &[u32], labels: &[Label]) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
@@ -443,27 +463,23 @@ impl Builder {
         let k = self.stacks.len() as u64;
         let depth = self.stack_frames.saturating_add(frames.len() as u64);
         if frames.len() as u64 > self.limits.max_stack_depth {
-            self.exceeded.get_or_insert((
+            self.exceed(
                 "frames in one stack",
                 self.limits.max_stack_depth,
                 "--max-stack-depth",
-            ));
+            );
             return None;
         }
         if k >= self.limits.max_stacks {
-            self.exceeded.get_or_insert((
-                "distinct stacks",
-                self.limits.max_stacks,
-                "--max-stacks",
-            ));
+            self.exceed("distinct stacks", self.limits.max_stacks, "--max-stacks");
             return None;
         }
         if depth > self.limits.max_stack_frames {
-            self.exceeded.get_or_insert((
+            self.exceed(
                 "frames in its distinct stacks",
                 self.limits.max_stack_frames,
                 "--max-stack-frames",
-            ));
+            );
             return None;
         }
         self.stack_frames = depth;
@@ -525,6 +541,7 @@ impl Builder {
         if let Some((what, max, option)) = self.exceeded {
             return Err(Error::TooMany {
                 path: path.to_owned(),
+                line: self.exceeded_at,
                 what,
                 max,
                 option,
