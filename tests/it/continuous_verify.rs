@@ -230,10 +230,14 @@ fn bad_input_of_every_format_is_one_line_and_stores_nothing() {
             ": not a pprof profile: byte ".into(),
         ),
         (
+            // Where it ends: the file's end, inside the stream.
             "cut.pb.gz",
             gz[..gz.len() / 2].to_vec(),
             None,
-            ": not a valid gzip stream".into(),
+            format!(
+                ": not a valid gzip stream: incomplete deflate stream at byte {}, the file's end",
+                gz.len() / 2
+            ),
         ),
         (
             "empty.pb",

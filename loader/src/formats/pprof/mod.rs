@@ -632,9 +632,22 @@ fn gunzip(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
         limit,
         |cause| Error::Gzip {
             path: path.to_path_buf(),
-            cause,
+            cause: at_the_end(cause, bytes.len()),
         },
     )
+}
+
+/// A decompressor's "unexpected end of file" said with where: the
+/// compressed stream ended with the file's `len` bytes, unfinished.
+fn at_the_end(cause: std::io::Error, len: usize) -> std::io::Error {
+    if cause.kind() == std::io::ErrorKind::UnexpectedEof {
+        std::io::Error::new(
+            cause.kind(),
+            format!("{cause} at byte {len}, the file's end, inside the stream (cut short?)"),
+        )
+    } else {
+        cause
+    }
 }
 
 /// The output of the decompressor `open` makes, at most `limit` bytes (over
@@ -685,7 +698,7 @@ pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 fn unzstd(path: &Path, bytes: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
     let zstd_err = |cause| Error::Zstd {
         path: path.to_path_buf(),
-        cause,
+        cause: at_the_end(cause, bytes.len()),
     };
     // Concatenated frames decode as one stream, as `zstd -d` does; no
     // size hint (a frame's content size is optional and per frame).
