@@ -526,6 +526,16 @@ fn standard_input_loads_as_the_file() {
         sql(&data, "SELECT count() > 0 FROM flamehouse.samples"),
         "1"
     );
+    // Named as standard input in its line and its process row, as a
+    // continuous profile is (its temporary copy's path was stored).
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("<stdin>: process "),
+        "{o:?}"
+    );
+    assert_eq!(
+        sql(&data, "SELECT DISTINCT source FROM flamehouse.processes"),
+        "<stdin>"
+    );
     let flame = || folded(&data, "cpu-clock:nanoseconds", "");
     let piped = flame();
     assert!(!piped.is_empty());
@@ -647,79 +657,66 @@ fn text_size_cap_is_an_option() {
     assert!(out.contains("1 profile ("), "{out}");
     let o = fh_out(&data, &["load", &big_s, "--max-text-mib", "0"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
-    // Standard input too: its copy stops at the cap (it went on to a full
-    // temporary disk), with the same one line, and is removed. The writer
-    // offers 64 MiB; the load reads a little over 1 MiB of it.
     let tmp = data.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let text = "main;work 1\n".repeat(1 << 12);
-    let (o, sent) = offer_stdin(
-        &data,
-        &tmp,
-        &["load", "--time", &t, "--max-text-mib", "1", "-"],
-        text.as_bytes(),
-        text.as_bytes(),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("standard input (`-`): larger than 1 MiB") && err.contains("--max-text-mib"),
-        "{err}"
-    );
-    assert!(sent < 8 << 20, "the copy read {sent} bytes");
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "a copy was left"
-    );
-    // Binary input that is no MemHawk stream (gzip's magic here) is one
-    // pprof profile: copied up to what --max-decompressed-mib lets it
-    // decompress to, with room for its framing (it was copied without
-    // end).
     let junk = vec![0x5a_u8; 1 << 16];
-    let first = [&[0x1f, 0x8b][..], &junk[2..]].concat();
-    let (o, sent) = offer_stdin(
-        &data,
-        &tmp,
-        &["load", "--max-decompressed-mib", "1", "-"],
-        &first,
-        &junk,
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("standard input (`-`): larger than 2 MiB")
-            && err.contains("--max-decompressed-mib raises it"),
-        "{err}"
-    );
-    assert!(sent < 8 << 20, "the copy read {sent} bytes");
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "a copy was left"
-    );
-    // Zeros (`cat /dev/zero`): a first byte 0 is a MemHawk stream, copied
-    // whole as its records are read one at a time; its framing is followed
-    // as it passes, and a record length of 0 stops it at once (5 GB were
-    // copied in 15 s).
+    let gzip_magic = [&[0x1f, 0x8b][..], &junk[2..]].concat();
     let zeros = vec![0u8; 1 << 16];
-    let (o, sent) = offer_stdin(&data, &tmp, &["load", "-"], &zeros, &zeros);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("standard input (`-`): a MemHawk stream")
-            && err.contains("record at byte 0 has length 0"),
-        "{err}"
-    );
-    assert!(sent < 8 << 20, "the copy read {sent} bytes");
-    assert_eq!(
-        std::fs::read_dir(&tmp).unwrap().count(),
-        0,
-        "a copy was left"
-    );
+    // load's arguments, the first bytes offered, the bytes offered again
+    // and again, what the one line says.
+    type Case<'a> = (&'a [&'a str], &'a [u8], &'a [u8], [&'a str; 2]);
+    let cases: [Case<'_>; 3] = [
+        // Standard input too: its copy stops at the cap (it went on to a
+        // full temporary disk), with the same one line, and is removed.
+        // The writer offers 64 MiB; the load reads a little over 1 MiB of
+        // it.
+        (
+            &["load", "--time", &t, "--max-text-mib", "1", "-"],
+            text.as_bytes(),
+            text.as_bytes(),
+            ["standard input (`-`): larger than 1 MiB", "--max-text-mib"],
+        ),
+        // Binary input that is no MemHawk stream (gzip's magic here) is
+        // one pprof profile: copied up to what --max-decompressed-mib lets
+        // it decompress to, with room for its framing (it was copied
+        // without end).
+        (
+            &["load", "--max-decompressed-mib", "1", "-"],
+            &gzip_magic,
+            &junk,
+            [
+                "standard input (`-`): larger than 2 MiB",
+                "--max-decompressed-mib raises it",
+            ],
+        ),
+        // Zeros (`cat /dev/zero`): a first byte 0 is a MemHawk stream,
+        // copied whole as its records are read one at a time; its framing
+        // is followed as it passes, and a record length of 0 stops it at
+        // once (5 GB were copied in 15 s).
+        (
+            &["load", "-"],
+            &zeros,
+            &zeros,
+            [
+                "standard input (`-`): a MemHawk stream",
+                "record at byte 0 has length 0",
+            ],
+        ),
+    ];
+    for (args, first, rest, says) in cases {
+        let (o, sent) = offer_stdin(&data, &tmp, args, first, rest);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(says.iter().all(|s| err.contains(s)), "{err}");
+        assert!(sent < 8 << 20, "the copy read {sent} bytes");
+        assert_eq!(
+            std::fs::read_dir(&tmp).unwrap().count(),
+            0,
+            "a copy was left"
+        );
+    }
     assert_eq!(
         sql(
             &data,

@@ -529,7 +529,10 @@ mod tests {
                 t
             };
             assert_eq!(run(with(at)).unwrap(), 3, "{option} {at}");
-            let e = run(with(at - 1)).unwrap_err().to_string();
+            let err = run(with(at - 1)).unwrap_err();
+            let line = what.split(':').next().and_then(|n| n.parse().ok());
+            assert_eq!(err.line(), line, "{err}");
+            let e = err.to_string();
             assert!(e.starts_with(&format!("/p/f:{what} (the limit")), "{e}");
             assert!(e.ends_with(&format!("{option} raises it)")), "{e}");
         }

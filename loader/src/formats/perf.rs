@@ -162,16 +162,13 @@ impl ProfileFormat for Perf {
                     h.time_ns.is_some()
                         || is_indented_header(line)
                         // perf indents frame lines with a tab (` 5`
-                        // after `a;b 3` is a folded empty stack).
+                        // after `a;b 3` is a folded empty stack); one cut
+                        // inside its tab and padding has no word yet.
                         || next.starts_with('\t')
-                            && next
-                                .split_whitespace()
-                                .next()
-                                .is_some_and(|a| u64::from_str_radix(a, 16).is_ok())
-                        // A frame line cut inside perf's tab and padding.
-                        || next.starts_with('\t')
-                            && !next.contains('\n')
-                            && next.trim().is_empty()
+                            && match next.split_whitespace().next() {
+                                Some(a) => u64::from_str_radix(a, 16).is_ok(),
+                                None => !next.contains('\n'),
+                            }
                 }) =>
             {
                 Sniff::Yes
@@ -297,6 +294,16 @@ fn parse_id(s: &str) -> Option<u32> {
     s.parse().ok().filter(|&id| id != UNKNOWN_ID)
 }
 
+/// Where a sample's command name goes: nowhere when the headers have none
+/// (`-F tid,time,...`), else where [`PerfOptions::comm`] says.
+fn comm_placement(comm: &str, options: &PerfOptions) -> Placement {
+    if comm.is_empty() {
+        Placement::Omit
+    } else {
+        options.comm
+    }
+}
+
 /// A pid or tid as a label value or frame: `-1` for [`UNKNOWN_ID`].
 pub(crate) fn id_string(id: u32) -> String {
     if id == UNKNOWN_ID {
@@ -321,10 +328,13 @@ fn is_ids(t: &str) -> bool {
 /// knows no file), or an inlined frame's `app.c:11 (inlined)`. Not a
 /// frame: skipped, as FlameGraph's and inferno's collapsers skip it.
 fn is_srcline(line: &str) -> bool {
+    // Asked of every chain's first line: a frame's tab answers at once.
+    if !line.starts_with("  ") {
+        return false;
+    }
     let word = line.trim();
     let word = word.strip_suffix(" (inlined)").unwrap_or(word);
-    line.starts_with("  ")
-        && !word.is_empty()
+    !word.is_empty()
         && !word.contains(char::is_whitespace)
         && u64::from_str_radix(word, 16).is_err()
 }
@@ -1260,16 +1270,7 @@ pub fn parse_within(
             None => {
                 let (comm, pid, tid) = &triple;
                 let parts = [
-                    // No `comm` field (`-F tid,time,...`): no label, no frame.
-                    (
-                        "comm",
-                        if comm.is_empty() {
-                            Placement::Omit
-                        } else {
-                            options.comm
-                        },
-                        comm.to_string(),
-                    ),
+                    ("comm", comm_placement(comm, options), comm.to_string()),
                     ("pid", options.pid, id_string(*pid)),
                     ("tid", options.tid, id_string(*tid)),
                 ];

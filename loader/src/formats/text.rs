@@ -105,6 +105,7 @@ impl Error {
     pub fn line(&self) -> Option<u64> {
         match self {
             Error::Line { line, .. } => Some(*line),
+            Error::TooMany { line, .. } => *line,
             _ => None,
         }
     }

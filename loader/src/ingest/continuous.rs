@@ -1388,9 +1388,7 @@ pub(crate) fn open_reader(
         ..opts.read.clone()
     };
     let reader = format.spec().open(file, &abs, &read)?;
-    let source =
-        super::stdin::source_name(&abs).map_or_else(|| abs.display().to_string(), String::from);
-    Ok((reader, source))
+    Ok((reader, super::stdin::shown_name(&abs)))
 }
 
 /// Loads one file of an additive format (pprof; any reader of

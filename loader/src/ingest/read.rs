@@ -87,7 +87,9 @@ pub(super) fn read_file(
 ) -> Result<Followed> {
     use std::os::unix::fs::MetadataExt;
     let abs = std::fs::canonicalize(path).map_err(crate::error::file_err(path))?;
-    let source = abs.display().to_string();
+    // Standard input's copy is `<stdin>`, as a continuous profile's source
+    // is (its temporary path was stored and printed).
+    let source = super::stdin::shown_name(&abs);
     let db = &opts.database;
     let file = std::fs::File::open(&abs).map_err(crate::error::file_err(&abs))?;
     let meta = file.metadata().map_err(crate::error::file_err(&abs))?;

@@ -62,6 +62,13 @@ pub fn source_name(path: &Path) -> Option<&'static str> {
     (in_copy_dir && path.file_name().is_some_and(|f| f == "stdin")).then_some(STDIN_SOURCE)
 }
 
+/// How a loaded file is named in messages and stored rows: `<stdin>` for
+/// the copy of standard input ([`source_name`]), else its path.
+#[must_use]
+pub fn shown_name(path: &Path) -> String {
+    source_name(path).map_or_else(|| path.display().to_string(), String::from)
+}
+
 /// Locks `dir` (`flock`, exclusive) without waiting: the open directory
 /// while it is held, `None` when another process holds it (or it cannot be
 /// opened).
@@ -151,9 +158,9 @@ const FIRST_BYTES: usize = 64 << 10;
 /// (`--max-decompressed-mib`, with 1% and 1 MiB for compression's
 /// framing); a MemHawk stream (its first byte is zero) whole, as its
 /// records are read one at a time, its framing followed as it passes: a
-/// record length of 0 or past `max_record_len` (`--max-record-mib`) stops
-/// the copy with the reader's own refusal (zeros without end were copied
-/// until the disk was full).
+/// record length of 0 or past `max_record_len` (`--max-record-mib`), which
+/// the stream's reader would refuse, stops the copy in one line naming the
+/// byte (zeros without end were copied until the disk was full).
 ///
 /// # Errors
 /// `-` given twice, standard input a terminal or empty, text past
@@ -228,27 +235,6 @@ pub fn spool_stdin(
             "a pprof profile decompresses to",
         ))
     };
-    if stream {
-        let mut framing = Framing::new(max_record_len);
-        framing.pass(&first)?;
-        out.write_all(&first).map_err(file_err(&path))?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = match input.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(file_err(&path)(e)),
-            };
-            framing.pass(&buf[..n])?;
-            out.write_all(&buf[..n]).map_err(file_err(&path))?;
-        }
-        let files = files
-            .iter()
-            .map(|p| if is_stdin(p) { path.clone() } else { p.clone() })
-            .collect();
-        return Ok((files, Some(spooled)));
-    }
     out.write_all(&first).map_err(file_err(&path))?;
     let rest = match cap {
         // One byte past the cap tells a larger input from one at the cap.
@@ -256,7 +242,24 @@ pub fn spool_stdin(
             let left = (max + 1).saturating_sub(first.len() as u64);
             std::io::copy(&mut (&mut input).take(left), &mut out).map_err(file_err(&path))?
         }
-        None => std::io::copy(&mut input, &mut out).map_err(file_err(&path))?,
+        // A MemHawk stream: whole, its framing followed as it passes.
+        None => {
+            let mut framing = Framing::new(max_record_len);
+            framing.pass(&first)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut copied = 0u64;
+            loop {
+                let n = match input.read(&mut buf) {
+                    Ok(0) => break copied,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(file_err(&path)(e)),
+                };
+                framing.pass(&buf[..n])?;
+                out.write_all(&buf[..n]).map_err(file_err(&path))?;
+                copied += n as u64;
+            }
+        }
     };
     let copied = first.len() as u64 + rest;
     if let Some((max, flag, what)) = cap.filter(|(max, ..)| copied > *max) {

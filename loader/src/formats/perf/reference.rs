@@ -177,15 +177,7 @@ pub(super) fn parse(
             None => {
                 let (comm, pid, tid) = &triple;
                 let parts = [
-                    (
-                        "comm",
-                        if comm.is_empty() {
-                            Placement::Omit
-                        } else {
-                            options.comm
-                        },
-                        comm.clone(),
-                    ),
+                    ("comm", super::comm_placement(comm, options), comm.clone()),
                     ("pid", options.pid, super::id_string(*pid)),
                     ("tid", options.tid, super::id_string(*tid)),
                 ];
