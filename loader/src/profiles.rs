@@ -1760,7 +1760,7 @@ pub fn list_command(
     let (f, t) = range(&args.from, &args.to, now_ms())?;
     let sql = cq::profile_list_sql(opts, &args.profile_type, args.service.as_deref(), f, t);
     let tsv = backend.query_tsv(&format!(
-        "SELECT lower(hex(profile_id)), service, ts, duration_ns, total, sample_count, \
+        "SELECT leftPad(lower(hex(profile_id)), 16, '0'), service, ts, duration_ns, total, sample_count, \
          series_count, labels, source FROM ({sql})"
     ))?;
     if tsv.is_empty() {

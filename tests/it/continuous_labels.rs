@@ -278,7 +278,7 @@ fn pprof_with_spans(spans: usize) -> Vec<u8> {
         sample,
         location,
         function,
-        string_table: strings,
+        string_table: strings.into_iter().map(String::into_bytes).collect(),
         ..Default::default()
     }
     .encode_to_vec()
@@ -479,7 +479,7 @@ fn two_span_ids_on_one_sample_are_refused() {
                 label: vec![label(5), label(6)],
             },
         ],
-        string_table: strings,
+        string_table: strings.into_iter().map(String::into_bytes).collect(),
         ..Default::default()
     };
     let path = std::env::temp_dir().join(format!("fh-two-spans-{}.pb", std::process::id()));

@@ -672,7 +672,7 @@ fn pprof_with_numeric_labels() -> Vec<u8> {
             name: 3,
             ..Default::default()
         }],
-        string_table: strings,
+        string_table: strings.into_iter().map(String::into_bytes).collect(),
         time_nanos: (flamehouse::profiles::now_ms() - 600_000) * 1_000_000,
         ..Default::default()
     }

@@ -539,7 +539,7 @@ enum ProfileCommand {
 }
 
 impl ProfileCommand {
-    fn target(&self) -> &TargetArgs {
+    fn at(&self) -> &ProfileTarget {
         match self {
             ProfileCommand::Flame { at, .. }
             | ProfileCommand::Diff { at, .. }
@@ -549,9 +549,44 @@ impl ProfileCommand {
             | ProfileCommand::List { at, .. }
             | ProfileCommand::Open { at, .. }
             | ProfileCommand::Export { at, .. }
-            | ProfileCommand::Labels { at, .. } => &at.target,
+            | ProfileCommand::Labels { at, .. } => at,
         }
     }
+
+    fn target(&self) -> &TargetArgs {
+        &self.at().target
+    }
+}
+
+/// An engine error of a query on database `db`, with how to upgrade the
+/// database when an earlier binary made it (its queries then fail on a
+/// table or column of a later migration: the engine's "Unknown table
+/// expression identifier ... cp_stacks" said nothing of `init`). Asked
+/// only after an error: a query that works costs nothing more.
+fn upgrade_hinted(backend: &dyn Backend, db: &Ident, e: flamehouse::Error) -> flamehouse::Error {
+    match e {
+        flamehouse::Error::Query { message } => match schema::pending_migrations(backend, db) {
+            Ok(Some(p)) if !p.is_empty() => flamehouse::Error::Query {
+                message: format!("{message} ({})", schema::upgrade_hint(db, &p)),
+            },
+            _ => flamehouse::Error::Query { message },
+        },
+        other => other,
+    }
+}
+
+/// [`schema::refresh_views`] for the commands that read a data directory
+/// (`sql`, `serve`): a database that lacks migrations keeps its views,
+/// and the user is told how to upgrade it.
+fn refresh_views(backend: &dyn Backend, who: &str) -> anyhow::Result<()> {
+    let opts = SchemaOptions::default();
+    if let schema::Refreshed::Pending(p) = schema::refresh_views(backend, &opts)? {
+        eprintln!(
+            "{who}: warning: {}",
+            schema::views_left_warning(&opts.database, &p)
+        );
+    }
+    Ok(())
 }
 
 fn parse_batch_rows(s: &str) -> Result<usize, String> {
@@ -633,7 +668,8 @@ fn run_profile(command: ProfileCommand) -> anyhow::Result<()> {
             path: "<stdout>".into(),
             cause,
         })
-    });
+    })
+    .map_err(|e| upgrade_hinted(b, &command.at().database, e));
     match r {
         Err(e) if profiles::is_broken_pipe(&e) => Ok(()),
         r => Ok(r?),
@@ -908,7 +944,7 @@ fn run() -> anyhow::Result<()> {
                     let engine = Engine::open(&target.data.options())?;
                     // A data directory an older binary wrote answers with
                     // this binary's views (as after a load).
-                    schema::refresh_views(&engine, &SchemaOptions::default())?;
+                    refresh_views(&engine, "flamehouse")?;
                     engine.query(&query, &format)?
                 }
             };
@@ -1356,7 +1392,8 @@ fn run() -> anyhow::Result<()> {
             target,
         } => {
             let engine = target.existing_backend()?;
-            let f = flame::flame(&*engine, &database, &request)?;
+            let f = flame::flame(&*engine, &database, &request)
+                .map_err(|e| upgrade_hinted(&*engine, &database, e))?;
             note_namesakes(&request.process, &f.process);
             if out
                 .extension()

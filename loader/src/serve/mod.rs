@@ -184,11 +184,17 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
     let tls = tls_acceptor(opts)?;
     let engine = Arc::new(Engine::open(&opts.engine)?);
     // A data directory an older binary wrote: its stale views re-created,
-    // so the views answer as this binary's CLI (a load would do the same).
-    crate::storage::schema::refresh_views(
-        &*engine,
-        &crate::storage::schema::SchemaOptions::default(),
-    )?;
+    // so the views answer as this binary's CLI (a load would do the same);
+    // left, with a warning, while it lacks a migration.
+    let schema_opts = crate::storage::schema::SchemaOptions::default();
+    if let crate::storage::schema::Refreshed::Pending(p) =
+        crate::storage::schema::refresh_views(&*engine, &schema_opts)?
+    {
+        eprintln!(
+            "flamehouse serve: warning: {}",
+            crate::storage::schema::views_left_warning(&schema_opts.database, &p)
+        );
+    }
     let timezone = engine
         .query_tsv("SELECT timezone()")
         .map(|t| t.trim().to_string())

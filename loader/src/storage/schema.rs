@@ -361,31 +361,92 @@ pub fn new_database_statements(opts: &SchemaOptions) -> Vec<(u32, &'static str, 
     out
 }
 
-/// Re-creates the stale views of migration 9 ([`recreate_views`], not
-/// all) when the database has that migration, and nothing else: for the
-/// commands that query a data directory another binary wrote (`sql`,
-/// `serve`), which would otherwise answer with that binary's views until a
-/// `load` or `init`. Nothing (no DDL) when the views are current or the
-/// database has no schema. Returns the views re-created.
+/// The migrations of [`MIGRATIONS`] that database `db` has not applied
+/// (a database an earlier binary made), in order; `None` when `db` has no
+/// schema at all (nothing loaded: other messages say what makes it).
 ///
 /// # Errors
 /// The engine's error.
-pub fn refresh_views(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<String>> {
+pub fn pending_migrations(backend: &dyn Backend, db: &Ident) -> Result<Option<Vec<u32>>> {
     let has = backend.query_tsv(&format!(
         "SELECT count() FROM system.tables WHERE database = {} AND name = 'schema_migrations'",
-        crate::storage::sql_string(opts.database.as_str())
+        crate::storage::sql_string(db.as_str())
     ))?;
     if has.trim() == "0" {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let applied = backend.query_tsv(&format!(
-        "SELECT count() FROM {}.schema_migrations WHERE version = {VIEWS_MIGRATION}",
-        opts.database
+        "SELECT DISTINCT version FROM {db}.schema_migrations"
     ))?;
-    if applied.trim() == "0" {
-        return Ok(Vec::new());
+    let applied: Vec<u32> = applied
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    Ok(Some(
+        MIGRATIONS
+            .iter()
+            .map(|m| m.0)
+            .filter(|v| !applied.contains(v))
+            .collect(),
+    ))
+}
+
+/// What to tell a user whose database `db` lacks the migrations `pending`
+/// ([`pending_migrations`], not empty): how to upgrade it.
+#[must_use]
+pub fn upgrade_hint(db: &Ident, pending: &[u32]) -> String {
+    let list: Vec<String> = pending.iter().map(ToString::to_string).collect();
+    format!(
+        "database {db} was made by an earlier flamehouse: its migration{} {} {} not applied yet \
+         (`flamehouse init`, or any `flamehouse load`, applies {})",
+        if pending.len() == 1 { "" } else { "s" },
+        list.join(", "),
+        if pending.len() == 1 { "is" } else { "are" },
+        if pending.len() == 1 { "it" } else { "them" },
+    )
+}
+
+/// The warning of a command that reads a data directory (`sql`, `serve`)
+/// when [`refresh_views`] left the views of a database that lacks the
+/// migrations `pending`.
+#[must_use]
+pub fn views_left_warning(db: &Ident, pending: &[u32]) -> String {
+    format!(
+        "{}; until then its views are left as that flamehouse made them",
+        upgrade_hint(db, pending)
+    )
+}
+
+/// What [`refresh_views`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refreshed {
+    /// The views re-created (none when every one was current, or the
+    /// database has no schema).
+    Views(Vec<String>),
+    /// Nothing: the database lacks these migrations, and this binary's
+    /// views may read tables only they make (migration 11's `cp_stacks`),
+    /// so its views are left as the earlier binary made them (they still
+    /// answer) until `init` or a `load` upgrades it ([`upgrade_hint`]).
+    Pending(Vec<u32>),
+}
+
+/// Re-creates the stale views of migration 9 ([`recreate_views`], not
+/// all) when the database has every migration, and nothing else: for the
+/// commands that query a data directory another binary wrote (`sql`,
+/// `serve`), which would otherwise answer with that binary's views until a
+/// `load` or `init`. Nothing (no DDL) when the views are current or the
+/// database has no schema, nor when it lacks a migration: re-created
+/// then, the views read tables that are not there yet, and failed for
+/// every binary (the earlier one too) until an `init`.
+///
+/// # Errors
+/// The engine's error.
+pub fn refresh_views(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Refreshed> {
+    match pending_migrations(backend, &opts.database)? {
+        None => Ok(Refreshed::Views(Vec::new())),
+        Some(pending) if !pending.is_empty() => Ok(Refreshed::Pending(pending)),
+        Some(_) => recreate_views(backend, opts, false).map(Refreshed::Views),
     }
-    recreate_views(backend, opts, false)
 }
 
 /// Re-creates migration 9's views: every one when `all` (what `init`

@@ -777,8 +777,17 @@ fn names_bytes(p: &proto::Profile) -> u64 {
 
 /// Resolves string indexes and ids of a decoded message; the error says
 /// which sample, location or field is wrong.
-fn resolve(p: proto::Profile) -> Result<PprofProfile, String> {
-    let strings = &p.string_table;
+fn resolve(mut p: proto::Profile) -> Result<PprofProfile, String> {
+    // Invalid UTF-8 becomes U+FFFD (see `proto::Profile::string_table`);
+    // valid strings move without a copy.
+    let strings: Vec<String> = std::mem::take(&mut p.string_table)
+        .into_iter()
+        .map(|b| {
+            String::from_utf8(b)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        })
+        .collect();
+    let strings = &strings;
     match strings.first() {
         None => return Err("the string table is empty (entry 0 must be \"\")".into()),
         Some(s) if !s.is_empty() => {
@@ -1168,9 +1177,8 @@ fn locate_error(buf: &[u8]) -> Option<(usize, String)> {
             (3, 2) => proto::Mapping::decode(body).err().map(|e| e.to_string()),
             (4, 2) => proto::Location::decode(body).err().map(|e| e.to_string()),
             (5, 2) => proto::Function::decode(body).err().map(|e| e.to_string()),
-            (6, 2) => std::str::from_utf8(body)
-                .err()
-                .map(|_| "a string_table entry is not UTF-8".to_string()),
+            // Any bytes: read as UTF-8 with U+FFFD (`resolve`).
+            (6, 2) => None,
             (1..=6 | 11, _) => Some(format!("wire type {wire}, expected 2 (length-delimited)")),
             (7..=10 | 12 | 14, w) if w != 0 => Some(format!("wire type {w}, expected 0 (varint)")),
             _ => None,

@@ -898,7 +898,7 @@ fn names_past_the_limit_are_refused_before_they_are_resolved() {
     );
     // `main` of 1000 bytes: its function's name and system name both.
     let mut big = small_profile();
-    big.string_table[5] = "m".repeat(1000);
+    big.string_table[5] = "m".repeat(1000).into_bytes();
     let grown = base + 2 * (1000 - 4);
     assert_eq!(at(&big, grown), Ok(()));
     assert!(at(&big, grown - 1).is_err());
@@ -925,7 +925,7 @@ fn small_profile() -> proto::Profile {
             proto::ValueType { r#type: 3, unit: 4 },
             proto::ValueType { r#type: 1, unit: 2 },
         ],
-        string_table: strings.iter().map(ToString::to_string).collect(),
+        string_table: strings.iter().map(|s| s.as_bytes().to_vec()).collect(),
         function: vec![
             proto::Function {
                 id: 1,
@@ -1066,6 +1066,27 @@ fn labels_units_inlined_lines_and_unsymbolized_locations_resolve() {
             unit: "nanoseconds".into()
         })
     );
+}
+
+/// A string that is not UTF-8 (Go's strings are bytes: `runtime/pprof`
+/// writes a label value taken from a request as it is) is read as U+FFFD,
+/// as `go tool pprof` reads the file (it shows `/caf\351`); the whole
+/// profile used to be refused as "not a pprof profile".
+#[test]
+fn strings_that_are_not_utf8_read_as_replacement_characters() {
+    let mut p = small_profile();
+    p.string_table[5] = b"ma\xffin".to_vec();
+    p.string_table[11] = b"/caf\xe9".to_vec();
+    let d = decode(
+        Path::new("latin1.pb"),
+        &p.encode_to_vec(),
+        &DecodeOptions::default(),
+    )
+    .unwrap();
+    let s = &d.samples[0];
+    assert_eq!(s.labels, [("k".to_string(), "/caf\u{fffd}".to_string())]);
+    let names: Vec<String> = d.frames(s).iter().map(|f| f.name().into_owned()).collect();
+    assert_eq!(names, ["leaf", "ma\u{fffd}in", "0x5678"]);
 }
 
 #[test]
@@ -1291,7 +1312,7 @@ fn prune_keeps_matching_roots_and_cuts_inlined_lines() {
     };
     let profile = |keep: i64| proto::Profile {
         sample_type: vec![proto::ValueType { r#type: 5, unit: 6 }],
-        string_table: strings.clone(),
+        string_table: strings.iter().map(|s| s.as_bytes().to_vec()).collect(),
         function: (1..=4).map(function).collect(),
         // 1 goexit, 2 work, 3 mallocgc, 4 leaf, 5 leaf+mallocgc inlined into work.
         location: vec![

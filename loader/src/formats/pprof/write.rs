@@ -82,7 +82,7 @@ impl PprofWriter {
             return i;
         }
         let i = self.profile.string_table.len() as i64;
-        self.profile.string_table.push(s.to_string());
+        self.profile.string_table.push(s.as_bytes().to_vec());
         self.strings.insert(s.to_string(), i);
         i
     }
