@@ -6,7 +6,7 @@
 //! [`crate::render`]), tables, and a pprof export of a selection.
 //!
 //! Times are `YYYY-MM-DD[ hh:mm:ss[.fff]]` (UTC), `now`, or `now-N` with a
-//! unit `s`, `m`, `h` or `d` ([`parse_time`]); the commands default to the
+//! unit `s`, `m`, `h`, `d` or `w` ([`parse_time`]); the commands default to the
 //! last 24 hours, long enough for a profile loaded from a file today.
 
 use crate::continuous_query::{self as cq, QueryOptions, SandwichSide, Selection};
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// The forms a time argument takes, for messages and `--help`.
 pub const TIME_FORMS: &str =
-    "`YYYY-MM-DD[ hh:mm[:ss[.fff]]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ` / `+hh:mm`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d`";
+    "`YYYY-MM-DD[ hh:mm[:ss[.fff]]]` (UTC; a date alone is its midnight; or RFC 3339 `YYYY-MM-DDThh:mm:ssZ` / `+hh:mm`), Unix seconds (`1764576000`, as `date +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`, or `now-30s` / `now-15m` / `now-1h` / `now-7d` / `now-2w`";
 
 /// Default `--from`: 24 hours before now.
 pub const DEFAULT_FROM: &str = "now-24h";
@@ -55,6 +55,9 @@ pub fn parse_time(s: &str, now_ms: i64) -> Result<i64> {
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
+            // Grafana's week; its `M` and `y` are calendar months and
+            // years, of no fixed length: not taken.
+            "w" => 7 * 86_400_000,
             _ => return Err(bad()),
         };
         let n: i64 = num
@@ -759,7 +762,7 @@ pub struct SelectionArgs {
     /// date alone is its midnight; or RFC 3339, `YYYY-MM-DDThh:mm:ssZ` or
     /// with an offset, `+02:00`), Unix seconds (`1764576000`, as `date
     /// +%s`) or milliseconds (`1764576000000ms`, as Grafana's URLs), `now`,
-    /// `now-30s`, `now-15m`, `now-1h`, `now-7d`. Every range is exact to
+    /// `now-30s`, `now-15m`, `now-1h`, `now-7d`, `now-2w`. Every range is exact to
     /// the millisecond (long ones read the rollups for their whole
     /// minutes and hours, the raw samples for the ends).
     #[arg(long, default_value = DEFAULT_FROM, value_parser = check_time)]
@@ -1202,7 +1205,8 @@ pub struct FlameArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct FilterArgs {
     /// Only samples with a frame whose function matches this regex
-    /// (pprof's -focus; totals stay of the whole selection).
+    /// (pprof's -focus; `top`'s shares stay of the whole selection, a
+    /// flame graph's root is what the focus keeps).
     #[arg(long, value_parser = check_regex)]
     pub focus: Option<String>,
     /// Leave out samples with a frame whose function matches this regex
@@ -1536,7 +1540,7 @@ pub fn sandwich_command(
                     b.display()
                 )
             };
-            return Err(Error::Usage(format!(
+            return Err(Error::Arguments(format!(
                 "{what}: give each tree its own output"
             )));
         }
@@ -1681,10 +1685,23 @@ pub fn series_command(
     let s = args.sel.selection(now_ms())?;
     check_units(backend, opts, &s.selector, Some(&s.profile_type))?;
     // A key quoted as in a selector (`--by '"a b"'`) is the key inside.
-    let by = args.by.as_deref().map(cq::label_key_arg).transpose()?;
+    // A bad key is a usage error (exit 2), as a bad selector is.
+    let as_usage = |e: Error| match e {
+        Error::Usage(m) => Error::Arguments(m),
+        other => other,
+    };
+    let by = args
+        .by
+        .as_deref()
+        .map(cq::label_key_arg)
+        .transpose()
+        .map_err(as_usage)?;
     let by = by.as_deref();
     let (column, sql) = match by {
-        Some(key) => (key, cq::by_label_sql(opts, &s, key, args.step)?),
+        Some(key) => (
+            key,
+            cq::by_label_sql(opts, &s, key, args.step).map_err(as_usage)?,
+        ),
         None => {
             if args.step == 0 {
                 return Err(Error::Arguments(
@@ -1802,6 +1819,11 @@ pub fn parse_max_nodes(s: &str) -> std::result::Result<u32, String> {
                 .into(),
         ),
         Ok(n) => Ok(n),
+        // A whole number past UInt32 (the stack functions' option type).
+        Err(_) if s.trim().parse::<u128>().is_ok() => Err(format!(
+            "{s:?} nodes: at most {} (0 is every node)",
+            u32::MAX
+        )),
         Err(_) => Err(format!(
             "{s:?} is no node count: use 0 (every node) or at least 2"
         )),
@@ -1927,7 +1949,7 @@ pub fn export_command(
     // A type twice would be two identical sample types in the file.
     for (i, t) in args.types.iter().enumerate() {
         if args.types[..i].contains(t) {
-            return Err(Error::Usage(format!("--type {t} is given twice")));
+            return Err(Error::Arguments(format!("--type {t} is given twice")));
         }
     }
     let mut selector = cq::Selector::parse(&args.selector)?;
@@ -2049,6 +2071,7 @@ mod tests {
         assert_eq!(parse_time("now", now).unwrap(), now);
         assert_eq!(parse_time("now-1h", now).unwrap(), now - 3_600_000);
         assert_eq!(parse_time("now-7d", now).unwrap(), now - 7 * 86_400_000);
+        assert_eq!(parse_time("now-1w", now).unwrap(), now - 7 * 86_400_000);
         assert_eq!(
             parse_time("2026-12-01 13:00:00", now).unwrap(),
             parse_utc_ms("2026-12-01 13:00:00").unwrap()
@@ -2061,6 +2084,9 @@ mod tests {
             "yesterday",
             "now-+1h",
             "now-12d",
+            "now-2w",
+            "now-1M",
+            "now-1y",
             "1969-12-31 23:59:59",
             "1900-01-01 00:00:00",
             "2149-06-07 00:00:00",

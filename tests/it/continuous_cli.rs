@@ -2143,7 +2143,7 @@ fn the_load_and_the_ttl_agree_on_the_retention_in_any_zone() {
                 String::from_utf8_lossy(&o.stdout).into_owned()
             };
             let said = run(&["load", "--time", &time, &file]);
-            let expired = said.contains("1 older than the retention");
+            let expired = said.contains("1 outside the retention");
             // The merge applies the TTL.
             let rows = run(&[
                 "sql",
@@ -2165,13 +2165,23 @@ fn the_load_and_the_ttl_agree_on_the_retention_in_any_zone() {
 fn a_retention_is_checked_first_and_a_shorter_one_says_what_it_drops() {
     let data = temp_path("cpcli-retention-check");
     let new = data.join("new");
-    for bad in ["0", "36501"] {
+    // A whole number out of range names the range (past u32 and below 1
+    // it said "no number of days", and `-1` was taken for a flag).
+    for (bad, says) in [
+        ("0", "at least 1 day"),
+        ("-1", "at least 1 day"),
+        ("36501", "at most 36500 days"),
+        ("99999999999", "at most 36500 days"),
+        ("7x", "no number of days"),
+    ] {
         let o = Command::new(bin())
             .args(["init", "--retention", bad, "--data"])
             .arg(&new)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(says), "{bad}: {err}");
         assert!(!new.exists(), "--retention {bad} made {}", new.display());
     }
     let file = dir().join("cpu.pb.gz").display().to_string();
@@ -2362,10 +2372,55 @@ fn max_nodes_1_is_a_usage_error_of_every_command() {
             if value == "1" {
                 assert!(line.contains("0 (every node) or at least 2"), "{err}");
             }
+            // A count, too large: the largest is named.
+            if value == "4294967296" {
+                assert!(line.contains("at most 4294967295"), "{err}");
+            }
         }
     }
     // Refused before the engine is opened: the data directory stays empty.
     assert!(std::fs::read_dir(&data).unwrap().next().is_none());
+}
+
+/// Flags that do not fit together, or a flag's bad value, are usage
+/// errors (exit 2, one line), as the argument parser's: these three exited
+/// 1 as if the engine had failed.
+#[test]
+fn flags_that_do_not_fit_are_usage_errors() {
+    let data = temp_path("cpcli-usage");
+    let ty = ["--type", "cpu:nanoseconds"];
+    let cases: [(Vec<&str>, &str); 4] = [
+        (
+            vec![
+                "sandwich",
+                "--function",
+                "a",
+                "--callers",
+                "-",
+                "--callees",
+                "-",
+            ],
+            "--callers and --callees are both -",
+        ),
+        (vec!["series", "--by", ""], "not a label name"),
+        (vec!["series", "--by", "\"a"], "selector"),
+        (
+            vec!["export", "--type", "cpu:nanoseconds", "--out", "x.pb.gz"],
+            "--type cpu:nanoseconds is given twice",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["profile", args[0]];
+        all.extend(ty);
+        all.extend(&args[1..]);
+        let o = fh_out(&data, &all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {err}");
+        assert!(
+            err.lines().count() == 1 && err.starts_with("error: ") && err.contains(says),
+            "{all:?}: {err}"
+        );
+    }
 }
 
 /// A diff's comparison range is checked as the comparison's: given only
@@ -2629,4 +2684,53 @@ fn an_earlier_binarys_database_keeps_its_views_and_says_how_to_upgrade() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(fh(&data, &top).contains("main.main"));
+}
+
+/// `delete` of a continuous profile's service or id (it takes MemHawk
+/// processes) says what the name is and that it is not how those go; it
+/// said only "no process".
+#[test]
+fn delete_of_a_continuous_service_says_what_it_is() {
+    let data = temp_path("cpcli-delete");
+    let file = dir().join("cpu.pb.gz").display().to_string();
+    let loaded = fh(&data, &["load", "--service", "api", &file]);
+    let id = loaded
+        .split("profile ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    for (name, says) in [
+        ("api", "\"api\" is the service of 1 continuous profile"),
+        (id.as_str(), "is a continuous profile"),
+        ("nothing", ""),
+    ] {
+        let o = fh_out(&data, &["delete", "--process", name]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.lines().count() == 1 && err.contains("no process"),
+            "{err}"
+        );
+        if says.is_empty() {
+            assert!(!err.contains("continuous"), "{err}");
+        } else {
+            assert!(
+                err.contains(says) && err.contains("`delete` removes MemHawk processes only"),
+                "{err}"
+            );
+        }
+    }
+    assert!(fh(
+        &data,
+        &[
+            "profile",
+            "list",
+            "--type",
+            "cpu:nanoseconds",
+            "--from",
+            "0"
+        ]
+    )
+    .contains(&id));
 }

@@ -403,7 +403,7 @@ fn load_warns_of_profiles_older_than_the_retention() {
     assert!(lines[1].contains("bad.pb.gz"), "{err}");
     assert_eq!(lines[2], "flamehouse: 1 of 4 files failed to load");
     assert!(
-        out.contains("continuous: 4 files, 3 profiles (0 already stored, 1 older than the retention, not stored)"),
+        out.contains("continuous: 4 files, 3 profiles (0 already stored, 1 outside the retention, not stored)"),
         "{out}"
     );
     let sql = |s: &str| run(&["sql", s]).1.trim().to_string();
@@ -417,7 +417,7 @@ fn load_warns_of_profiles_older_than_the_retention() {
     );
     // Run again: nothing new; the warning again.
     let (_, out, err) = run(&args);
-    assert!(out.contains("(2 already stored, 1 older"), "{out}");
+    assert!(out.contains("(2 already stored, 1 outside"), "{out}");
     assert!(err.contains("old.pb.gz"), "{err}");
     assert_eq!(
         sql("SELECT count(), sum(value) FROM flamehouse.cp_samples WHERE profile_type = 'cpu:nanoseconds'")
@@ -462,10 +462,7 @@ fn a_profile_whose_ttl_date_wraps_is_not_stored() {
             && err.contains("not stored"),
         "{err}"
     );
-    assert!(
-        out.contains("1 older than the retention, not stored"),
-        "{out}"
-    );
+    assert!(out.contains("1 outside the retention, not stored"), "{out}");
     let sql = |s: &str| run(&["sql", s]).0.trim().to_string();
     let stored = || {
         sql("SELECT count(), sum(value) FROM flamehouse.cp_samples \
@@ -511,7 +508,7 @@ fn a_profile_dated_past_2106_asks_for_time() {
     let (code, out, err) = cli(&data, &["load", &late_s, "--time", &at]);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        out.contains("1 profile (0 already stored, 0 older"),
+        out.contains("1 profile (0 already stored, 0 outside"),
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);

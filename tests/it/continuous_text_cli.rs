@@ -1202,10 +1202,10 @@ fn what_matched_nothing_is_said() {
         "--callees",
         "-",
     ]);
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(2), "{err}");
     assert_eq!(
         err,
-        "flamehouse: --callers /dev/stdout and --callees - are one file: give each tree its own output"
+        "error: --callers /dev/stdout and --callees - are one file: give each tree its own output"
     );
     // As SVG: nothing to draw, in one line, no file.
     let (code, err) = flame_to(&svg_s);

@@ -240,7 +240,7 @@ enum Command {
         /// whole day partitions dropped). When not given, the retention in
         /// place is kept (a new schema's is 30 days). At most 36,500 (a TTL past
         /// the engine's last Date, 2149-06-06, would wrap and drop everything).
-        #[arg(long, value_name = "DAYS", value_parser = parse_retention)]
+        #[arg(long, value_name = "DAYS", value_parser = parse_retention, allow_negative_numbers = true)]
         retention: Option<u32>,
         /// Apply a --retention that expires stored profiles: the engine
         /// applies a changed TTL to the days already stored, so they are
@@ -558,6 +558,30 @@ impl ProfileCommand {
     }
 }
 
+/// What `name` is among the continuous profiles of `db`, when it is one
+/// (a service, or a profile id as `load` prints it): `delete` was asked
+/// for it as a process.
+fn continuous_namesake(backend: &dyn Backend, db: &Ident, name: &str) -> Option<String> {
+    let id = profiles::parse_profile_id(name).ok();
+    let out = backend
+        .query_tsv(&format!(
+            "SELECT countIf(service = {s}), countIf(profile_id = {id}) FROM \
+             (SELECT DISTINCT profile_id, service FROM {db}.cp_profiles)",
+            s = flamehouse::storage::sql_string(name),
+            id = id.unwrap_or(0),
+        ))
+        .ok()?;
+    let (services, ids) = out.trim().split_once('\t')?;
+    match (services.parse::<u64>().ok()?, ids.parse::<u64>().ok()?) {
+        (n, _) if n > 0 => Some(format!(
+            "{name:?} is the service of {}",
+            plural(n as usize, "continuous profile")
+        )),
+        (_, n) if n > 0 && id.is_some() => Some(format!("{name} is a continuous profile")),
+        _ => None,
+    }
+}
+
 /// An engine error of a query on database `db`, with how to upgrade the
 /// database when an earlier binary made it (its queries then fail on a
 /// table or column of a later migration: the engine's "Unknown table
@@ -596,18 +620,24 @@ fn parse_batch_rows(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A service names every series it loads: an empty or blank one would be
-/// a series no picker shows.
 /// `--retention`: refused by the parser (exit 2), so a bad one changes
-/// nothing, not even a new database.
+/// nothing, not even a new database. A whole number out of range says the
+/// range (past `u32` as the largest would: it said "no number of days").
 fn parse_retention(s: &str) -> Result<u32, String> {
-    let days: u32 = s
+    let days: i128 = s
+        .trim()
         .parse()
         .map_err(|_| format!("`{s}` is no number of days"))?;
+    if days < 1 {
+        continuous::check_retention(0).map_err(|e| format!("`{s}`: {e}"))?;
+    }
+    let days = u32::try_from(days).unwrap_or(u32::MAX);
     continuous::check_retention(days).map_err(|e| e.to_string())?;
     Ok(days)
 }
 
+/// A service names every series it loads: an empty or blank one would be
+/// a series no picker shows.
 fn parse_service(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         Err("the service must not be empty".into())
@@ -1289,8 +1319,11 @@ fn run() -> anyhow::Result<()> {
                 failed += s.failed;
                 // Always, so scripts can read it; after the files loaded
                 // one by one, whose lines would otherwise follow it.
+                // Outside the retention: older than it, or so late that
+                // the retention's end is past the engine's last Date (each
+                // said in its own warning line).
                 batch_summary = Some(format!(
-                    "continuous: {}, {} ({} already stored, {} older than the retention, not \
+                    "continuous: {}, {} ({} already stored, {} outside the retention, not \
                      stored), {} in {}{}",
                     plural(s.files, "file"),
                     plural(s.profiles, "profile"),
@@ -1378,8 +1411,18 @@ fn run() -> anyhow::Result<()> {
             let engine = target.backend()?;
             schema::migrate(&*engine, &schema.options())?;
             let db = &schema.database;
-            // An unknown process is an error that says how to list them.
-            let p = flame::resolve_process(&*engine, db, &process)?;
+            // An unknown process is an error that says how to list them,
+            // and, for a continuous profile's service or id, that `delete`
+            // is not how those go.
+            let p = flame::resolve_process(&*engine, db, &process).map_err(|e| {
+                match continuous_namesake(&*engine, db, &process) {
+                    Some(what) => flamehouse::Error::Usage(format!(
+                        "{e}; {what}: `delete` removes MemHawk processes only, continuous \
+                         profiles leave with their day at the retention (`init --retention`)"
+                    )),
+                    None => e,
+                }
+            })?;
             note_namesakes(&process, &p);
             ingest::delete_process(&*engine, db, p.id)?;
             say!("deleted process {} ({}) from {db}", p.id, p.name);
