@@ -27,8 +27,9 @@ pub struct Profile {
     /// `string_table` (6): entry 0 must be `""`. Bytes, not `string`:
     /// Go's strings are bytes, and `runtime/pprof` writes a label taken
     /// from request data (a Latin-1 URL path) as it is; [`super::decode`]
-    /// reads invalid UTF-8 as U+FFFD, as `go tool pprof` shows it and the
-    /// text readers do, instead of refusing the whole profile.
+    /// reads invalid UTF-8 as U+FFFD, as the text readers do, instead of
+    /// refusing the whole profile (`go tool pprof` reads such a file too,
+    /// printing the bytes escaped).
     #[prost(bytes = "vec", repeated, tag = "6")]
     pub string_table: Vec<Vec<u8>>,
     /// `drop_frames` (7): string index of a regexp of frames to drop.
