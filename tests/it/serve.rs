@@ -936,6 +936,27 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     let r = read_sql(&s, &format!("SELECT 1 INTO OUTFILE '{}'", marker.display()));
     r.assert_error(500, 164);
     assert!(!marker.exists());
+    // The same behind the engine's heredoc strings and `//` comments, in
+    // which a quote opens nothing (the reader's checks read them as code:
+    // the quote hid the rest, and the file was written, or appended to).
+    for sql in [
+        format!(
+            "SELECT $$'$$ AS a, 'x' AS b INTO OUTFILE '{}' FORMAT TSVRaw -- '",
+            marker.display()
+        ),
+        format!(
+            "SELECT $q$'$q$ AS a INTO OUTFILE '{}' APPEND -- '",
+            marker.display()
+        ),
+        format!("SELECT 1 // '\nINTO OUTFILE '{}' -- '", marker.display()),
+    ] {
+        read_sql(&s, &sql).assert_error(500, 164);
+        assert!(!marker.exists(), "{sql}");
+    }
+    read_sql(&s, "SELECT $$'$$; SELECT 2 -- '").assert_error(400, 62);
+    // A `;` inside a heredoc ends nothing.
+    let r = read_sql(&s, "SELECT $$a;b$$");
+    assert_eq!(r.text().trim(), "a;b", "{}", r.text());
     for (param, code, status) in [
         ("readonly=0", 164, 500),
         ("max_execution_time=0", 452, 500),

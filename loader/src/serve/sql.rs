@@ -87,7 +87,17 @@ impl<'a> Lexer<'a> {
             while self.pos < s.len() && s[self.pos].is_ascii_whitespace() {
                 self.pos += 1;
             }
-            if s[self.pos..].starts_with(b"--") || s[self.pos..].starts_with(b"#") {
+            // The engine's line comments: `--`, `//`, and `#` before a
+            // space or `!` (`#x` is no comment there, but an error). A
+            // comment the engine sees that this lexer did not was code
+            // here: a quote in it opened a string that hid what followed
+            // from every check (`SELECT 1 // '` ... `INTO OUTFILE`).
+            let rest = &s[self.pos..];
+            if rest.starts_with(b"--")
+                || rest.starts_with(b"//")
+                || rest.starts_with(b"# ")
+                || rest.starts_with(b"#!")
+            {
                 while self.pos < s.len() && s[self.pos] != b'\n' {
                     self.pos += 1;
                 }
@@ -122,6 +132,21 @@ impl<'a> Lexer<'a> {
         }
         let start = self.pos;
         let c = s[start];
+        // A heredoc, `$name$ ... $name$` (the name any bytes but `$`, or
+        // none: `$$...$$`), is a string literal to the engine, found as its
+        // lexer finds it: the delimiter ends at the next `$`, the string at
+        // the delimiter's next occurrence. Read as code here, `$$'$$` hid
+        // the rest of a reader's query from every check.
+        if c == b'$' {
+            if let Some(name_end) = s[start + 1..].iter().position(|&b| b == b'$') {
+                let delim = &s[start..start + 1 + name_end + 1];
+                let body = start + delim.len();
+                if let Some(at) = s[body..].windows(delim.len()).position(|w| w == delim) {
+                    self.pos = body + at + delim.len();
+                    return Ok(Some((Tok::Str, start, self.pos)));
+                }
+            }
+        }
         let tok = match c {
             b'\'' | b'"' | b'`' => {
                 self.pos += 1;
@@ -147,7 +172,8 @@ impl<'a> Lexer<'a> {
                     Tok::Quoted
                 }
             }
-            c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
+            // A word may start with `$` too (`$x` when no heredoc closes).
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 => {
                 while self.pos < s.len()
                     && (s[self.pos].is_ascii_alphanumeric()
                         || s[self.pos] == b'_'
@@ -399,6 +425,41 @@ mod tests {
             ["file", "count", "t", "where"]
         );
         assert_eq!(a(" /* c */ desc file('x')").first, "desc");
+    }
+
+    /// Heredocs and `//` comments are the engine's strings and comments:
+    /// a quote inside them opens nothing (it hid an `INTO OUTFILE` and a
+    /// second statement from the reader's checks), and a `;` in them ends
+    /// no statement.
+    #[test]
+    fn heredocs_and_line_comments_lex_as_the_engine_lexes_them() {
+        let q = "SELECT $$'$$ AS a, 'x' AS b INTO OUTFILE '/tmp/f' FORMAT TSVRaw -- '";
+        assert!(a(q).outfile, "{q}");
+        assert_eq!(
+            analyze(b"SELECT $$'$$; SELECT 2 -- '"),
+            Err(SqlError::MultiStatement)
+        );
+        assert_eq!(
+            analyze(b"SELECT $tag$'$ $tag$; DROP TABLE t"),
+            Err(SqlError::MultiStatement)
+        );
+        assert!(a("SELECT 1 // '\nINTO OUTFILE '/tmp/x' -- '").outfile);
+        assert!(a("SELECT 1 # '\nINTO OUTFILE '/tmp/x' -- '").outfile);
+        // What the engine takes as one statement is one here too.
+        assert_eq!(a("SELECT $$a;b$$").kind, Kind::Read);
+        assert_eq!(
+            a("SELECT $x$ 'it''s; $y$ $x$ FORMAT JSON")
+                .format
+                .as_deref(),
+            Some("JSON")
+        );
+        assert_eq!(a("SELECT $$ $x FROM t").calls, Vec::<String>::new());
+        // An unclosed heredoc is no string: `$$` and what follows are read
+        // as code, as the engine reads them.
+        assert_eq!(
+            analyze(b"SELECT $$; DROP TABLE t"),
+            Err(SqlError::MultiStatement)
+        );
     }
 
     #[test]
