@@ -483,7 +483,7 @@ pub fn compose_yaml(db: &Ident) -> String {
 services:
   clickhouse:
     image: clickhouse/clickhouse-server:26.5
-    ports: ["8123:8123", "9000:9000"]
+    ports: ["127.0.0.1:8123:8123", "127.0.0.1:9000:9000"]
     environment:
       CLICKHOUSE_SKIP_USER_SETUP: "1"
     volumes:
@@ -511,7 +511,7 @@ services:
 
   grafana:
     image: grafana/grafana:12.3.0
-    ports: ["3000:3000"]
+    ports: ["127.0.0.1:3000:3000"]
     depends_on:
       schema: {{condition: service_completed_successfully}}
     environment:
@@ -574,7 +574,7 @@ services:
 
   grafana:
     image: grafana/grafana:12.3.0
-    ports: ["3000:3000"]
+    ports: ["127.0.0.1:3000:3000"]
     depends_on:
       flamehouse: {{condition: service_started}}
     environment:

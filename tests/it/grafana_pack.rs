@@ -474,7 +474,23 @@ fn datasource_provisioning_expands_with_the_compose_environment() {
         .collect();
     // The ClickHouse service's name and HTTP port in the same file.
     assert!(compose.contains("\n  clickhouse:\n"), "{compose}");
-    assert!(compose.contains("\"8123:8123\""), "{compose}");
+    assert!(compose.contains("\"127.0.0.1:8123:8123\""), "{compose}");
+    // Anonymous Grafana admins and a ClickHouse without a password: both
+    // stacks publish their ports on loopback only (they were on every
+    // interface).
+    for file in ["docker-compose.yaml", "docker-compose.serve.yaml"] {
+        let text = std::fs::read_to_string(repo().join("grafana").join(file)).unwrap();
+        for line in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("ports:"))
+        {
+            let published: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+            assert!(
+                !published.is_empty() && published.iter().all(|p| p.starts_with("127.0.0.1:")),
+                "{file}: {line}"
+            );
+        }
+    }
 
     let reference = regex::Regex::new(r"\$\{([^}]*)\}|\$(\w*)").unwrap();
     let plain = regex::Regex::new(r"^[A-Za-z_]\w*$").unwrap();

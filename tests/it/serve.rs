@@ -607,6 +607,42 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     let root = format!("{}/", s.url);
     let ping = curl(&format!("{}/ping", s.url), &[], None);
     assert_eq!((ping.status, ping.text().as_str()), (200, "Ok.\n"));
+    // ClickHouse's request headers for the default format and the
+    // database (they were ignored: TabSeparated of `default`); a URL
+    // parameter given too wins.
+    let r = curl(
+        &root,
+        &[
+            "-u",
+            &format!("reader:{RPASS}"),
+            "-H",
+            "X-ClickHouse-Format: JSONEachRow",
+            "-H",
+            "X-ClickHouse-Database: system",
+            "--data-binary",
+            "@-",
+        ],
+        Some(b"SELECT currentDatabase() AS db"),
+    );
+    assert_eq!(
+        (r.status, r.text().trim(), r.header("x-clickhouse-format")),
+        (200, r#"{"db":"system"}"#, "JSONEachRow")
+    );
+    let r = curl(
+        &format!("{root}?default_format=CSV&database=default"),
+        &[
+            "-u",
+            &format!("reader:{RPASS}"),
+            "-H",
+            "X-ClickHouse-Format: JSONEachRow",
+            "-H",
+            "X-ClickHouse-Database: system",
+            "--data-binary",
+            "@-",
+        ],
+        Some(b"SELECT currentDatabase() AS db"),
+    );
+    assert_eq!((r.status, r.text().trim()), (200, r#""default""#));
 
     // DDL and inserts as the writer.
     let r = write_url(
@@ -871,6 +907,20 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     r.assert_error(403, 516);
     // Without credentials: user `default`, which is not configured here.
     curl(&format!("{}/?query=SELECT+1", s.url), &[], None).assert_error(403, 516);
+    // Basic credentials that are not base64, or another scheme: each said
+    // as it is (both were "only the 'Basic' scheme is supported").
+    for (auth, says) in [
+        ("Basic !!!", "not base64"),
+        ("Bearer abc", "only the 'Basic'"),
+    ] {
+        let r = curl(
+            &format!("{}/?query=SELECT+1", s.url),
+            &["-H", &format!("Authorization: {auth}")],
+            None,
+        );
+        r.assert_error(403, 516);
+        assert!(r.text().contains(says), "{auth}: {}", r.text());
+    }
     // Two ways at once.
     let r = curl(
         &format!("{}/?query=SELECT+1&user=reader", s.url),
@@ -1237,6 +1287,32 @@ fn serve_without_users_refuses_a_public_address() {
         err.contains("0.0.0.0:0") && err.contains("--users"),
         "{err}"
     );
+    // Users with an empty password are as open: an empty environment
+    // password, a `--users` line without one (it listened on 0.0.0.0).
+    let users = dir.parent().unwrap().join("users.txt");
+    std::fs::write(&users, "grafana reader s3cret\nloader writer\n").unwrap();
+    for (env, file, open) in [(Some(""), None, "writer"), (None, Some(&users), "loader")] {
+        let mut cmd = Command::new(bin("flamehouse"));
+        cmd.args(["serve", "--listen", "0.0.0.0:0", "--data"])
+            .arg(&dir)
+            .env_remove("FLAMEHOUSE_READER_PASSWORD")
+            .env_remove("FLAMEHOUSE_WRITER_PASSWORD")
+            .env_remove("FLAMEHOUSE_USERS");
+        if let Some(p) = env {
+            cmd.env("FLAMEHOUSE_WRITER_PASSWORD", p);
+        }
+        if let Some(f) = file {
+            cmd.arg("--users").arg(f);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("0.0.0.0:0") && err.contains(&format!("empty password ({open})")),
+            "{err}"
+        );
+    }
 }
 
 /// `--tls-cert`/`--tls-key`: HTTPS that the loader's client (with the CA
@@ -1359,6 +1435,28 @@ fn a_full_server_queues_then_refuses() {
         started.elapsed()
     );
     assert_eq!(read_sql(&s, "SELECT 1").text(), "1\n");
+    // A request waits for a slot as long as its own time limit, not the
+    // server's (`max_execution_time=1` waited the server's 3 s).
+    let url = s.url.clone();
+    let slow = std::thread::spawn(move || {
+        curl(
+            &format!("{url}/?max_block_size=1"),
+            &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+            Some(b"SELECT sum(sleepEachRow(0.5) + 1) FROM numbers(5)"),
+        )
+        .status
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let t = Instant::now();
+    let r = curl(
+        &format!("{}/?max_execution_time=1", s.url),
+        &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+        Some(b"SELECT 1"),
+    );
+    let waited = t.elapsed();
+    r.assert_error(503, 202);
+    assert!(waited < Duration::from_millis(2000), "{waited:?}");
+    assert_eq!(slow.join().unwrap(), 200);
     assert!(s.stop().success());
 }
 

@@ -175,6 +175,11 @@ async fn process(
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
+    // ClickHouse's headers for the `database` and `default_format`
+    // parameters (a parameter given too wins); they were ignored, so a
+    // client that sent them got TabSeparated of `default` without a word.
+    let header_database = header(&req, "x-clickhouse-database");
+    let header_format = header(&req, "x-clickhouse-format");
     if path == "/ping" || path == "/replicas_status" {
         return Ok(text_response(200, "Ok.\n"));
     }
@@ -373,7 +378,10 @@ async fn process(
     if !settings.is_empty() {
         setup.push(set(&settings));
     }
-    if let Some(db) = param("database").filter(|d| !d.is_empty()) {
+    if let Some(db) = param("database")
+        .or(header_database.as_deref())
+        .filter(|d| !d.is_empty())
+    {
         setup.push(format!("USE {}", quote_ident(db)));
     }
     if readonly {
@@ -381,6 +389,7 @@ async fn process(
     }
 
     let default_format = param("default_format")
+        .or(header_format.as_deref())
         .filter(|f| !f.is_empty())
         .unwrap_or("TabSeparated")
         .to_string();
@@ -404,8 +413,23 @@ async fn process(
         params: bound,
     };
 
-    // A slot, then the engine on a blocking thread.
-    let wait = Duration::from_secs(o.max_execution_time.max(1));
+    // A slot, then the engine on a blocking thread. The wait is the
+    // request's own time limit (a writer's setting, a reader's lowered
+    // cap), not always the server's: `max_execution_time=1` waited 2.3 s.
+    let own_limit = settings
+        .iter()
+        .find(|(k, _)| k == "max_execution_time")
+        .and_then(|(_, v)| v.trim().parse::<f64>().ok())
+        .filter(|n| *n > 0.0)
+        .map(|n| n.ceil() as u64)
+        .or_else(|| {
+            limits
+                .iter()
+                .find(|l| l.0 == "max_execution_time")
+                .map(|l| l.1)
+        })
+        .unwrap_or(o.max_execution_time);
+    let wait = Duration::from_secs(own_limit.max(1));
     let permit = tokio::time::timeout(wait, state.permits.clone().acquire_owned())
         .await
         .ok()
@@ -514,10 +538,20 @@ where
             ));
         }
         http::basic_credentials(&auth).ok_or_else(|| {
-            failed(
+            // Which of the two went wrong: the scheme, or its credentials
+            // (bad base64 was called an unsupported scheme).
+            let basic = auth
+                .trim_start()
+                .get(..6)
+                .is_some_and(|s| s.eq_ignore_ascii_case("basic "));
+            failed(if basic {
+                "Invalid authentication: the 'Basic' credentials are not base64 of \
+                 `user:password`"
+                    .into()
+            } else {
                 "Invalid authentication: only the 'Basic' HTTP Authorization scheme is supported"
-                    .into(),
-            )
+                    .into()
+            })
         })?
     } else {
         (

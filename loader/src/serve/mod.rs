@@ -181,6 +181,20 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
             users::READER_PASSWORD_ENV
         )));
     }
+    // Users configured with an empty password are as open as `default`
+    // (a set but empty FLAMEHOUSE_WRITER_PASSWORD made a password-less
+    // writer on every interface).
+    let open = users.without_password();
+    if !open.is_empty() && !opts.listen.ip().is_loopback() {
+        return Err(Error::Usage(format!(
+            "refusing to listen on {} with users that have an empty password ({}): give them \
+             passwords (--users FILE, or {} / {}), or listen on a loopback address",
+            opts.listen,
+            open.join(", "),
+            users::WRITER_PASSWORD_ENV,
+            users::READER_PASSWORD_ENV
+        )));
+    }
     let tls = tls_acceptor(opts)?;
     let engine = Arc::new(Engine::open(&opts.engine)?);
     // A data directory an older binary wrote: its stale views re-created,

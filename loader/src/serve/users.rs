@@ -116,6 +116,21 @@ impl Users {
         ok.then_some(u)
     }
 
+    /// The users anyone may connect as: an empty password (a `--users`
+    /// line without one, an empty `FLAMEHOUSE_*_PASSWORD`), plain or as
+    /// its SHA-256. A server with one listens on loopback only.
+    pub fn without_password(&self) -> Vec<&str> {
+        let empty = sha256(b"");
+        self.users
+            .iter()
+            .filter(|u| match &u.secret {
+                Secret::Plain(p) => p.is_empty(),
+                Secret::Sha256(h) => *h == empty,
+            })
+            .map(|u| u.name.as_str())
+            .collect()
+    }
+
     /// The users' names and roles.
     pub fn list(&self) -> impl Iterator<Item = (&str, Role)> {
         self.users.iter().map(|u| (u.name.as_str(), u.role))
