@@ -283,14 +283,7 @@ pub fn migrate(backend: &dyn Backend, opts: &SchemaOptions) -> Result<Vec<u32>> 
     if let Some(t) = stmts.iter().find(|s| s.contains(".schema_migrations")) {
         backend.execute(t)?;
     }
-    let applied = backend.query_tsv(&format!(
-        "SELECT DISTINCT version FROM {}.schema_migrations",
-        opts.database
-    ))?;
-    let applied: Vec<u32> = applied
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let applied = applied_versions(backend, &opts.database)?;
     // The retention a database already has (none before migration 6): a
     // later migration's time-keyed tables (7's rollups, 11's cp_stacks)
     // expire with its samples. One catalog read, before any migration.
@@ -375,13 +368,7 @@ pub fn pending_migrations(backend: &dyn Backend, db: &Ident) -> Result<Option<Ve
     if has.trim() == "0" {
         return Ok(None);
     }
-    let applied = backend.query_tsv(&format!(
-        "SELECT DISTINCT version FROM {db}.schema_migrations"
-    ))?;
-    let applied: Vec<u32> = applied
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
+    let applied = applied_versions(backend, db)?;
     Ok(Some(
         MIGRATIONS
             .iter()
@@ -389,6 +376,17 @@ pub fn pending_migrations(backend: &dyn Backend, db: &Ident) -> Result<Option<Ve
             .filter(|v| !applied.contains(v))
             .collect(),
     ))
+}
+
+/// The versions recorded in `db.schema_migrations` (which must exist).
+fn applied_versions(backend: &dyn Backend, db: &Ident) -> Result<Vec<u32>> {
+    Ok(backend
+        .query_tsv(&format!(
+            "SELECT DISTINCT version FROM {db}.schema_migrations"
+        ))?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect())
 }
 
 /// What to tell a user whose database `db` lacks the migrations `pending`
