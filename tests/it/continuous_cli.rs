@@ -2575,30 +2575,35 @@ fn top_shares_of_negative_values_equal_go_tool_pprof() {
 /// a load; `sql` now re-creates the stale views first.
 #[test]
 fn sql_answers_with_this_binarys_views() {
-    let data = temp_path("cpcli-staleviews");
+    let (data, from, to) = loaded_cpu("cpcli-staleviews");
+    fh(&data, &["sql", OTHER_CP_FLAME]);
+    let root = fh(&data, &["sql", &cp_flame_root(&from, &to)]);
+    assert_eq!(root.trim(), "total\t590000000");
+}
+
+/// A data directory with `cpu.pb.gz` loaded, and the profile's range.
+fn loaded_cpu(name: &str) -> (PathBuf, String, String) {
+    let data = temp_path(name);
     fh(
         &data,
         &["load", &dir().join("cpu.pb.gz").display().to_string()],
     );
     let (from, to) = range_of(&data, "cpu.pb.gz");
-    fh(
-        &data,
-        &[
-            "sql",
-            "CREATE OR REPLACE VIEW flamehouse.cp_flame AS SELECT toUInt64(7) AS i, 0 AS level, 'old' AS label, toInt64(1) AS value, toInt64(1) AS self",
-        ],
-    );
-    let root = fh(
-        &data,
-        &[
-            "sql",
-            &format!(
-                "SELECT value FROM flamehouse.cp_flame(profile_type = 'cpu:nanoseconds', \
-                 t1 = '{from}', t2 = '{to}', match = map(), max_nodes = 0) WHERE level = 0"
-            ),
-        ],
-    );
-    assert_eq!(root.trim(), "590000000");
+    (data, from, to)
+}
+
+/// `cp_flame` as another binary (or a user) may have left it: not a
+/// parameterized view, no mark of this binary.
+const OTHER_CP_FLAME: &str =
+    "CREATE OR REPLACE VIEW flamehouse.cp_flame AS SELECT toUInt64(7) AS i, \
+     0 AS level, 'old' AS label, toInt64(1) AS value, toInt64(1) AS self";
+
+/// The root row (label, value) of this binary's `cp_flame` over a range.
+fn cp_flame_root(from: &str, to: &str) -> String {
+    format!(
+        "SELECT label, value FROM flamehouse.cp_flame(profile_type = 'cpu:nanoseconds', \
+         t1 = '{from}', t2 = '{to}', match = map(), max_nodes = 0) WHERE level = 0"
+    )
 }
 
 /// A database an earlier binary made (here: before migration 11, no
@@ -2610,12 +2615,7 @@ fn sql_answers_with_this_binarys_views() {
 /// upgrades it and both answer.
 #[test]
 fn an_earlier_binarys_database_keeps_its_views_and_says_how_to_upgrade() {
-    let data = temp_path("cpcli-upgrade");
-    fh(
-        &data,
-        &["load", &dir().join("cpu.pb.gz").display().to_string()],
-    );
-    let (from, to) = range_of(&data, "cpu.pb.gz");
+    let (data, from, to) = loaded_cpu("cpcli-upgrade");
     // Back to migrations 1 to 10 (then 12 to 15, which need nothing of 11
     // but its table).
     fh(
@@ -2626,13 +2626,7 @@ fn an_earlier_binarys_database_keeps_its_views_and_says_how_to_upgrade() {
         ],
     );
     fh(&data, &["sql", "DROP TABLE flamehouse.cp_stacks"]);
-    fh(
-        &data,
-        &[
-            "sql",
-            "CREATE OR REPLACE VIEW flamehouse.cp_flame AS SELECT toUInt64(7) AS i, 0 AS level, 'old' AS label, toInt64(1) AS value, toInt64(1) AS self",
-        ],
-    );
+    fh(&data, &["sql", OTHER_CP_FLAME]);
     let out = fh_out(
         &data,
         &["sql", "SELECT label, value FROM flamehouse.cp_flame"],
@@ -2669,11 +2663,7 @@ fn an_earlier_binarys_database_keeps_its_views_and_says_how_to_upgrade() {
 
     let init = fh(&data, &["init"]);
     assert!(init.contains("applied migrations [11]"), "{init}");
-    let view = format!(
-        "SELECT label, value FROM flamehouse.cp_flame(profile_type = 'cpu:nanoseconds', \
-         t1 = '{from}', t2 = '{to}', match = map(), max_nodes = 0) WHERE level = 0"
-    );
-    let out = fh_out(&data, &["sql", &view]);
+    let out = fh_out(&data, &["sql", &cp_flame_root(&from, &to)]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "total\t590000000"

@@ -610,38 +610,28 @@ fn curl_speaks_clickhouse_http_and_bad_requests_change_nothing() {
     // ClickHouse's request headers for the default format and the
     // database (they were ignored: TabSeparated of `default`); a URL
     // parameter given too wins.
-    let r = curl(
-        &root,
-        &[
-            "-u",
-            &format!("reader:{RPASS}"),
-            "-H",
-            "X-ClickHouse-Format: JSONEachRow",
-            "-H",
-            "X-ClickHouse-Database: system",
-            "--data-binary",
-            "@-",
-        ],
-        Some(b"SELECT currentDatabase() AS db"),
-    );
+    let with_headers = |url: &str| {
+        curl(
+            url,
+            &[
+                "-u",
+                &format!("reader:{RPASS}"),
+                "-H",
+                "X-ClickHouse-Format: JSONEachRow",
+                "-H",
+                "X-ClickHouse-Database: system",
+                "--data-binary",
+                "@-",
+            ],
+            Some(b"SELECT currentDatabase() AS db"),
+        )
+    };
+    let r = with_headers(&root);
     assert_eq!(
         (r.status, r.text().trim(), r.header("x-clickhouse-format")),
         (200, r#"{"db":"system"}"#, "JSONEachRow")
     );
-    let r = curl(
-        &format!("{root}?default_format=CSV&database=default"),
-        &[
-            "-u",
-            &format!("reader:{RPASS}"),
-            "-H",
-            "X-ClickHouse-Format: JSONEachRow",
-            "-H",
-            "X-ClickHouse-Database: system",
-            "--data-binary",
-            "@-",
-        ],
-        Some(b"SELECT currentDatabase() AS db"),
-    );
+    let r = with_headers(&format!("{root}?default_format=CSV&database=default"));
     assert_eq!((r.status, r.text().trim()), (200, r#""default""#));
 
     // DDL and inserts as the writer.
