@@ -66,6 +66,14 @@ fn fh(data: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The stderr of a command that must fail with exit `code` in one line.
+fn fails_in_one_line(out: &Output, code: i32) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    err
+}
+
 fn sql(data: &Path, query: &str) -> String {
     fh(data, &["sql", query]).trim().to_string()
 }
@@ -2488,10 +2496,7 @@ fn a_pipe_path_says_to_give_it_on_standard_input() {
         .status()
         .unwrap()
         .success());
-    let out = fh_out(&data, &["load", &fifo.display().to_string()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let err = fails_in_one_line(&fh_out(&data, &["load", &fifo.display().to_string()]), 1);
     assert!(
         err.contains("a pipe, not a file") && err.contains("flamehouse load - <"),
         "{err}"
@@ -2651,12 +2656,9 @@ fn an_earlier_binarys_database_keeps_its_views_and_says_how_to_upgrade() {
         "--to",
         &to,
     ];
-    let out = fh_out(&data, &top);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = fails_in_one_line(&fh_out(&data, &top), 1);
     assert!(
-        err.trim().lines().count() == 1
-            && err.contains("cp_stacks")
+        err.contains("cp_stacks")
             && err.contains("its migration 11 is not applied yet (`flamehouse init`"),
         "{err}"
     );
@@ -2695,13 +2697,8 @@ fn delete_of_a_continuous_service_says_what_it_is() {
         (id.as_str(), "is a continuous profile"),
         ("nothing", ""),
     ] {
-        let o = fh_out(&data, &["delete", "--process", name]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
-        assert!(
-            err.lines().count() == 1 && err.contains("no process"),
-            "{err}"
-        );
+        let err = fails_in_one_line(&fh_out(&data, &["delete", "--process", name]), 1);
+        assert!(err.contains("no process"), "{name}: {err}");
         if says.is_empty() {
             assert!(!err.contains("continuous"), "{err}");
         } else {

@@ -1163,14 +1163,7 @@ fn readers_during_a_watch_load_then_graceful_shutdown() {
     assert_eq!(reader.query_tsv(&digest_sql("flamehouse")).unwrap(), want);
 
     // SIGTERM while a slow query runs: it still gets its answer.
-    let url = s.url.clone();
-    let slow = std::thread::spawn(move || {
-        curl(
-            &format!("{url}/?max_block_size=1"),
-            &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
-            Some(b"SELECT sum(sleepEachRow(0.5) + 1) FROM numbers(4)"),
-        )
-    });
+    let slow = slow_read(&s, 4);
     std::thread::sleep(Duration::from_millis(500));
     let status = s.stop();
     let r = slow.join().unwrap();
@@ -1257,19 +1250,35 @@ fn light_compose_entrypoint_serves_the_dashboards_user() {
     assert!(s.stop().success());
 }
 
+/// A reader's query that holds its slot for `rows` half-seconds, on a
+/// thread of its own.
+fn slow_read(s: &Serve, rows: u32) -> std::thread::JoinHandle<Resp> {
+    let url = s.url.clone();
+    std::thread::spawn(move || {
+        curl(
+            &format!("{url}/?max_block_size=1"),
+            &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
+            Some(format!("SELECT sum(sleepEachRow(0.5) + 1) FROM numbers({rows})").as_bytes()),
+        )
+    })
+}
+
 /// Without configured users (only the password-less `default`), serve
 /// listens on loopback only.
 #[test]
 fn serve_without_users_refuses_a_public_address() {
     let dir = temp_path("serve-public").join("data");
-    let out = Command::new(bin("flamehouse"))
-        .args(["serve", "--listen", "0.0.0.0:0", "--data"])
-        .arg(&dir)
-        .env_remove("FLAMEHOUSE_READER_PASSWORD")
-        .env_remove("FLAMEHOUSE_WRITER_PASSWORD")
-        .env_remove("FLAMEHOUSE_USERS")
-        .output()
-        .unwrap();
+    // `serve` on every interface, without the users of the environment.
+    let public = || {
+        let mut cmd = Command::new(bin("flamehouse"));
+        cmd.args(["serve", "--listen", "0.0.0.0:0", "--data"])
+            .arg(&dir)
+            .env_remove("FLAMEHOUSE_READER_PASSWORD")
+            .env_remove("FLAMEHOUSE_WRITER_PASSWORD")
+            .env_remove("FLAMEHOUSE_USERS");
+        cmd
+    };
+    let out = public().output().unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -1282,12 +1291,7 @@ fn serve_without_users_refuses_a_public_address() {
     let users = dir.parent().unwrap().join("users.txt");
     std::fs::write(&users, "grafana reader s3cret\nloader writer\n").unwrap();
     for (env, file, open) in [(Some(""), None, "writer"), (None, Some(&users), "loader")] {
-        let mut cmd = Command::new(bin("flamehouse"));
-        cmd.args(["serve", "--listen", "0.0.0.0:0", "--data"])
-            .arg(&dir)
-            .env_remove("FLAMEHOUSE_READER_PASSWORD")
-            .env_remove("FLAMEHOUSE_WRITER_PASSWORD")
-            .env_remove("FLAMEHOUSE_USERS");
+        let mut cmd = public();
         if let Some(p) = env {
             cmd.env("FLAMEHOUSE_WRITER_PASSWORD", p);
         }
@@ -1427,15 +1431,7 @@ fn a_full_server_queues_then_refuses() {
     assert_eq!(read_sql(&s, "SELECT 1").text(), "1\n");
     // A request waits for a slot as long as its own time limit, not the
     // server's (`max_execution_time=1` waited the server's 3 s).
-    let url = s.url.clone();
-    let slow = std::thread::spawn(move || {
-        curl(
-            &format!("{url}/?max_block_size=1"),
-            &["-u", &format!("reader:{RPASS}"), "--data-binary", "@-"],
-            Some(b"SELECT sum(sleepEachRow(0.5) + 1) FROM numbers(5)"),
-        )
-        .status
-    });
+    let slow = slow_read(&s, 5);
     std::thread::sleep(Duration::from_millis(400));
     let t = Instant::now();
     let r = curl(
@@ -1446,7 +1442,7 @@ fn a_full_server_queues_then_refuses() {
     let waited = t.elapsed();
     r.assert_error(503, 202);
     assert!(waited < Duration::from_millis(2000), "{waited:?}");
-    assert_eq!(slow.join().unwrap(), 200);
+    assert_eq!(slow.join().unwrap().status, 200);
     assert!(s.stop().success());
 }
 

@@ -628,11 +628,9 @@ fn parse_retention(s: &str) -> Result<u32, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is no number of days"))?;
-    if days < 1 {
-        continuous::check_retention(0).map_err(|e| format!("`{s}`: {e}"))?;
-    }
-    let days = u32::try_from(days).unwrap_or(u32::MAX);
-    continuous::check_retention(days).map_err(|e| e.to_string())?;
+    // Below 1 is checked as 0, past u32 as its largest: each range's words.
+    let days = u32::try_from(days.clamp(0, i128::from(u32::MAX))).expect("clamped to u32");
+    continuous::check_retention(days).map_err(|e| format!("`{s}`: {e}"))?;
     Ok(days)
 }
 
